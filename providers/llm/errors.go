@@ -1,0 +1,121 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind classifies an error by what the client should be told. The HTTP layer maps each kind
+// to one status and SPEC §4 code, in one place.
+type Kind int
+
+const (
+	// KindUpstream: the backend failed or answered garbage (502 upstream_error). Also the
+	// kind of any error that is not an *Error.
+	KindUpstream Kind = iota
+	// KindUpstreamRateLimited: the backend throttled us; waiting helps (429, Retry-After).
+	KindUpstreamRateLimited
+	// KindUpstreamQuota: the backend's quota or balance is exhausted; waiting does not help.
+	KindUpstreamQuota
+	// KindUpstreamInvalid: the backend refused the request as invalid (400); its message is relayed.
+	KindUpstreamInvalid
+	// KindUpstreamAuth: the backend refused our key (502 upstream_auth_failed).
+	KindUpstreamAuth
+	// KindProviderUnavailable: the backend is down or overloaded for everyone (503).
+	KindProviderUnavailable
+	// KindRunTimeout: the call ran past its provider's run_timeout (504).
+	KindRunTimeout
+
+	// Gateway decisions, made before any backend was called.
+
+	KindInvalidRequest  // 400 invalid_request
+	KindModelNotFound   // 404 model_not_found
+	KindQueueFull       // 429 provider_queue_full
+	KindQueueTimeout    // 429 provider_queue_timeout
+	KindOverloaded      // 429 gateway_overloaded
+	KindDraining        // 503 gateway_draining
+	KindBatchCapacity   // 429 batch_capacity_unavailable
+	KindBatchImpossible // 400 batch_exceeds_provider_capacity
+)
+
+var kindNames = [...]string{
+	KindUpstream:            "upstream_error",
+	KindUpstreamRateLimited: "upstream_rate_limited",
+	KindUpstreamQuota:       "upstream_quota_exhausted",
+	KindUpstreamInvalid:     "upstream_invalid_request",
+	KindUpstreamAuth:        "upstream_auth_failed",
+	KindProviderUnavailable: "provider_unavailable",
+	KindRunTimeout:          "provider_run_timeout",
+	KindInvalidRequest:      "invalid_request",
+	KindModelNotFound:       "model_not_found",
+	KindQueueFull:           "provider_queue_full",
+	KindQueueTimeout:        "provider_queue_timeout",
+	KindOverloaded:          "gateway_overloaded",
+	KindDraining:            "gateway_draining",
+	KindBatchCapacity:       "batch_capacity_unavailable",
+	KindBatchImpossible:     "batch_exceeds_provider_capacity",
+}
+
+// String returns the SPEC §4 error code of the kind.
+func (k Kind) String() string {
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Error is an error with a Kind, the provider it concerns and, for errors that waiting can
+// fix, how long to wait. Adapters return it for everything a backend reports; the gateway
+// returns it for its own rejections.
+type Error struct {
+	Kind     Kind
+	Message  string // for the client; never contains a key
+	Provider string // provider name, empty for gateway-wide errors
+	Param    string // the offending request field, when known
+	// RetryAfter is how long the client should wait before trying again; zero when the
+	// source gave no hint. Only meaningful for kinds where waiting helps.
+	RetryAfter time.Duration
+	// UpstreamStatus and UpstreamCode are what the backend said (HTTP status, its error code),
+	// kept for logs and for the adapters' tests; zero when the error is the gateway's own.
+	UpstreamStatus int
+	UpstreamCode   string
+	// Err is the underlying cause, if any (a transport error, a decode error).
+	Err error
+}
+
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	}
+	if e.Provider != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Kind, e.Provider, msg)
+	}
+	return fmt.Sprintf("%s: %s", e.Kind, msg)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Retryable reports whether waiting and trying again can succeed.
+func (k Kind) Retryable() bool {
+	switch k {
+	case KindUpstreamRateLimited, KindQueueFull, KindQueueTimeout, KindOverloaded, KindBatchCapacity:
+		return true
+	}
+	return false
+}
+
+// KindOf returns the kind of err: its *Error's kind, or KindUpstream for any other error.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return KindUpstream
+}
+
+// Errorf builds an *Error of the given kind with a formatted message.
+func Errorf(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,147 @@
+// Package sse reads and writes Server-Sent Events as the WHATWG HTML standard defines them.
+//
+// The Reader accepts LF, CRLF and lone-CR line ends (also when a CRLF is split across reads),
+// joins multi-line data, skips comments and drops a last event that the stream did not
+// terminate with a blank line. It works on bytes and hands out whole events only, so a
+// multi-byte character split across network reads is never seen half.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// Event is one dispatched event.
+type Event struct {
+	Type string // the "event" field; "" when absent (the standard's "message")
+	Data []byte // the data lines joined by LF; valid until the next call to Next
+	ID   string // the last event ID seen so far on the stream
+}
+
+// MaxLine is the longest line the Reader accepts. Tool-call chunks can be large, so it is far
+// above bufio.Scanner's 64 KiB default.
+const MaxLine = 8 << 20
+
+// ErrLineTooLong is returned when a line exceeds MaxLine.
+var ErrLineTooLong = errors.New("sse: line too long")
+
+// Reader reads events from a stream.
+type Reader struct {
+	r       *bufio.Reader
+	data    []byte // the pending event's data buffer
+	evType  string
+	lastID  string
+	line    []byte // the current line, reused
+	skipLF  bool   // the previous line ended in CR: a leading LF belongs to it
+	started bool   // a leading BOM has been looked for
+	// Comments counts comment lines seen; a relay uses it as proof of liveness.
+	Comments int
+}
+
+// NewReader returns a Reader on r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 32<<10)}
+}
+
+// Next returns the next event. At the end of the stream it returns io.EOF; an event that was
+// not terminated by a blank line is discarded, as the standard requires. Other errors come
+// from the underlying reader.
+func (r *Reader) Next() (Event, error) {
+	r.data = r.data[:0]
+	r.evType = ""
+	hasData := false
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			return Event{}, err
+		}
+		if len(line) == 0 { // blank line: dispatch
+			if !hasData {
+				r.evType = ""
+				continue
+			}
+			data := r.data
+			if n := len(data); n > 0 && data[n-1] == '\n' {
+				data = data[:n-1]
+			}
+			return Event{Type: r.evType, Data: data, ID: r.lastID}, nil
+		}
+		if line[0] == ':' {
+			r.Comments++
+			continue
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(field) {
+		case "data":
+			r.data = append(r.data, value...)
+			r.data = append(r.data, '\n')
+			hasData = true
+		case "event":
+			r.evType = string(value)
+		case "id":
+			if bytes.IndexByte(value, 0) < 0 {
+				r.lastID = string(value)
+			}
+		}
+		// "retry" and unknown fields are ignored: a relay does not reconnect.
+	}
+}
+
+// readLine returns the next line without its terminator. A line cut short by the end of the
+// stream is not a line: io.EOF is returned instead, which discards any pending event.
+func (r *Reader) readLine() ([]byte, error) {
+	r.line = r.line[:0]
+	for {
+		b, err := r.r.ReadByte()
+		if err != nil {
+			if err == io.EOF {
+				return nil, io.EOF
+			}
+			return nil, err
+		}
+		if !r.started {
+			r.started = true
+			if b == 0xEF { // a UTF-8 BOM is EF BB BF; strip one at the very start
+				if p, _ := r.r.Peek(2); len(p) == 2 && p[0] == 0xBB && p[1] == 0xBF {
+					_, _ = r.r.Discard(2)
+					continue
+				}
+			}
+		}
+		if r.skipLF {
+			r.skipLF = false
+			if b == '\n' {
+				continue
+			}
+		}
+		switch b {
+		case '\n':
+			return r.line, nil
+		case '\r':
+			r.skipLF = true
+			return r.line, nil
+		}
+		if len(r.line) >= MaxLine {
+			return nil, ErrLineTooLong
+		}
+		r.line = append(r.line, b)
+		// Fast path: take the rest of the line from the buffer in one go.
+		if buf, _ := r.r.Peek(r.r.Buffered()); len(buf) > 0 {
+			if i := bytes.IndexAny(buf, "\r\n"); i > 0 {
+				r.line = append(r.line, buf[:i]...)
+				_, _ = r.r.Discard(i)
+			} else if i < 0 {
+				r.line = append(r.line, buf...)
+				_, _ = r.r.Discard(len(buf))
+			}
+		}
+	}
+}
