@@ -1,0 +1,41 @@
+package upstream
+
+import (
+	"io"
+	"sort"
+	"strings"
+)
+
+// DefaultErrorBody is a sensible cap for reading a backend's error body: enough for any real
+// error object, small enough that a misbehaving backend cannot make us buffer megabytes.
+const DefaultErrorBody = 64 << 10
+
+// ReadBody reads at most max bytes of r. A read error ends the body early rather than failing:
+// an error body is evidence, and a partial one is still worth showing.
+func ReadBody(r io.Reader, max int64) []byte {
+	if r == nil || max <= 0 {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(r, max))
+	return b
+}
+
+// Redact replaces every occurrence of each secret in s with "[redacted]". Secrets shorter than
+// four bytes are ignored: replacing "a" everywhere would destroy the message and protect
+// nothing. Longer secrets are replaced first so one that contains another is not left half shown.
+func Redact(s string, secrets ...string) string {
+	var keep []string
+	for _, k := range secrets {
+		if len(k) >= 4 && strings.Contains(s, k) {
+			keep = append(keep, k)
+		}
+	}
+	if len(keep) == 0 {
+		return s
+	}
+	sort.Slice(keep, func(i, j int) bool { return len(keep[i]) > len(keep[j]) })
+	for _, k := range keep {
+		s = strings.ReplaceAll(s, k, "[redacted]")
+	}
+	return s
+}
