@@ -1,0 +1,98 @@
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+)
+
+// stream is an answer being read from a Messages API event stream, or (body nil) a whole
+// answer already decoded into chunks.
+type stream struct {
+	ctx      context.Context
+	provider string
+	cancel   context.CancelFunc // ends the call's own context once the body is closed
+	body     io.ReadCloser
+	events   *sse.Reader
+	dec      *decoder
+	pending  []llm.Chunk
+	err      error // the terminal error, io.EOF after the last chunk
+	closed   bool
+}
+
+var _ llm.Stream = (*stream)(nil)
+
+// Next returns the next chunk; see llm.Stream.
+func (s *stream) Next() (llm.Chunk, error) {
+	for len(s.pending) == 0 {
+		if s.err != nil {
+			return llm.Chunk{}, s.err
+		}
+		s.fill()
+	}
+	c := s.pending[0]
+	s.pending = s.pending[1:]
+	return c, nil
+}
+
+// fill reads events until one yields chunks or the stream ends.
+func (s *stream) fill() {
+	if s.dec == nil || s.dec.done || s.closed {
+		s.err = io.EOF
+		if s.closed && (s.dec == nil || !s.dec.done) {
+			s.err = errClosed
+		}
+		return
+	}
+	ev, err := s.events.Next()
+	if err != nil {
+		s.err = withProvider(s.readError(err), s.provider)
+		return
+	}
+	s.pending, err = s.dec.event(ev, s.pending[:0])
+	s.err = withProvider(err, s.provider)
+}
+
+// withProvider names the provider on an *llm.Error that does not name one yet.
+func withProvider(err error, provider string) error {
+	if e, ok := errors.AsType[*llm.Error](err); ok && e.Provider == "" {
+		e.Provider = provider
+	}
+	return err
+}
+
+var errClosed = errors.New("anthropic: stream closed")
+
+// readError explains why reading the event stream failed. A cancelled call reports the
+// context's error, so the gateway can tell a client's disconnect from a backend failure.
+func (s *stream) readError(err error) error {
+	if ctxErr := s.ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// Not wrapping io.EOF: a caller testing errors.Is(err, io.EOF) would take the
+		// truncated answer for a complete one.
+		return &llm.Error{Kind: llm.KindUpstream, Message: "stream ended before message_stop", Err: io.ErrUnexpectedEOF}
+	}
+	return &llm.Error{Kind: llm.KindUpstream, Message: "reading stream: " + err.Error(), Err: err}
+}
+
+// Close closes the response body (aborting the call if it is still running) and returns
+// once it is closed. It is safe to call more than once.
+func (s *stream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.body != nil {
+		err = s.body.Close()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	return err
+}
