@@ -1,0 +1,216 @@
+// Package config turns a YAML file (or the embedded default plus auto-discovery) into a
+// validated, fully defaulted Config for the gateway.
+//
+// Ownership of defaults: after Load, Parse or Default return, every numeric field below holds
+// its effective value; nobody downstream needs to know the SPEC §2 table. The exceptions are
+// documented on the field (BaseURL "" and Workdir "" are owned by the adapters).
+//
+// Secrets: API keys are stored in Auth and Provider/Model Keys. They never appear in an error
+// returned by this package, in Summary, or in the String/GoString forms of the types, so a
+// config printed with %v or %+v by mistake does not leak them.
+package config
+
+import (
+	"slices"
+	"time"
+)
+
+// Config is the whole gateway configuration.
+type Config struct {
+	// Listen is the address to serve on; "" in YAML becomes 127.0.0.1:8080.
+	Listen    string     `yaml:"listen"`
+	Auth      Auth       `yaml:"auth"`
+	Limits    Limits     `yaml:"limits"`
+	Providers []Provider `yaml:"providers"`
+	// Source names where the config came from: the file name, or "embedded default".
+	Source string `yaml:"-"`
+}
+
+// Auth lists the keys clients must present. An empty APIKeys list means the API is open
+// (anyone who can reach Listen may use it); an empty AdminKeys list means the admin routes
+// accept the API keys. Empty entries are a config error, never silently "auth off".
+type Auth struct {
+	APIKeys   []string `yaml:"api_keys"`
+	AdminKeys []string `yaml:"admin_keys"`
+}
+
+// Limits are the gateway-wide admission limits (SPEC §2) and request size limit (SPEC §4).
+type Limits struct {
+	// MaxRunning caps requests running at once across all providers; default 10.
+	MaxRunning int `yaml:"max_running"`
+	// MaxAdmitted caps running + queued requests; default 16; must be ≥ MaxRunning.
+	MaxAdmitted int `yaml:"max_admitted"`
+	// QueueLength is the default per-provider queue length; default 8. An explicit 0 means
+	// "no queue": a request that cannot start at once is rejected.
+	QueueLength int `yaml:"queue_length"`
+	// QueueTimeout is the default per-provider queue wait; default 60s.
+	QueueTimeout Duration `yaml:"queue_timeout"`
+	// RetryAfter is what "busy" answers advise; default 1s, between 1s and 60s.
+	RetryAfter Duration `yaml:"retry_after"`
+	// MaxBodyBytes caps a request body; default 8 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// RateLimit is a provider's own request budget. Zero in one dimension means "not limited in
+// that dimension"; at least one must be positive.
+type RateLimit struct {
+	RPM int `yaml:"rpm"` // requests per minute
+	TPM int `yaml:"tpm"` // tokens per minute
+}
+
+// Provider is one configured backend.
+type Provider struct {
+	// Name is the first part of model ids ("NAME/model"): letters, digits, '.', '_', '-'.
+	Name string `yaml:"name"`
+	// Kind is one of Kinds().
+	Kind string `yaml:"kind"`
+	// BaseURL is the backend's address; "" means the adapter's own default for the kind.
+	BaseURL string `yaml:"base_url"`
+	// Keys are the backend API keys, tried in order. Not used by CLI kinds.
+	Keys []string `yaml:"keys"`
+
+	// Lanes is how many requests may run at once; omitted → the kind's default (SPEC §2).
+	Lanes int `yaml:"lanes"`
+	// ModelLanes is the default per-model lane count; omitted → the kind's default, capped
+	// at Lanes. Must not exceed Lanes.
+	ModelLanes int `yaml:"model_lanes"`
+	// QueueLength omitted → Limits.QueueLength; explicit 0 → no queue for this provider.
+	QueueLength int `yaml:"queue_length"`
+	// QueueTimeout omitted → Limits.QueueTimeout.
+	QueueTimeout Duration `yaml:"queue_timeout"`
+	// RunTimeout caps one running request; omitted → the kind's default.
+	RunTimeout Duration `yaml:"run_timeout"`
+	// RateLimit, when set, limits what Tollgate sends to the backend.
+	RateLimit *RateLimit `yaml:"rate_limit"`
+	// Models lists the served models. Required for CLI and fake kinds; HTTP kinds with no
+	// models get theirs from the backend's model list at start.
+	Models []Model `yaml:"models"`
+
+	// CLI kinds only. Command defaults to the CLI's usual name (codex, claude, gemini);
+	// Args are appended to the ones Tollgate builds; Env adds environment variables;
+	// Workdir "" means a fresh empty directory per request (owned by the CLI adapter).
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
+	Workdir string            `yaml:"workdir"`
+	// KillGrace is how long a cancelled CLI gets between SIGTERM and SIGKILL; default 3s.
+	KillGrace Duration `yaml:"kill_grace"`
+
+	// RefreshModels is how often an HTTP kind re-reads the backend's model list; omitted →
+	// 10m; an explicit 0 means "read it once at start". Zero for CLI and fake kinds.
+	RefreshModels Duration `yaml:"refresh_models"`
+
+	// Discovered says how auto-discovery found this provider ("env OPENAI_API_KEY",
+	// "PATH /usr/bin/codex", "port 127.0.0.1:1234"); "" for configured providers.
+	Discovered string `yaml:"-"`
+}
+
+// Model is one model of a provider. Capability pointers are nil when unknown (SPEC §6 says
+// unknown values are null, never invented).
+type Model struct {
+	// ID is the backend's model name; the client-facing id is "PROVIDER/ID".
+	ID string `yaml:"id"`
+	// Keys, when set, are used for this model instead of the provider's keys.
+	Keys []string `yaml:"keys"`
+	// ModelLanes omitted → the provider's ModelLanes. Must not exceed the provider's Lanes.
+	ModelLanes int `yaml:"model_lanes"`
+
+	ContextWindow   *int  `yaml:"context_window"`
+	MaxOutputTokens *int  `yaml:"max_output_tokens"`
+	Reasoning       *bool `yaml:"reasoning"`
+	Tools           *bool `yaml:"tools"`
+	Vision          *bool `yaml:"vision"`
+	// Fallbacks are full model ids ("provider/model" or an alias) tried when this model
+	// cannot serve a request.
+	Fallbacks []string `yaml:"fallbacks"`
+	// Aliases are extra client-facing names for this model; unique across the config and
+	// never equal to a "provider/model" id.
+	Aliases []string `yaml:"aliases"`
+
+	// Fake kind only: scripted behaviour, interpreted by providers/fake. Reply "" lets the
+	// fake choose (it echoes the prompt); Fail is a fault script such as "rate_limit".
+	Reply           string   `yaml:"reply"`
+	ReasoningText   string   `yaml:"reasoning_text"`
+	FirstTokenDelay Duration `yaml:"first_token_delay"`
+	TokensPerSecond float64  `yaml:"tokens_per_second"`
+	Fail            string   `yaml:"fail"`
+}
+
+// Kind families.
+const (
+	familyHTTP = iota
+	familyCLI
+	familyFake
+)
+
+type kindInfo struct {
+	family     int
+	lanes      int
+	modelLanes int
+	runTimeout time.Duration
+}
+
+// kinds is the SPEC §2 defaults table.
+var kinds = map[string]kindInfo{
+	"openai":     {familyHTTP, 8, 4, 5 * time.Minute},
+	"anthropic":  {familyHTTP, 8, 4, 5 * time.Minute},
+	"gemini":     {familyHTTP, 8, 4, 5 * time.Minute},
+	"deepseek":   {familyHTTP, 8, 4, 5 * time.Minute},
+	"qwen":       {familyHTTP, 8, 4, 5 * time.Minute},
+	"doubao":     {familyHTTP, 8, 4, 5 * time.Minute},
+	"ernie":      {familyHTTP, 8, 4, 5 * time.Minute},
+	"nvidia":     {familyHTTP, 4, 2, 10 * time.Minute},
+	"lmstudio":   {familyHTTP, 1, 1, 3 * time.Minute},
+	"ollama":     {familyHTTP, 1, 1, 3 * time.Minute},
+	"codex-cli":  {familyCLI, 3, 1, 5 * time.Minute},
+	"claude-cli": {familyCLI, 3, 1, 5 * time.Minute},
+	"gemini-cli": {familyCLI, 3, 1, 5 * time.Minute},
+	"fake":       {familyFake, 4, 2, time.Minute},
+}
+
+// cliCommands is each CLI kind's usual command name.
+var cliCommands = map[string]string{
+	"codex-cli":  "codex",
+	"claude-cli": "claude",
+	"gemini-cli": "gemini",
+}
+
+// Gateway-wide and per-kind defaults not in the table.
+const (
+	DefaultListen        = "127.0.0.1:8080"
+	defaultMaxRunning    = 10
+	defaultMaxAdmitted   = 16
+	defaultQueueLength   = 8
+	defaultQueueTimeout  = 60 * time.Second
+	defaultRetryAfter    = time.Second
+	defaultMaxBodyBytes  = 8 << 20
+	defaultKillGrace     = 3 * time.Second
+	defaultRefreshModels = 10 * time.Minute
+	minRetryAfter        = time.Second
+	maxRetryAfter        = 60 * time.Second
+)
+
+// KindDefaults returns the SPEC §2 defaults for a provider kind; ok is false for an unknown kind.
+func KindDefaults(kind string) (lanes, modelLanes int, runTimeout time.Duration, ok bool) {
+	k, ok := kinds[kind]
+	return k.lanes, k.modelLanes, k.runTimeout, ok
+}
+
+// Kinds returns the valid provider kinds, sorted.
+func Kinds() []string {
+	out := make([]string, 0, len(kinds))
+	for k := range kinds {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// IsCLI reports whether kind runs a local coding-agent CLI.
+func IsCLI(kind string) bool { k, ok := kinds[kind]; return ok && k.family == familyCLI }
+
+// IsHTTP reports whether kind talks to an HTTP API.
+func IsHTTP(kind string) bool { k, ok := kinds[kind]; return ok && k.family == familyHTTP }
+
+// ModelID is the client-facing id of model m of provider p.
+func (p *Provider) ModelID(m *Model) string { return p.Name + "/" + m.ID }

@@ -1,0 +1,88 @@
+package config
+
+import "fmt"
+
+// applyDefaults fills every field the user left out. set holds the field paths present in
+// the YAML; with a nil set (configs built in code) a zero value counts as left out.
+// Explicit zeros are kept so validation can name them ("lanes: 0" is an error, not "default").
+func applyDefaults(c *Config, set map[string]int) {
+	omitted := func(path string, zero bool) bool {
+		if set == nil {
+			return zero
+		}
+		_, ok := set[path]
+		return !ok
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	l := &c.Limits
+	if omitted("limits.max_running", l.MaxRunning == 0) {
+		l.MaxRunning = defaultMaxRunning
+	}
+	if omitted("limits.max_admitted", l.MaxAdmitted == 0) {
+		l.MaxAdmitted = max(defaultMaxAdmitted, l.MaxRunning)
+	}
+	if omitted("limits.queue_length", l.QueueLength == 0) {
+		l.QueueLength = defaultQueueLength
+	}
+	if omitted("limits.queue_timeout", l.QueueTimeout == 0) {
+		l.QueueTimeout = Duration(defaultQueueTimeout)
+	}
+	if omitted("limits.retry_after", l.RetryAfter == 0) {
+		l.RetryAfter = Duration(defaultRetryAfter)
+	}
+	if omitted("limits.max_body_bytes", l.MaxBodyBytes == 0) {
+		l.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		path := fmt.Sprintf("providers[%d]", i)
+		providerDefaults(p, l, func(field string, zero bool) bool { return omitted(path+"."+field, zero) })
+		for j := range p.Models {
+			m := &p.Models[j]
+			if omitted(fmt.Sprintf("%s.models[%d].model_lanes", path, j), m.ModelLanes == 0) {
+				m.ModelLanes = p.ModelLanes
+			}
+		}
+	}
+}
+
+// providerDefaults fills one provider from its kind's row of the SPEC §2 table and from the
+// gateway limits. An unknown kind gets no kind defaults; validation reports it.
+func providerDefaults(p *Provider, l *Limits, omitted func(field string, zero bool) bool) {
+	k, known := kinds[p.Kind]
+	if known && omitted("lanes", p.Lanes == 0) {
+		p.Lanes = k.lanes
+	}
+	if known && omitted("model_lanes", p.ModelLanes == 0) {
+		// Capped at lanes so "lanes: 1" on nvidia (default model_lanes 2) is not an error.
+		p.ModelLanes = k.modelLanes
+		if p.Lanes >= 1 {
+			p.ModelLanes = min(p.ModelLanes, p.Lanes)
+		}
+	}
+	if omitted("queue_length", p.QueueLength == 0) {
+		p.QueueLength = l.QueueLength
+	}
+	if omitted("queue_timeout", p.QueueTimeout == 0) {
+		p.QueueTimeout = l.QueueTimeout
+	}
+	if known && omitted("run_timeout", p.RunTimeout == 0) {
+		p.RunTimeout = Duration(k.runTimeout)
+	}
+	switch {
+	case !known:
+	case k.family == familyCLI:
+		if omitted("command", p.Command == "") {
+			p.Command = cliCommands[p.Kind]
+		}
+		if omitted("kill_grace", p.KillGrace == 0) {
+			p.KillGrace = Duration(defaultKillGrace)
+		}
+	case k.family == familyHTTP:
+		if omitted("refresh_models", p.RefreshModels == 0) {
+			p.RefreshModels = Duration(defaultRefreshModels)
+		}
+	}
+}
