@@ -1,0 +1,626 @@
+package policy
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+func runAll(t *testing.T, scripts []script) {
+	for _, s := range scripts {
+		s.run(t)
+	}
+}
+
+func TestRejections(t *testing.T) {
+	runAll(t, []script{{
+		name:      "max_admitted reached: gateway_overloaded",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 2},
+		providers: []ProviderSpec{prov("a", 1, 8, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			arrive(3, 0, 0, I, "gateway_overloaded"),
+			counts(1, 1),
+		},
+	}, {
+		name:      "queue_length reached: provider_queue_full",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 1, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			arrive(3, 0, 0, B, "provider_queue_full"),
+			counts(1, 1),
+		},
+	}, {
+		name:      "both reached: overloaded comes first",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 2},
+		providers: []ProviderSpec{prov("a", 1, 1, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			arrive(3, 0, 0, I, "gateway_overloaded"),
+		},
+	}, {
+		name:      "queue_length 0: no waiting at all",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 0, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "provider_queue_full"),
+		},
+	}, {
+		// SPEC §2 checks max_admitted only for a request that cannot start: one for an idle
+		// provider starts even with running+queued at the cap.
+		name:      "a request that can start is not refused by max_admitted",
+		limits:    Limits{MaxRunning: 2, MaxAdmitted: 2},
+		providers: []ProviderSpec{prov("a", 1, 8, 1), prov("b", 1, 8, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			arrive(3, 1, 0, I, "started"),
+			arrive(4, 1, 0, I, "gateway_overloaded"),
+			counts(2, 1),
+		},
+	}, {
+		name:      "a rejected request leaves no trace and its id can come back",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 1, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, B, "queued"),
+			arrive(3, 0, 0, I, "provider_queue_full"),
+			cancel(3, false),
+			finishFails(3),
+			counts(1, 1),
+			finishThen(1, 2),
+			arrive(3, 0, 0, I, "queued"),
+		},
+	}, {
+		name:      "caller mistakes are refused without a change",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 1, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(1, 0, 0, I, "invalid_request"),
+			arrive(2, 1, 0, I, "model_not_found"),
+			arrive(2, 0, 1, I, "model_not_found"),
+			arrive(2, -1, 0, I, "model_not_found"),
+			arrive(2, 0, 0, llm.Priority(3), "invalid_request"),
+			counts(1, 0),
+		},
+	}})
+}
+
+func TestQueueDeadline(t *testing.T) {
+	runAll(t, []script{{
+		name:      "queued requests expire at arrival + queue_timeout, in arrival order",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 8, 1)},
+		steps: []step{
+			wake(-1),
+			arrive(1, 0, 0, I, "started"),
+			wake(-1),
+			arrive(2, 0, 0, B, "queued"),
+			advance(5 * time.Second),
+			arrive(3, 0, 0, I, "queued"),
+			wake(10 * time.Second),
+			advance(5*time.Second - time.Nanosecond),
+			expire(),
+			advance(time.Nanosecond),
+			expire(2),
+			wake(15 * time.Second),
+			expire(),
+			advance(time.Hour),
+			expire(3),
+			wake(-1),
+			counts(1, 0),
+			finishThen(1),
+		},
+	}, {
+		name:   "each provider its own timeout",
+		limits: Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: func() []ProviderSpec {
+			a, b := prov("a", 1, 8, 1), prov("b", 1, 8, 1)
+			a.QueueTimeout, b.QueueTimeout = 30*time.Second, 3*time.Second
+			return []ProviderSpec{a, b}
+		}(),
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 1, 0, I, "started"),
+			arrive(3, 0, 0, I, "queued"),
+			arrive(4, 1, 0, I, "queued"),
+			wake(3 * time.Second),
+			advance(3 * time.Second),
+			expire(4),
+			wake(30 * time.Second),
+			advance(time.Minute),
+			expire(3),
+		},
+	}, {
+		name:      "a request that started no longer expires",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 8, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			advance(9 * time.Second),
+			finishThen(1, 2),
+			wake(-1),
+			advance(time.Hour),
+			expire(),
+			finish(2),
+		},
+	}})
+}
+
+func TestCancel(t *testing.T) {
+	runAll(t, []script{{
+		name:      "cancel while queued",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 8, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			arrive(3, 0, 0, I, "queued"),
+			cancel(2, true),
+			cancel(2, false),
+			cancel(1, false), // running: the caller stops it and then finishes it
+			cancel(99, false),
+			counts(1, 1),
+			finishThen(1, 3),
+			finishThen(3),
+			expire(),
+			counts(0, 0),
+		},
+	}, {
+		name:      "a cancelled request frees its queue place",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 1, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			arrive(3, 0, 0, I, "provider_queue_full"),
+			cancel(2, true),
+			arrive(3, 0, 0, I, "queued"),
+			wake(10 * time.Second),
+		},
+	}, {
+		name:      "finish of queued or twice is refused",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 8, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			finishFails(2),
+			finish(1),
+			finishFails(1),
+			counts(0, 1),
+		},
+	}})
+}
+
+func TestNoBarging(t *testing.T) {
+	runAll(t, []script{{
+		name:      "a request queued behind the global cap starts before a newcomer of its class",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 2, 8, 2)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			finish(1),
+			// The owner has not dispatched yet: the newcomer still may not pass 2.
+			arrive(3, 0, 0, I, "queued"),
+			wake(0), // 2 was started by Arrive and is held for the next Dispatch
+			cancel(2, true),
+			dispatch(3),
+		},
+	}, {
+		name:      "held requests are reported by the next Dispatch, first",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 2, 8, 2)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			finish(1),
+			arrive(3, 0, 0, N, "queued"),
+			finishFails(2), // held: the caller does not know it started
+			counts(1, 1),
+			dispatch(2),
+			wake(10 * time.Second),
+			finishThen(2, 3),
+		},
+	}, {
+		name:      "the same, across providers: the queued request's turn comes first",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 2, 8, 2), prov("b", 2, 8, 2)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 1, 0, I, "queued"),
+			finish(1),
+			arrive(3, 0, 0, I, "queued"),
+			dispatch(2),
+		},
+	}, {
+		name:      "a newcomer for a different, idle provider starts when the global cap has room",
+		limits:    Limits{MaxRunning: 3, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 8, 1), prov("b", 1, 8, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"), // waits for a's lane
+			arrive(3, 1, 0, B, "started"),
+			counts(2, 1),
+		},
+	}, {
+		name:      "a newcomer for a free model of a busy-model provider starts",
+		limits:    Limits{MaxRunning: 3, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 3, 8, 1, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"), // waits for model 0's lane
+			arrive(3, 0, 1, I, "started"),
+		},
+	}, {
+		name:      "a higher class passes an eligible lower class",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 2, 8, 2), prov("b", 2, 8, 2)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 1, 0, B, "queued"),
+			finish(1),
+			arrive(3, 0, 0, I, "started"),
+			dispatch(),
+			counts(1, 1),
+		},
+	}, {
+		name:      "a newcomer waits behind a request that was waiting for a token",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{rated(prov("a", 4, 8, 4), 60, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			wake(time.Second),
+			advance(time.Second),
+			arrive(3, 0, 0, I, "queued"),
+			wake(time.Second), // 2 is held since then
+			dispatch(2),
+			wake(2 * time.Second),
+		},
+	}})
+}
+
+func rated(ps ProviderSpec, rpm, burst int) ProviderSpec {
+	ps.RPM, ps.Burst = rpm, burst
+	return ps
+}
+
+func TestClassOrder(t *testing.T) {
+	runAll(t, []script{{
+		name:      "interactive, then normal, then background; FIFO within a class",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 8, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, B, "queued"),
+			arrive(3, 0, 0, N, "queued"),
+			arrive(4, 0, 0, I, "queued"),
+			arrive(5, 0, 0, B, "queued"),
+			arrive(6, 0, 0, I, "queued"),
+			finishThen(1, 4),
+			finishThen(4, 6),
+			finishThen(6, 3),
+			finishThen(3, 2),
+			finishThen(2, 5),
+			finishThen(5),
+		},
+	}, {
+		name:      "a blocked higher class does not hold back an eligible lower class",
+		limits:    Limits{MaxRunning: 2, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 8, 1), prov("b", 1, 8, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 1, 0, I, "started"),
+			arrive(3, 0, 0, I, "queued"),
+			arrive(4, 1, 0, B, "queued"),
+			finishThen(2, 4),
+		},
+	}})
+}
+
+func TestRoundRobin(t *testing.T) {
+	three := []ProviderSpec{prov("a", 1, 8, 1), prov("b", 1, 8, 1), prov("c", 1, 8, 1)}
+	runAll(t, []script{{
+		name:      "providers take turns starting after the one served last",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: three,
+		steps: []step{
+			arrive(1, 0, 0, I, "started"), // a served last
+			arrive(2, 0, 0, I, "queued"),
+			arrive(3, 0, 0, I, "queued"),
+			arrive(4, 1, 0, I, "queued"),
+			arrive(5, 2, 0, I, "queued"),
+			arrive(6, 2, 0, I, "queued"),
+			finishThen(1, 4), // b
+			finishThen(4, 5), // c
+			finishThen(5, 2), // a
+			finishThen(2, 6), // b has none: c
+			finishThen(6, 3), // a
+		},
+	}, {
+		name:      "the first turn goes to the first provider",
+		limits:    Limits{MaxRunning: 0, MaxAdmitted: 16},
+		providers: three,
+		steps: []step{
+			arrive(1, 2, 0, I, "queued"),
+			arrive(2, 1, 0, I, "queued"),
+			arrive(3, 0, 0, I, "queued"),
+			check("raise the cap", func(h *harness) error { h.g.limits.MaxRunning = 3; return nil }),
+			dispatch(3, 2, 1),
+		},
+	}, {
+		name:      "each class keeps its own turn",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: three,
+		steps: []step{
+			arrive(1, 0, 0, B, "started"), // background served a last
+			arrive(2, 1, 0, I, "queued"),
+			arrive(3, 0, 0, B, "queued"),
+			arrive(4, 2, 0, B, "queued"),
+			arrive(5, 1, 0, B, "queued"),
+			finishThen(1, 2), // interactive served b...
+			finishThen(2, 5), // ...but background's turn still goes to b, after a
+			finishThen(5, 4),
+			finishThen(4, 3),
+		},
+	}, {
+		name:      "a start from Arrive moves the turn as well",
+		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
+		providers: three,
+		steps: []step{
+			arrive(1, 1, 0, I, "started"), // b
+			arrive(2, 0, 0, I, "queued"),
+			arrive(3, 2, 0, I, "queued"),
+			arrive(4, 1, 0, I, "queued"),
+			finishThen(1, 3), // c after b
+			finishThen(3, 2), // a after c
+			finishThen(2, 4),
+		},
+	}})
+}
+
+func TestModelChoice(t *testing.T) {
+	runAll(t, []script{{
+		name:      "the model with the fewest running goes first; full models are skipped",
+		limits:    Limits{MaxRunning: 4, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 4, 8, 2, 2, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 1, I, "started"),
+			arrive(3, 0, 2, I, "started"),
+			arrive(4, 0, 0, I, "started"), // global cap reached: m0 2, m1 1, m2 1
+			arrive(5, 0, 0, I, "queued"),
+			arrive(6, 0, 1, I, "queued"),
+			arrive(7, 0, 2, I, "queued"),
+			finishThen(3, 7), // m2 has 0 running
+			finishThen(1, 5), // m0 1, m1 1, m2 1 (full): tie, 5 waited longer
+			finishThen(2, 6), // m1 0
+		},
+	}, {
+		name:      "tie on running: the model whose oldest request waited longest",
+		limits:    Limits{MaxRunning: 3, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 3, 8, 2, 2)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 1, I, "started"),
+			arrive(3, 0, 0, I, "started"),
+			arrive(4, 0, 1, I, "queued"),
+			arrive(5, 0, 0, I, "queued"),
+			arrive(6, 0, 0, I, "queued"),
+			finishThen(3, 4), // m0 1, m1 1: m1's 4 is older than m0's 5
+			finishThen(4, 5), // m0 1, m1 1... m1 has nothing queued
+			finishThen(5, 6),
+		},
+	}, {
+		name:      "the oldest request counts only within the class being served",
+		limits:    Limits{MaxRunning: 3, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 3, 8, 2, 2)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 1, I, "started"),
+			arrive(3, 0, 0, I, "started"),
+			arrive(4, 0, 0, B, "queued"), // oldest overall, but background
+			arrive(5, 0, 1, I, "queued"),
+			arrive(6, 0, 0, I, "queued"),
+			finishThen(3, 5), // m0 1, m1 1: m1's oldest interactive request is older
+		},
+	}})
+}
+
+func TestFIFOAndEffectiveLanes(t *testing.T) {
+	runAll(t, []script{{
+		name:      "first come, first served within a model",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 1, 8, 1)},
+		steps: []step{
+			arrive(1, 0, 0, N, "started"),
+			arrive(2, 0, 0, N, "queued"),
+			advance(time.Second),
+			arrive(3, 0, 0, N, "queued"),
+			arrive(4, 0, 0, N, "queued"),
+			finishThen(1, 2),
+			finishThen(2, 3),
+			finishThen(3, 4),
+		},
+	}, {
+		name:      "lowered lanes stop nothing, hold new starts, and come back",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{prov("a", 3, 8, 3)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "started"),
+			lanes(0, 1),
+			counts(2, 0),
+			arrive(3, 0, 0, I, "queued"),
+			finishThen(1),
+			finishThen(2, 3),
+			lanes(0, 99), // clamped to lanes
+			arrive(4, 0, 0, I, "started"),
+			arrive(5, 0, 0, I, "started"),
+			arrive(6, 0, 0, I, "queued"),
+			lanes(0, -1),
+			check("snapshot", func(h *harness) error {
+				if e := h.g.Snapshot().Providers[0].EffectiveLanes; e != 0 {
+					return fmt.Errorf("effective lanes %d, want 0", e)
+				}
+				return nil
+			}),
+			finishThen(4),
+			lanes(0, 3),
+			dispatch(6),
+		},
+	}})
+}
+
+func TestRateLimit(t *testing.T) {
+	runAll(t, []script{{
+		name:      "burst, then one start per interval; the wake follows the token",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{rated(prov("a", 8, 8, 8), 60, 2)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "started"),
+			arrive(3, 0, 0, I, "queued"),
+			arrive(4, 0, 0, I, "queued"),
+			wake(time.Second),
+			check("retry after", func(h *harness) error {
+				if d := h.g.RetryAfter(0, h.now); d != 3*time.Second {
+					return fmt.Errorf("RetryAfter = %v, want 3s", d)
+				}
+				return nil
+			}),
+			advance(time.Second - time.Nanosecond),
+			dispatch(),
+			advance(time.Nanosecond),
+			dispatch(3),
+			wake(2 * time.Second),
+			advance(5 * time.Second),
+			dispatch(4),
+			arrive(5, 0, 0, I, "started"), // the bucket refilled to its burst of 2; 4 took one
+			arrive(6, 0, 0, I, "queued"),
+		},
+	}, {
+		name:      "no wake for a token while lanes hold the queue anyway",
+		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
+		providers: []ProviderSpec{rated(prov("a", 1, 8, 1), 6, 1)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "queued"),
+			wake(10 * time.Second), // the queue deadline; the token (10s) is no earlier
+			finish(1),
+			wake(10 * time.Second),
+			advance(10 * time.Second),
+			dispatch(2),
+		},
+	}, {
+		name:      "default burst is max(1, rpm/6)",
+		limits:    Limits{MaxRunning: 100, MaxAdmitted: 100},
+		providers: []ProviderSpec{rated(prov("a", 100, 100, 100), 18, 0)},
+		steps: []step{
+			arrive(1, 0, 0, I, "started"),
+			arrive(2, 0, 0, I, "started"),
+			arrive(3, 0, 0, I, "started"),
+			arrive(4, 0, 0, I, "queued"),
+			wake(10 * time.Second / 3),
+		},
+	}})
+}
+
+func TestBucket(t *testing.T) {
+	tests := []struct {
+		rpm, burst int
+		takes      int // at t0
+		at         time.Duration
+		ready      bool
+		next       time.Duration // nextToken - t0; -1 for zero
+		wait3      time.Duration // waitFor(3, t0+at)
+	}{
+		{rpm: 0, ready: true, next: -1},
+		{rpm: 60, burst: 1, ready: true, next: -1, wait3: 2 * time.Second},
+		{rpm: 60, burst: 1, takes: 1, ready: false, next: time.Second, wait3: 3 * time.Second},
+		{rpm: 60, burst: 1, takes: 1, at: time.Second, ready: true, next: time.Second, wait3: 2 * time.Second},
+		{rpm: 60, burst: 3, takes: 2, ready: true, next: 0, wait3: 2 * time.Second},
+		{rpm: 60, burst: 3, takes: 3, ready: false, next: time.Second, wait3: 3 * time.Second},
+		{rpm: 60, burst: 3, takes: 3, at: time.Hour, ready: true, next: time.Second, wait3: 0},
+		{rpm: 120, burst: 0, takes: 20, ready: false, next: 500 * time.Millisecond, wait3: 1500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		name := fmt.Sprintf("rpm%d burst%d takes%d at%v", tt.rpm, tt.burst, tt.takes, tt.at)
+		t.Run(name, func(t *testing.T) {
+			b := newBucket(tt.rpm, tt.burst)
+			for range tt.takes {
+				b.take(t0)
+			}
+			now := t0.Add(tt.at)
+			if got := b.ready(now); got != tt.ready {
+				t.Errorf("ready = %v, want %v", got, tt.ready)
+			}
+			next := b.nextToken()
+			if (tt.next == -1) != next.IsZero() || (!next.IsZero() && next.Sub(t0) != tt.next) {
+				t.Errorf("nextToken = %v, want t0%+v", next, tt.next)
+			}
+			if got := b.waitFor(3, now); got != tt.wait3 {
+				t.Errorf("waitFor(3) = %v, want %v", got, tt.wait3)
+			}
+		})
+	}
+}
+
+func TestSnapshotAndLookup(t *testing.T) {
+	specs := []ProviderSpec{prov("a", 2, 4, 1, 2), prov("b", 1, 8, 1)}
+	g := New(Limits{MaxRunning: 10, MaxAdmitted: 16}, specs)
+	g.SetEffectiveLanes(0, 1)
+	g.Arrive(1, 0, 1, I, t0)
+	g.Arrive(2, 0, 1, N, t0.Add(time.Second))
+	g.Arrive(3, 1, 0, B, t0)
+	want := State{Running: 2, Queued: 1, MaxRunning: 10, MaxAdmitted: 16, Providers: []ProviderState{
+		{Name: "a", Lanes: 2, EffectiveLanes: 1, Running: 1, Queued: 1, QueueLength: 4, Models: []ModelState{
+			{Name: "a-m0", ModelLanes: 1}, {Name: "a-m1", ModelLanes: 2, Running: 1, Queued: 1}}},
+		{Name: "b", Lanes: 1, EffectiveLanes: 1, Running: 1, QueueLength: 8, Models: []ModelState{
+			{Name: "b-m0", ModelLanes: 1, Running: 1}}},
+	}}
+	if got := g.Snapshot(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Snapshot =\n%+v\nwant\n%+v", got, want)
+	}
+	in, ok := g.Lookup(2)
+	wantInfo := Info{Provider: 0, Model: 1, Priority: N, Arrived: t0.Add(time.Second),
+		Deadline: t0.Add(11 * time.Second)}
+	if !ok || in != wantInfo {
+		t.Errorf("Lookup(2) = %+v, %v; want %+v", in, ok, wantInfo)
+	}
+	in, ok = g.Lookup(3)
+	if !ok || !in.Running || !in.Started.Equal(t0) || in.Provider != 1 || in.Priority != B {
+		t.Errorf("Lookup(3) = %+v, %v", in, ok)
+	}
+	if _, ok := g.Lookup(4); ok {
+		t.Error("Lookup(4) found an unknown id")
+	}
+	for _, id := range []ID{1, 3} {
+		g.Finish(id, t0)
+	}
+	g.Cancel(2)
+	if s := g.Snapshot(); s.Running != 0 || s.Queued != 0 || s.Providers[0].Models[1].Queued != 0 {
+		t.Errorf("after everyone left: %+v", s)
+	}
+}
+
+func TestOutcomeString(t *testing.T) {
+	for o, want := range map[Outcome]string{Started: "started", Queued: "queued", Rejected: "rejected", 0: "invalid"} {
+		if got := o.String(); got != want {
+			t.Errorf("%d: %q, want %q", o, got, want)
+		}
+	}
+}
