@@ -41,7 +41,7 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
 	}
-	if root.Kind == yaml.DocumentNode { // empty file
+	if root.Kind == 0 || root.Kind == yaml.DocumentNode || root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return nil, &FieldError{File: name, Msg: "empty config (see testdata/config/example.yaml for the shape)"}
 	}
 	w := walker{p: p, set: p.lines}
@@ -183,6 +183,12 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 func (w *walker) decodeLeaf(n *yaml.Node, t reflect.Type, path string) {
 	if n.Kind != yaml.ScalarNode {
 		w.p.addAt(n.Line, path, "expected a %s, got a %s", typeName(t), nodeKindName(n))
+		return
+	}
+	isInt := t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64
+	if isInt && n.Tag == "!!float" && !reflect.PointerTo(t).Implements(unmarshalerType) {
+		// yaml.v3 would silently truncate 1.5 to 1.
+		w.p.addAt(n.Line, path, "expected a whole number, got a number with a fraction")
 		return
 	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {

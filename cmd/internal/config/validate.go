@@ -25,6 +25,9 @@ func validate(c *Config, p *problems) {
 	validateKeys(c.Auth.APIKeys, "auth.api_keys", p)
 	validateKeys(c.Auth.AdminKeys, "auth.admin_keys", p)
 	validateLimits(&c.Limits, p)
+	if len(c.Providers) == 0 {
+		p.add("providers", "at least one provider is required (tollgate without --config starts a demo provider)")
+	}
 	names := map[string]int{}
 	for i := range c.Providers {
 		pr := &c.Providers[i]
