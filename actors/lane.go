@@ -1,0 +1,45 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// laneActor runs the calls of one model: it spawns a request actor per call and is their
+// supervisor. A lane actor that fails is restarted; its request actors are stopped with it,
+// which cancels their backends, so their clients get a clean error and the lanes come back.
+type laneActor struct {
+	g        *Gateway
+	p, m     int
+	parent   *actor.PID
+	restarts int
+}
+
+func newLaneProducer(g *Gateway, p, m int, parent *actor.PID) actor.Producer {
+	incarnations := 0
+	return func() actor.Actor {
+		incarnations++
+		return &laneActor{g: g, p: p, m: m, parent: parent, restarts: incarnations - 1}
+	}
+}
+
+func (a *laneActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *startCall:
+		if !msg.c.taken.CompareAndSwap(false, true) {
+			return // a duplicate re-sent after a restart, or answered at shutdown
+		}
+		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newRequestActor(a.g, msg.c) }))
+	case *panicNow:
+		pv := a.g.opts.Providers[a.p]
+		panic(fmt.Sprintf("injected fault in lane %s/%s", pv.Name, pv.Models[a.m].Name))
+	case *actor.Started:
+		if a.restarts > 0 {
+			pv := a.g.opts.Providers[a.p]
+			a.g.log.Warn().Str("provider", pv.Name).Str("model", pv.Models[a.m].Name).
+				Int("restarts", a.restarts).Msg("lane actor restarted")
+			ctx.Send(a.parent, &restarted{p: a.p, m: a.m})
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// providerActor runs one provider's admitted calls. It owns a lane actor per model and hands
+// each started call to its model's lane. Its state is rebuilt on restart: the lanes are
+// respawned and the supervisor re-sends the calls that were lost with the failing message.
+type providerActor struct {
+	g        *Gateway
+	p        int
+	parent   *actor.PID
+	lanes    []*actor.PID
+	restarts int
+}
+
+// newProviderProducer returns the producer of provider p's actor. The producer counts
+// incarnations so a restarted actor knows to report itself.
+func newProviderProducer(g *Gateway, p int, parent *actor.PID) actor.Producer {
+	incarnations := 0
+	return func() actor.Actor {
+		incarnations++
+		return &providerActor{g: g, p: p, parent: parent, restarts: incarnations - 1}
+	}
+}
+
+func (a *providerActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *startCall:
+		ctx.Send(a.lanes[msg.c.route.m], msg)
+	case *panicNow:
+		if msg.model == "" {
+			panic(fmt.Sprintf("injected fault in provider %s", a.g.opts.Providers[a.p].Name))
+		}
+		for m, mv := range a.g.opts.Providers[a.p].Models {
+			if mv.Name == msg.model {
+				ctx.Send(a.lanes[m], msg)
+			}
+		}
+	case *restarted: // from one of our lanes
+		ctx.Send(a.parent, msg)
+	case *actor.Started:
+		pv := a.g.opts.Providers[a.p]
+		for m := range pv.Models {
+			props := actor.PropsFromProducer(newLaneProducer(a.g, a.p, m, ctx.Self()),
+				actor.WithSupervisor(requestStrategy()))
+			a.lanes = append(a.lanes, ctx.Spawn(props))
+		}
+		if a.restarts > 0 {
+			a.g.log.Warn().Str("provider", pv.Name).Int("restarts", a.restarts).Msg("provider actor restarted")
+			ctx.Send(a.parent, &restarted{p: a.p, m: -1})
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Why a backend call's context was cancelled; a stream turns the cause into the client's answer.
+var (
+	errClientGone = errors.New("client disconnected")
+	errRunTimeout = errors.New("run_timeout exceeded")
+	errStopped    = errors.New("request actor stopped")
+)
+
+// finished, from a stream's Close to its request actor: the backend has stopped.
+type finished struct{}
+
+// requestActor owns one running call. It opens the backend call (in a goroutine, never in
+// Receive), bounds it by run_timeout, and turns the client's hang-up, or its own stopping
+// (a lane restart, a shutdown), into cancellation of the backend.
+type requestActor struct {
+	g         *Gateway
+	c         *call
+	cancel    context.CancelCauseFunc
+	stopWatch func() bool
+}
+
+func newRequestActor(g *Gateway, c *call) *requestActor { return &requestActor{g: g, c: c} }
+
+func (a *requestActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		base, cancel := context.WithCancelCause(context.Background())
+		bctx, stopTimer := context.WithTimeoutCause(base, a.c.route.timeout, errRunTimeout)
+		a.cancel = cancel
+		root, self := a.g.system.Root, ctx.Self()
+		// The watcher turns the client's hang-up into a message; stopWatch unregisters it.
+		a.stopWatch = context.AfterFunc(a.c.ctx, func() { root.Send(self, &clientGone{}) })
+		s := &stream{g: a.g, c: a.c, ctx: bctx, stopTimer: stopTimer, self: self}
+		go s.open() // exits when Open returns; Open is bounded by bctx
+	case *clientGone:
+		a.cancel(errClientGone)
+	case *finished:
+		ctx.Stop(ctx.Self())
+	case *actor.Stopping:
+		if a.stopWatch != nil {
+			a.stopWatch()
+		}
+		if a.cancel != nil {
+			a.cancel(errStopped) // a no-op when the call already ended
+		}
+	}
+}
+
+// stream is the running call as the HTTP layer sees it: the backend's stream, with errors
+// explained by why the call was cancelled, and a Close that gives the lanes back.
+type stream struct {
+	g         *Gateway
+	c         *call
+	ctx       context.Context
+	stopTimer context.CancelFunc
+	self      *actor.PID
+	inner     llm.Stream
+	closed    bool
+}
+
+// open calls the backend and answers the waiting client either way.
+func (s *stream) open() {
+	qw := s.c.started.Sub(s.c.arrived)
+	inner, err := s.safeOpen()
+	if err != nil {
+		err = s.explain(err)
+		s.finish()
+		s.c.reply <- admitResult{err: err, queueWait: qw}
+		return
+	}
+	s.inner = inner
+	s.c.reply <- admitResult{stream: s, queueWait: qw}
+}
+
+// safeOpen turns a panicking adapter into an error instead of a crashed process.
+func (s *stream) safeOpen() (st llm.Stream, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			st, err = nil, &llm.Error{Kind: llm.KindUpstream, Provider: s.c.route.provider,
+				Message: fmt.Sprintf("internal fault in the %s adapter: %v", s.c.route.provider, r)}
+		}
+	}()
+	return s.c.route.backend.Open(s.ctx, s.c.req)
+}
+
+// Next returns the backend's next chunk, with a cancelled call's error explained.
+func (s *stream) Next() (llm.Chunk, error) {
+	ch, err := s.inner.Next()
+	if err != nil {
+		return ch, s.explain(err)
+	}
+	return ch, nil
+}
+
+// Close stops the backend if needed, waits until it has stopped, and only then gives the
+// lanes back. It is safe to call more than once.
+func (s *stream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.inner.Close()
+	s.finish()
+	return err
+}
+
+func (s *stream) finish() {
+	s.stopTimer()
+	root := s.g.system.Root
+	root.Send(s.g.supervisor, &release{id: s.c.id})
+	root.Send(s.self, &finished{})
+}
+
+// explain maps an error seen after the call's context was cancelled to what the client is
+// told; other errors pass through.
+func (s *stream) explain(err error) error {
+	cause := context.Cause(s.ctx)
+	switch {
+	case cause == nil: // not cancelled: the backend's own error
+		return err
+	case errors.Is(cause, errRunTimeout):
+		return &llm.Error{Kind: llm.KindRunTimeout, Provider: s.c.route.provider,
+			Message: fmt.Sprintf("%s ran past its run_timeout (%s) and was stopped", s.c.route.id, s.c.route.timeout)}
+	case errors.Is(cause, errClientGone):
+		return context.Canceled
+	case s.g.Draining():
+		return &llm.Error{Kind: llm.KindDraining, Provider: s.c.route.provider, Message: "the gateway is shutting down"}
+	default:
+		return &llm.Error{Kind: llm.KindUpstream, Provider: s.c.route.provider,
+			Message: "internal fault: the request's lane was restarted; the backend call was stopped"}
+	}
+}

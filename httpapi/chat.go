@@ -1,0 +1,175 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// chat serves POST /v1/chat/completions.
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	rec := &record{start: s.opts.Now(), id: requestID(r.Context())}
+	defer s.logChat(rec)
+
+	req, prio, aerr := s.decodeChat(w, r)
+	if aerr != nil {
+		rec.fail(*aerr)
+		w.Header().Set("X-Gateway-Queue-Ms", "0")
+		aerr.write(w)
+		return
+	}
+	rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
+	rec.provider, _, _ = strings.Cut(req.Model, "/")
+
+	st, wait, err := s.opts.Gateway.Start(r.Context(), req.Model, prio, req)
+	rec.queue = wait
+	w.Header().Set("X-Gateway-Queue-Ms", strconv.FormatInt(wait.Milliseconds(), 10))
+	if err != nil {
+		if r.Context().Err() != nil {
+			rec.clientGone = true
+			return
+		}
+		a := toAPIError(err, s.opts.Gateway.RetryAfter())
+		rec.fail(a)
+		a.write(w)
+		return
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil && rec.code == "" {
+			s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
+		}
+	}()
+	if req.Stream {
+		s.relayStream(w, r, st, req, rec)
+	} else {
+		s.relayWhole(w, r, st, req, rec)
+	}
+}
+
+// decodeChat reads and validates the body; errors name the offending field.
+func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request) (*llm.Request, llm.Priority, *apiError) {
+	prio, err := llm.ParsePriority(r.Header.Get("X-Gateway-Priority"))
+	if err != nil {
+		a := invalid("X-Gateway-Priority", "header X-Gateway-Priority: "+err.Error())
+		return nil, 0, &a
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, 0, &apiError{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
+				typ:     "invalid_request_error",
+				message: fmt.Sprintf("request body is larger than the limit of %d bytes (max_body_bytes)", tooBig.Limit)}
+		}
+		a := invalid("", "could not read the request body: "+err.Error())
+		return nil, 0, &a
+	}
+	req, a := parseChat(body)
+	if a != nil {
+		return nil, 0, a
+	}
+	return req, prio, nil
+}
+
+// parseChat decodes a chat request body and checks the fields the gateway relies on.
+func parseChat(body []byte) (*llm.Request, *apiError) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		if len(trimmed) == 0 || !json.Valid(trimmed) {
+			a := invalid("", "request body is not valid JSON: expected a JSON object")
+			return nil, &a
+		}
+		a := invalid("", "request body must be a JSON object")
+		return nil, &a
+	}
+	req := &llm.Request{}
+	if err := json.Unmarshal(trimmed, req); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te) && te.Field != "":
+			a := invalid(te.Field, fmt.Sprintf("field %s: expected %s, got JSON %s", te.Field, te.Type, te.Value))
+			return nil, &a
+		case errors.As(err, &se):
+			a := invalid("", fmt.Sprintf("request body is not valid JSON: %v (at byte %d)", se, se.Offset))
+			return nil, &a
+		default:
+			a := invalid("", "request body: "+err.Error())
+			return nil, &a
+		}
+	}
+	req.Body = trimmed
+	switch {
+	case req.Model == "":
+		a := invalid("model", "missing required field: model (a model id such as \"demo/echo\"; GET /v1/models lists them)")
+		return nil, &a
+	case len(req.Messages) == 0:
+		a := invalid("messages", "missing required field: messages (a non-empty array of chat messages)")
+		return nil, &a
+	case req.StreamOptions != nil && !req.Stream:
+		a := invalid("stream_options", "stream_options is only allowed when stream is true")
+		return nil, &a
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "system", "developer", "user", "assistant", "tool":
+		case "":
+			a := invalid(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("messages[%d].role is missing", i))
+			return nil, &a
+		default:
+			a := invalid(fmt.Sprintf("messages[%d].role", i),
+				fmt.Sprintf("messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role))
+			return nil, &a
+		}
+	}
+	return req, nil
+}
+
+// record is what the request's log line says.
+type record struct {
+	id, model, provider, code string
+	prio                      llm.Priority
+	stream, clientGone        bool
+	status                    int
+	start                     time.Time
+	queue, ttfb               time.Duration
+	usage                     llm.Usage
+}
+
+func (r *record) fail(a apiError) {
+	r.status, r.code = a.status, a.code
+	if a.provider != "" {
+		r.provider = a.provider
+	}
+}
+
+func (s *Server) logChat(r *record) {
+	status := r.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if r.clientGone {
+		status = 499 // nginx's "client closed request": not the backend's failure
+	}
+	ev := s.opts.Logger.Info()
+	if status >= 500 && status != 499 {
+		ev = s.opts.Logger.Warn()
+	}
+	ev.Str("request_id", r.id).Str("model", r.model).Str("provider", r.provider).Str("priority", r.prio.String()).
+		Bool("stream", r.stream).Int("status", status).Str("code", r.code).
+		Int64("queue_ms", r.queue.Milliseconds()).Int64("ttfb_ms", r.ttfb.Milliseconds()).
+		Int64("duration_ms", s.opts.Now().Sub(r.start).Milliseconds()).
+		Int("tokens_in", r.usage.PromptTokens).Int("tokens_out", r.usage.CompletionTokens).
+		Int("attempts", 1).Str("fallback", "").Bool("client_disconnect", r.clientGone).
+		Msg("chat")
+}

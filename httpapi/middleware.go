@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+)
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// requestID returns the request's id as set by withRequestID.
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// withRequestID echoes a sane client X-Request-Id or generates one, on the request's
+// context and on the response.
+func (s *Server) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !saneID(id) {
+			id = newID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func saneID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// auth admits a request that presents one of keys; with no keys everything is admitted.
+func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
+	if len(keys) == 0 {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		got := r.Header.Get("x-api-key")
+		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			got = strings.TrimSpace(bearer)
+		}
+		for _, k := range keys {
+			if k != "" && subtle.ConstantTimeCompare([]byte(got), []byte(k)) == 1 {
+				next(w, r, ps)
+				return
+			}
+		}
+		msg := "missing API key: send Authorization: Bearer <key>"
+		if got != "" {
+			msg = "the API key is not valid for this gateway"
+		}
+		apiError{status: http.StatusUnauthorized, code: "invalid_api_key", typ: "authentication_error",
+			message: msg}.write(w)
+	}
+}

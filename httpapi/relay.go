@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+)
+
+var doneData = []byte("[DONE]")
+
+// relayStream writes the backend's chunks as OpenAI SSE, flushing each one. Once the first
+// byte is out a failure can only end the stream: with one error event, never a half event.
+func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
+	sse.SetHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	out := sse.NewWriter(w)
+	enc := newChunkEncoder(rec.id, req.Model, s.opts.Now())
+	var usage *llm.Usage // a structured stream's usage, sent last when the client asked for it
+	first := true
+	for {
+		ch, err := st.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.endStream(r.Context(), out, err, rec)
+			return
+		}
+		if first {
+			rec.ttfb = s.opts.Now().Sub(rec.start)
+			first = false
+		}
+		if ch.Usage != nil {
+			rec.usage = *ch.Usage
+		}
+		var data []byte
+		switch {
+		case ch.Raw != nil:
+			if ch.UsageOnly && !req.WantsUsage() {
+				continue
+			}
+			data = ch.Raw
+		default:
+			if ch.Usage != nil {
+				usage = ch.Usage
+			}
+			if ch.Role == "" && ch.Content == "" && ch.ReasoningContent == "" && ch.ToolCalls == nil && ch.FinishReason == "" {
+				continue // a usage-only structured chunk
+			}
+			data = enc.chunk(&ch)
+		}
+		if err := out.Data(data); err != nil {
+			rec.clientGone = true
+			return
+		}
+	}
+	if usage != nil && req.WantsUsage() {
+		if err := out.Data(enc.usage(usage)); err != nil {
+			rec.clientGone = true
+			return
+		}
+	}
+	if err := out.Data(doneData); err != nil {
+		rec.clientGone = true
+	}
+}
+
+// endStream reports a failure after the headers went out, unless the client is gone.
+func (s *Server) endStream(ctx context.Context, out *sse.Writer, err error, rec *record) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		rec.clientGone = true
+		return
+	}
+	a := toAPIError(err, s.opts.Gateway.RetryAfter())
+	a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
+	rec.fail(a)
+	_ = out.Data(a.event())
+}
+
+// relayWhole answers a non-streaming request with one chat.completion.
+func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
+	var acc completion
+	for {
+		ch, err := st.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
+				rec.clientGone = true
+				return
+			}
+			a := toAPIError(err, s.opts.Gateway.RetryAfter())
+			rec.fail(a)
+			a.write(w)
+			return
+		}
+		if ch.Usage != nil {
+			rec.usage = *ch.Usage
+		}
+		if ch.Complete {
+			rec.ttfb = s.opts.Now().Sub(rec.start)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(ch.Raw)
+			return
+		}
+		if err := acc.add(&ch); err != nil {
+			a := toAPIError(&llm.Error{Kind: llm.KindUpstream, Message: "backend sent an undecodable chunk: " + err.Error()}, 0)
+			rec.fail(a)
+			a.write(w)
+			return
+		}
+	}
+	rec.ttfb = s.opts.Now().Sub(rec.start)
+	writeJSON(w, http.StatusOK, acc.build(rec.id, req.Model, s.opts.Now()))
+}

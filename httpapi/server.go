@@ -1,0 +1,114 @@
+// Package httpapi is Tollgate's HTTP surface: the OpenAI-compatible API, the admin endpoints
+// and the error mapping of SPEC §4. It talks to the admission machinery only through the
+// Gateway interface below and never imports the actors package.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Gateway is what the HTTP layer needs from the admission machinery.
+type Gateway interface {
+	// Start admits a call and blocks until it runs or is turned away; see actors.Gateway.Start.
+	Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Stream, time.Duration, error)
+	// Models lists the model cards.
+	Models() []llm.ModelCard
+	// Draining reports that the gateway admits nothing new.
+	Draining() bool
+	// RetryAfter is the default wait "busy" answers advise.
+	RetryAfter() time.Duration
+}
+
+// Options configure the handler. Zero values are documented per field.
+type Options struct {
+	Gateway Gateway
+	// State returns the /admin/state document; nil disables the endpoint.
+	State func() any
+	// MaxBodyBytes caps a request body; 0 → 8 MiB.
+	MaxBodyBytes int64
+	// APIKeys, when non-empty, are the keys clients must present (Authorization: Bearer or
+	// x-api-key). AdminKeys guard /admin; when empty, /admin takes the API keys.
+	APIKeys, AdminKeys []string
+	Logger             zerolog.Logger
+	// Now is the clock; nil → time.Now.
+	Now func() time.Time
+}
+
+// Server is the gateway's HTTP handler.
+type Server struct {
+	opts   Options
+	router *httprouter.Router
+}
+
+// New returns the handler with every route of SPEC §3 that exists so far.
+func New(opts Options) *Server {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 8 << 20
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts, router: httprouter.New()}
+	r := s.router
+	r.POST("/v1/chat/completions", s.auth(s.opts.APIKeys, s.chat))
+	r.GET("/v1/models", s.auth(s.opts.APIKeys, s.listModels))
+	r.GET("/v1/models/*id", s.auth(s.opts.APIKeys, s.getModel))
+	admin := s.opts.AdminKeys
+	if len(admin) == 0 {
+		admin = s.opts.APIKeys
+	}
+	if opts.State != nil {
+		r.GET("/admin/state", s.auth(admin, s.state))
+	}
+	r.GET("/healthz", s.healthz)
+	r.GET("/readyz", s.readyz)
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		apiError{status: http.StatusNotFound, code: "not_found", typ: "invalid_request_error",
+			message: "no route for " + req.Method + " " + req.URL.Path}.write(w)
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", typ: "invalid_request_error",
+			message: req.Method + " is not allowed on " + req.URL.Path}.write(w)
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		s.opts.Logger.Error().Interface("panic", v).Str("path", req.URL.Path).Msg("handler panic")
+		apiError{status: http.StatusInternalServerError, code: "internal_error", typ: "api_error",
+			message: "internal error"}.write(w)
+	}
+	return s
+}
+
+// ServeHTTP tags the request with an id, then routes it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.withRequestID(s.router).ServeHTTP(w, r)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	if s.opts.Gateway.Draining() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) state(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.opts.State())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
