@@ -1,0 +1,200 @@
+// Package openai is the adapter for every backend that speaks OpenAI's Chat Completions wire
+// format: OpenAI itself, DeepSeek, Qwen (DashScope compatible mode), Doubao (Volcengine Ark),
+// ERNIE (Qianfan v2), NVIDIA NIM, LM Studio and Ollama. It relays the backend's chunks byte for
+// byte and turns each backend's way of failing — HTTP statuses, errors inside 200 bodies and
+// inside streams — into one *llm.Error vocabulary.
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/upstream"
+)
+
+// The backend kinds this package serves (SPEC §8).
+const (
+	KindOpenAI   = "openai"
+	KindDeepSeek = "deepseek"
+	KindQwen     = "qwen"
+	KindDoubao   = "doubao"
+	KindErnie    = "ernie"
+	KindNvidia   = "nvidia"
+	KindLMStudio = "lmstudio"
+	KindOllama   = "ollama"
+)
+
+var defaultBaseURLs = map[string]string{
+	KindOpenAI:   "https://api.openai.com/v1",
+	KindDeepSeek: "https://api.deepseek.com/v1",
+	KindQwen:     "https://dashscope.aliyuncs.com/compatible-mode/v1",
+	KindDoubao:   "https://ark.cn-beijing.volces.com/api/v3",
+	KindErnie:    "https://qianfan.baidubce.com/v2",
+	KindNvidia:   "https://integrate.api.nvidia.com/v1",
+	KindLMStudio: "http://127.0.0.1:1234/v1",
+	KindOllama:   "http://127.0.0.1:11434/v1",
+}
+
+// DefaultBaseURL returns the base URL of a kind's public endpoint, or "" for an unknown kind.
+func DefaultBaseURL(kind string) string { return defaultBaseURLs[kind] }
+
+// Supports reports whether kind is served by this package.
+func Supports(kind string) bool { _, ok := defaultBaseURLs[kind]; return ok }
+
+// Config describes one OpenAI-compatible provider.
+type Config struct {
+	Kind string // one of the Kind* constants; required
+	Name string // provider name, used in errors; "" → Kind
+	// BaseURL is the URL that /chat/completions and /models are appended to; "" → the kind's
+	// DefaultBaseURL.
+	BaseURL string
+	// Keys are used round-robin, one per call. Nil or "" entries mean no Authorization header
+	// (local servers).
+	Keys []string
+	// ModelKeys, when it has an entry for the backend model of a call, replaces Keys for it
+	// (NVIDIA issues a key per model).
+	ModelKeys map[string][]string
+	// HTTPClient is used for every call; nil → a shared pooled client built by NewTransport
+	// with the timeouts below. Its Timeout should stay zero: streams run for minutes.
+	HTTPClient *http.Client
+	// ConnectTimeout bounds dialing and the TLS handshake; 0 → 10s.
+	ConnectTimeout time.Duration
+	// HeaderTimeout bounds the wait for response headers; 0 → 60s, or 5m for lmstudio and
+	// ollama, which load a model on first use before answering.
+	HeaderTimeout time.Duration
+}
+
+// Client calls one OpenAI-compatible provider. It is safe for concurrent use.
+type Client struct {
+	kind, name string
+	base       string // without trailing slash
+	http       *http.Client
+	keys       *keyRing
+	modelKeys  map[string]*keyRing
+	secrets    []string // every key, for Redact
+	now        func() time.Time
+}
+
+var (
+	_ llm.Backend     = (*Client)(nil)
+	_ llm.ModelLister = (*Client)(nil)
+)
+
+// New validates cfg and returns a Client. An unknown kind or a malformed base URL is an error
+// that names the provider and the offending value.
+func New(cfg Config) (*Client, error) {
+	if !Supports(cfg.Kind) {
+		return nil, fmt.Errorf("openai provider %q: unknown kind %q", cfg.Name, cfg.Kind)
+	}
+	name := cfg.Name
+	if name == "" {
+		name = cfg.Kind
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL(cfg.Kind)
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("provider %q: base_url %q: want an absolute http(s) URL", name, base)
+	}
+	c := &Client{
+		kind: cfg.Kind, name: name, base: strings.TrimRight(base, "/"),
+		http: cfg.HTTPClient, keys: newKeyRing(cfg.Keys), now: time.Now,
+	}
+	c.secrets = append(c.secrets, cfg.Keys...)
+	if len(cfg.ModelKeys) > 0 {
+		c.modelKeys = make(map[string]*keyRing, len(cfg.ModelKeys))
+		for m, ks := range cfg.ModelKeys {
+			if len(ks) > 0 {
+				c.modelKeys[m] = newKeyRing(ks)
+				c.secrets = append(c.secrets, ks...)
+			}
+		}
+	}
+	if c.http == nil {
+		connect, header := cfg.ConnectTimeout, cfg.HeaderTimeout
+		if connect <= 0 {
+			connect = 10 * time.Second
+		}
+		if header <= 0 {
+			header = 60 * time.Second
+			if cfg.Kind == KindLMStudio || cfg.Kind == KindOllama {
+				header = 5 * time.Minute
+			}
+		}
+		c.http = sharedClient(connect, header)
+	}
+	return c, nil
+}
+
+// keyRing hands out keys round-robin; its counter is shared by all goroutines.
+type keyRing struct {
+	keys []string
+	next atomic.Uint64
+}
+
+func newKeyRing(keys []string) *keyRing {
+	if len(keys) == 0 {
+		keys = []string{""}
+	}
+	return &keyRing{keys: append([]string(nil), keys...)}
+}
+
+func (r *keyRing) pick() string {
+	n := r.next.Add(1) - 1
+	return r.keys[n%uint64(len(r.keys))]
+}
+
+// keyFor returns the key for a call to model.
+func (c *Client) keyFor(model string) string {
+	if r, ok := c.modelKeys[model]; ok {
+		return r.pick()
+	}
+	return c.keys.pick()
+}
+
+// newRequest builds a request to path with the auth and content headers every call carries.
+func (c *Client) newRequest(ctx context.Context, method, path, model string, body []byte) (*http.Request, error) {
+	var req *http.Request
+	var err error
+	if body != nil {
+		// A fresh in-memory reader per attempt: NewRequest sets GetBody and ContentLength
+		// from it, so the transport can replay the body on a dead keep-alive connection.
+		req, err = http.NewRequestWithContext(ctx, method, c.base+path, bytesReader(body))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+	} else {
+		req, err = http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("build request for %s: %w", c.name, err)
+	}
+	if key := c.keyFor(model); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return req, nil
+}
+
+// transportError wraps a failure to get a response at all. Cancellation by our own caller is
+// returned as is: it is not the backend's fault and must not count against it.
+func (c *Client) transportError(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	msg := upstream.Redact(err.Error(), c.secrets...)
+	kind := llm.KindUpstream
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Timeout() {
+		msg = "timed out waiting for the backend: " + msg
+	}
+	return &llm.Error{Kind: kind, Provider: c.name, Message: op + ": " + msg, Err: err}
+}

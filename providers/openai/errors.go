@@ -1,0 +1,253 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/upstream"
+)
+
+// errorBody is the union of the error shapes OpenAI-compatible backends send, as a whole body
+// or as one stream frame:
+//
+//	{"error": {"message", "type", "code", "param"}}   OpenAI, Ark, Qianfan v2, NIM, Ollama
+//	{"error": "text"}                                 Ollama and some proxies
+//	{"code": "Throttling.RateQuota", "message"}       DashScope
+//	{"error_code": 18, "error_msg"}                   Qianfan v1
+type errorBody struct {
+	Error     json.RawMessage `json:"error"`
+	Code      json.RawMessage `json:"code"`
+	Message   string          `json:"message"`
+	ErrorCode json.RawMessage `json:"error_code"`
+	ErrorMsg  string          `json:"error_msg"`
+	Choices   json.RawMessage `json:"choices"`
+}
+
+type errorObject struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
+	Param   json.RawMessage `json:"param"`
+}
+
+// backendError is what a body says about a failure: its code, type and message.
+type backendError struct {
+	code, typ, msg string
+	param          string
+	qianfan        int // Qianfan v1 error_code, 0 when absent
+}
+
+// mayBeError is the cheap pre-check run on every stream frame: only frames containing one of
+// these keys are decoded. Inside JSON strings quotes are escaped, so a model writing the word
+// "error" in its text does not trigger a decode.
+func mayBeError(b []byte) bool {
+	return bytes.Contains(b, []byte(`"error`)) || bytes.Contains(b, []byte(`"code"`))
+}
+
+// parseError reports whether the JSON object b is an error and what it says. A frame with
+// choices is a chunk, whatever else it carries.
+func parseError(b []byte) (backendError, bool) {
+	var eb errorBody
+	if json.Unmarshal(b, &eb) != nil {
+		return backendError{}, false
+	}
+	if present(eb.Error) {
+		var eo errorObject
+		if json.Unmarshal(eb.Error, &eo) == nil {
+			return backendError{code: rawString(eo.Code), typ: eo.Type, msg: eo.Message, param: rawString(eo.Param)}, true
+		}
+		var s string
+		if json.Unmarshal(eb.Error, &s) == nil {
+			return backendError{msg: s}, true
+		}
+		return backendError{msg: string(eb.Error)}, true
+	}
+	if present(eb.ErrorCode) {
+		n, _ := strconv.Atoi(rawString(eb.ErrorCode))
+		if n != 0 {
+			return backendError{code: strconv.Itoa(n), msg: eb.ErrorMsg, qianfan: n}, true
+		}
+	}
+	if present(eb.Code) && !present(eb.Choices) {
+		code := rawString(eb.Code)
+		if code != "" && code != "200" && code != "0" {
+			return backendError{code: code, msg: eb.Message}, true
+		}
+	}
+	return backendError{}, false
+}
+
+func present(r json.RawMessage) bool { return len(r) > 0 && !bytes.Equal(r, []byte("null")) }
+
+// rawString renders a JSON string or number as text ("" for null or anything else).
+func rawString(r json.RawMessage) string {
+	if !present(r) {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(r, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(r, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// statusError turns a non-2xx answer into an *llm.Error.
+func (c *Client) statusError(resp *http.Response, body []byte) *llm.Error {
+	be, ok := parseError(bytes.TrimSpace(body))
+	if !ok && len(bytes.TrimSpace(body)) > 0 {
+		be.msg = "backend said: " + snippet(body)
+	}
+	kind, known := kindForCode(be)
+	if !known {
+		kind = upstream.KindForStatus(resp.StatusCode)
+	}
+	return c.newError(kind, resp.StatusCode, resp.Header, be)
+}
+
+// bodyError turns an error reported inside a 200 (a whole body or a stream frame).
+func (c *Client) bodyError(h http.Header, be backendError) *llm.Error {
+	kind, known := kindForCode(be)
+	switch {
+	case known:
+	case strings.EqualFold(be.typ, "invalid_request_error"):
+		// Too generic to override an HTTP status (OpenAI sends it with 401s too), but
+		// inside a 200 it is the best evidence there is.
+		kind = llm.KindUpstreamInvalid
+	default:
+		kind = llm.KindUpstream
+	}
+	return c.newError(kind, http.StatusOK, h, be)
+}
+
+func (c *Client) newError(kind llm.Kind, status int, h http.Header, be backendError) *llm.Error {
+	msg := be.msg
+	if msg == "" {
+		msg = fmt.Sprintf("backend answered HTTP %d", status)
+		if be.code != "" {
+			msg += " with code " + be.code
+		}
+	}
+	e := &llm.Error{
+		Kind: kind, Provider: c.name, Message: upstream.Redact(msg, c.secrets...),
+		Param: be.param, UpstreamStatus: status, UpstreamCode: be.code,
+	}
+	if e.UpstreamCode == "" {
+		e.UpstreamCode = be.typ
+	}
+	if kind == llm.KindUpstreamRateLimited || kind == llm.KindProviderUnavailable {
+		e.RetryAfter = upstream.RetryHint(h, c.now())
+	}
+	return e
+}
+
+// snippet is a short, printable excerpt of a body that is not a recognised error.
+func snippet(body []byte) string {
+	const max = 300
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > max {
+		b = b[:max]
+		for len(b) > 0 && !utf8.Valid(b) { // do not cut a character in half
+			b = b[:len(b)-1]
+		}
+		return string(b) + "…"
+	}
+	return string(b)
+}
+
+// codeKinds maps backend error codes and types (lower-cased) to kinds. Codes win over the
+// HTTP status: OpenAI sends insufficient_quota with 429, which waiting will not fix.
+var codeKinds = map[string]llm.Kind{
+	// quota and billing: waiting does not help
+	"insufficient_quota":         llm.KindUpstreamQuota,
+	"insufficient_balance":       llm.KindUpstreamQuota,
+	"throttling.allocationquota": llm.KindUpstreamQuota,
+	"prepaidbilloverdue":         llm.KindUpstreamQuota,
+	"postpaidbilloverdue":        llm.KindUpstreamQuota,
+	"arrearage":                  llm.KindUpstreamQuota,
+	"commoditynotpurchased":      llm.KindUpstreamQuota,
+	"accountoverdueerror":        llm.KindUpstreamQuota,
+	"billing_error":              llm.KindUpstreamQuota,
+	// throttling: waiting helps
+	"rate_limit_exceeded":  llm.KindUpstreamRateLimited,
+	"rate_limit_error":     llm.KindUpstreamRateLimited,
+	"throttling":           llm.KindUpstreamRateLimited,
+	"throttling.ratequota": llm.KindUpstreamRateLimited,
+	"limitrequests":        llm.KindUpstreamRateLimited,
+	"limit_requests":       llm.KindUpstreamRateLimited,
+	"toomanyrequests":      llm.KindUpstreamRateLimited,
+	// auth
+	"invalid_api_key":      llm.KindUpstreamAuth,
+	"invalidapikey":        llm.KindUpstreamAuth,
+	"authenticationerror":  llm.KindUpstreamAuth,
+	"authentication_error": llm.KindUpstreamAuth,
+	"permission_error":     llm.KindUpstreamAuth,
+	"accessdenied":         llm.KindUpstreamAuth,
+	// the request itself
+	"context_length_exceeded": llm.KindUpstreamInvalid,
+	"invalidparameter":        llm.KindUpstreamInvalid,
+	"missingparameter":        llm.KindUpstreamInvalid,
+	"datainspectionfailed":    llm.KindUpstreamInvalid,
+	"modelnotfound":           llm.KindUpstreamInvalid,
+	"model_not_found":         llm.KindUpstreamInvalid,
+	"not_found_error":         llm.KindUpstreamInvalid,
+	// the backend
+	"modelunavailable":      llm.KindProviderUnavailable,
+	"overloaded_error":      llm.KindProviderUnavailable,
+	"internalerror":         llm.KindUpstream,
+	"systemerror":           llm.KindUpstream,
+	"requesttimeout":        llm.KindUpstream,
+	"internal_server_error": llm.KindUpstream,
+}
+
+// qianfanKinds classifies Qianfan v1 error_code values (PROTOCOLS §6). The SDK retries exactly
+// 2, 18, 336100, 336501 and 336502; 4 is a cluster-wide limit, retried slowly.
+var qianfanKinds = map[int]llm.Kind{
+	1: llm.KindUpstream, 2: llm.KindProviderUnavailable, 3: llm.KindUpstreamInvalid,
+	4: llm.KindUpstreamRateLimited, 6: llm.KindUpstreamAuth, 13: llm.KindUpstreamAuth,
+	14: llm.KindUpstreamAuth, 15: llm.KindUpstreamAuth, 17: llm.KindUpstreamQuota,
+	18: llm.KindUpstreamRateLimited, 19: llm.KindUpstreamQuota, 100: llm.KindUpstreamInvalid,
+	110: llm.KindUpstreamAuth, 111: llm.KindUpstreamAuth, 336000: llm.KindUpstream,
+	336004: llm.KindUpstreamAuth, 336100: llm.KindProviderUnavailable,
+	336501: llm.KindUpstreamRateLimited, 336502: llm.KindUpstreamRateLimited,
+}
+
+// kindForCode classifies what a body says; known is false when nothing in it is recognised
+// and the HTTP status must decide.
+func kindForCode(be backendError) (kind llm.Kind, known bool) {
+	if be.qianfan != 0 {
+		if k, ok := qianfanKinds[be.qianfan]; ok {
+			return k, true
+		}
+		return llm.KindUpstreamInvalid, true // the remaining codes are all request or setup errors
+	}
+	for _, s := range []string{be.code, be.typ} {
+		s = strings.ToLower(s)
+		if k, ok := codeKinds[s]; ok {
+			return k, true
+		}
+		switch { // families of codes that share a prefix
+		case strings.HasPrefix(s, "ratelimitexceeded"), strings.HasPrefix(s, "throttling."):
+			return llm.KindUpstreamRateLimited, true
+		case strings.HasPrefix(s, "accessdenied"):
+			return llm.KindUpstreamAuth, true
+		case strings.HasPrefix(s, "internalerror"):
+			return llm.KindUpstream, true
+		case strings.HasPrefix(s, "invalidendpointormodel"):
+			return llm.KindUpstreamInvalid, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,58 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/upstream"
+)
+
+// ListModels asks GET {base}/models. OpenAI, LM Studio, Ollama and the hosted compatible
+// APIs all answer {"data": [{"id": ...}]}; a context length is kept when a backend gives one.
+func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
+	hr, err := c.newRequest(ctx, http.MethodGet, "/models", "", nil)
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return nil, c.transportError(ctx, "list models", err)
+	}
+	defer resp.Body.Close()
+	body := upstream.ReadBody(resp.Body, maxCompletion)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, c.statusError(resp, body)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, c.upstreamError("list models: answer is not a model list: "+snippet(body), err)
+	}
+	out := make([]llm.ModelInfo, 0, len(list.Data))
+	for _, raw := range list.Data {
+		var m struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw, &m) != nil || m.ID == "" {
+			continue
+		}
+		info := llm.ModelInfo{ID: m.ID}
+		// Optional and typed differently by different servers: read each on its own.
+		var extra struct {
+			ContextLength    int `json:"context_length"`
+			MaxContextLength int `json:"max_context_length"`
+		}
+		if json.Unmarshal(raw, &extra) == nil {
+			info.ContextWindow = max(extra.ContextLength, extra.MaxContextLength)
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}

@@ -1,0 +1,154 @@
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/upstream"
+)
+
+// maxCompletion caps a non-streaming answer held in memory. Far above any real completion;
+// it only stops a broken backend from making us buffer without end.
+const maxCompletion = 32 << 20
+
+// Open sends req to {base}/chat/completions. It returns once the backend has answered with its
+// first chunk (a stream) or its whole body (no stream), so that an error the backend reports
+// before any content — by HTTP status, inside a 200 body, or as the first stream frame —
+// comes back from Open as an *llm.Error and the gateway can still answer with a proper status.
+// Cancelling ctx aborts the HTTP call at any point.
+func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	body, err := requestBody(req)
+	if err != nil {
+		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: err.Error(), Err: err}
+	}
+	hr, err := c.newRequest(ctx, http.MethodPost, "/chat/completions", req.Model, body)
+	if err != nil {
+		return nil, err
+	}
+	if req.Stream {
+		hr.Header.Set("Accept", "text/event-stream")
+	} else {
+		hr.Header.Set("Accept", "application/json")
+	}
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return nil, c.transportError(ctx, "call backend", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b := upstream.ReadBody(resp.Body, upstream.DefaultErrorBody)
+		_ = resp.Body.Close()
+		return nil, c.statusError(resp, b)
+	}
+	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	if !req.Stream || c.isJSONBody(br) {
+		// Qianfan and DashScope answer a stream request they refuse with a plain JSON
+		// error body; reading it whole turns that into an error from Open.
+		defer resp.Body.Close()
+		return c.readComplete(ctx, resp.Header, br)
+	}
+	s := &stream{c: c, ctx: ctx, header: resp.Header, body: resp.Body, r: sse.NewReader(br)}
+	first, err := s.next()
+	if err != nil && err != io.EOF {
+		_ = s.Close()
+		return nil, err
+	}
+	if err == nil {
+		s.pending = &first
+	} else {
+		s.err = io.EOF // [DONE] before any chunk: an empty answer, but a clean one
+	}
+	return s, nil
+}
+
+// isJSONBody sniffs whether a 200 answer to a stream request is a plain JSON document rather
+// than SSE: its first non-blank byte is '{' (an SSE stream starts with a field or a comment).
+func (c *Client) isJSONBody(br *bufio.Reader) bool {
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			return false
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			// Leading blank lines are keep-alives; they mean nothing in either format.
+			_, _ = br.Discard(1)
+			continue
+		}
+		return b[0] == '{'
+	}
+}
+
+// readComplete reads a whole chat.completion body and returns it as a one-chunk stream.
+func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (llm.Stream, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxCompletion+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, c.upstreamError("read response: "+err.Error(), err)
+	}
+	if len(b) > maxCompletion {
+		return nil, c.upstreamError(fmt.Sprintf("response larger than %d bytes", maxCompletion), nil)
+	}
+	// DeepSeek writes blank lines while a request waits in its queue.
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil, c.upstreamError("backend answered 200 with an empty body", nil)
+	}
+	if mayBeError(b) {
+		if be, ok := parseError(b); ok {
+			return nil, c.bodyError(h, be)
+		}
+	}
+	if b[0] != '{' || !json.Valid(b) {
+		return nil, c.upstreamError("backend answered 200 with a body that is not a JSON object: "+snippet(b), nil)
+	}
+	if c.kind == KindOllama && bytes.Contains(b, []byte(`"reasoning"`)) {
+		b = renameReasoning(b, "message")
+	}
+	ch := llm.Chunk{Raw: b, Complete: true}
+	var info struct {
+		Choices []struct {
+			FinishReason llm.FinishReason `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *usageJSON `json:"usage"`
+	}
+	if json.Unmarshal(b, &info) == nil {
+		ch.Usage = info.Usage.toLLM()
+		if len(info.Choices) > 0 {
+			ch.FinishReason = info.Choices[0].FinishReason
+		}
+	}
+	return &oneChunk{ch: ch}, nil
+}
+
+func (c *Client) upstreamError(msg string, err error) *llm.Error {
+	return &llm.Error{Kind: llm.KindUpstream, Provider: c.name, Message: upstream.Redact(msg, c.secrets...), Err: err}
+}
+
+// oneChunk is the stream of a non-streaming answer.
+type oneChunk struct {
+	ch   llm.Chunk
+	done bool
+}
+
+func (o *oneChunk) Next() (llm.Chunk, error) {
+	if o.done {
+		return llm.Chunk{}, io.EOF
+	}
+	o.done = true
+	return o.ch, nil
+}
+
+// Close has nothing to stop: the body was read and closed before Open returned.
+func (o *oneChunk) Close() error { return nil }
+
+var errNoChunk = errors.New("stream ended before any chunk")

@@ -1,0 +1,220 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+)
+
+// stream relays a backend's SSE answer chunk by chunk.
+type stream struct {
+	c       *Client
+	ctx     context.Context
+	header  http.Header
+	body    io.ReadCloser
+	r       *sse.Reader
+	pending *llm.Chunk // the first chunk, read by Open
+	chunks  int
+	err     error // sticky: once the stream has ended, Next keeps saying how
+	close   sync.Once
+}
+
+// Next returns the next chunk, io.EOF after [DONE], or the error that ended the stream.
+func (s *stream) Next() (llm.Chunk, error) {
+	if s.pending != nil {
+		ch := *s.pending
+		s.pending = nil
+		return ch, nil
+	}
+	if s.err != nil {
+		return llm.Chunk{}, s.err
+	}
+	ch, err := s.next()
+	if err != nil {
+		s.err = err
+	}
+	return ch, err
+}
+
+// drainWait bounds how long Close reads what follows [DONE] (normally just the end of the
+// chunked body, already received) so the connection can go back to the keep-alive pool.
+const drainWait = 50 * time.Millisecond
+
+// Close closes the response body, which aborts the HTTP call if it is still running; once
+// it returns the connection is no longer read.
+func (s *stream) Close() error {
+	s.close.Do(func() {
+		if s.err == io.EOF {
+			s.drain()
+		}
+		_ = s.body.Close()
+	})
+	return nil
+}
+
+// drain reads the rest of a finished body for at most drainWait. A body read to its end lets
+// the transport reuse the connection; one that is closed early costs a new TCP (and TLS)
+// handshake on the next call.
+func (s *stream) drain() {
+	done := make(chan struct{})
+	go func() { // exits when the body ends or when Close closes it below
+		defer close(done)
+		_, _ = io.Copy(io.Discard, io.LimitReader(s.body, 64<<10))
+	}()
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = s.body.Close()
+		<-done
+	}
+}
+
+func (s *stream) next() (llm.Chunk, error) {
+	for {
+		ev, err := s.r.Next()
+		if err != nil {
+			return llm.Chunk{}, s.endError(err)
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if len(data) == 0 {
+			continue
+		}
+		if bytes.Equal(data, []byte("[DONE]")) {
+			return llm.Chunk{}, io.EOF
+		}
+		if ev.Type == "error" || mayBeError(data) {
+			if be, ok := parseError(data); ok {
+				return llm.Chunk{}, s.c.bodyError(s.header, be)
+			}
+			if ev.Type == "error" {
+				return llm.Chunk{}, s.c.bodyError(s.header, backendError{msg: snippet(data)})
+			}
+		}
+		if data[0] != '{' || !json.Valid(data) {
+			return llm.Chunk{}, s.c.upstreamError("backend sent a stream frame that is not a JSON object: "+snippet(data), nil)
+		}
+		ch := llm.Chunk{Raw: append([]byte(nil), data...)}
+		if s.c.kind == KindOllama && bytes.Contains(data, []byte(`"reasoning"`)) {
+			ch.Raw = renameReasoning(ch.Raw, "delta")
+		}
+		inspect(&ch)
+		s.chunks++
+		return ch, nil
+	}
+}
+
+// endError says why reading stopped. A clean end without [DONE] after some chunks is accepted
+// (openai-node does the same); a clean end before any chunk, or a broken connection, is the
+// backend's failure; our own cancellation is returned as the context's error.
+func (s *stream) endError(err error) error {
+	if s.ctx.Err() != nil {
+		return s.ctx.Err()
+	}
+	if err == io.EOF {
+		if s.chunks > 0 {
+			return io.EOF
+		}
+		return s.c.upstreamError(errNoChunk.Error(), errNoChunk)
+	}
+	return s.c.upstreamError(fmt.Sprintf("stream broken after %d chunks: %v", s.chunks, err), err)
+}
+
+// inspect fills the chunk's Usage, UsageOnly and FinishReason from Raw. It only decodes when a
+// cheap scan shows a usage object, which is one chunk per stream; every other chunk costs two
+// byte searches.
+func inspect(ch *llm.Chunk) {
+	raw := ch.Raw
+	if fr, ok := stringAfterKey(raw, `"finish_reason"`); ok {
+		ch.FinishReason = llm.FinishReason(fr)
+	}
+	if !objectAfterKey(raw, `"usage"`) {
+		return
+	}
+	var info struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   *usageJSON        `json:"usage"`
+	}
+	if json.Unmarshal(raw, &info) != nil || info.Usage == nil {
+		return
+	}
+	ch.Usage = info.Usage.toLLM()
+	ch.UsageOnly = len(info.Choices) == 0
+}
+
+// valueAfterKey returns the bytes after `key:` (whitespace skipped) for the first occurrence of
+// key as an object key, or nil. Quotes inside JSON strings are escaped, so an unescaped key
+// with its colon can only be a real key.
+func valueAfterKey(raw []byte, key string) []byte {
+	for off := 0; ; {
+		i := bytes.Index(raw[off:], []byte(key))
+		if i < 0 {
+			return nil
+		}
+		rest := bytes.TrimLeft(raw[off+i+len(key):], " \t\r\n")
+		if len(rest) > 0 && rest[0] == ':' {
+			return bytes.TrimLeft(rest[1:], " \t\r\n")
+		}
+		off += i + len(key)
+	}
+}
+
+func objectAfterKey(raw []byte, key string) bool {
+	v := valueAfterKey(raw, key)
+	return len(v) > 0 && v[0] == '{'
+}
+
+// stringAfterKey returns the value of key when it is a plain string (no escapes), as
+// finish_reason values are.
+func stringAfterKey(raw []byte, key string) (string, bool) {
+	v := valueAfterKey(raw, key)
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	end := bytes.IndexAny(v[1:], `"\`)
+	if end < 0 || v[1+end] != '"' {
+		return "", false
+	}
+	return string(v[1 : 1+end]), true
+}
+
+// usageJSON is OpenAI's usage object with the details the gateway logs. DeepSeek reports
+// cache hits in its own field.
+type usageJSON struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+	PromptCacheHitTokens int `json:"prompt_cache_hit_tokens"`
+}
+
+func (u *usageJSON) toLLM() *llm.Usage {
+	if u == nil {
+		return nil
+	}
+	out := &llm.Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		CachedTokens: u.PromptCacheHitTokens,
+	}
+	if d := u.PromptTokensDetails; d != nil && d.CachedTokens > 0 {
+		out.CachedTokens = d.CachedTokens
+	}
+	if d := u.CompletionTokensDetails; d != nil {
+		out.ReasoningTokens = d.ReasoningTokens
+	}
+	return out
+}
