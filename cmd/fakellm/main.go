@@ -1,0 +1,80 @@
+// Command fakellm serves a fake LLM backend speaking the OpenAI (Chat Completions, Responses),
+// Anthropic and Gemini wire formats, with scripted quirks. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/cmd/internal/fakellm"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "fakellm:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("fakellm", flag.ContinueOnError)
+	var (
+		listen = fs.String("listen", "127.0.0.1:0", "address to listen on; port 0 picks a free port")
+		opts   fakellm.Options
+		mode   = fs.String("mode", "", "quirk modes for every request, comma-separated: "+strings.Join(fakellm.ModeNames(), ", "))
+		models = fs.String("models", "", "comma-separated model ids to list (default "+strings.Join(fakellm.DefaultModels, ",")+")")
+	)
+	fs.DurationVar(&opts.Latency, "latency", 0, "delay before the response headers")
+	fs.DurationVar(&opts.ChunkInterval, "chunk-interval", 0, "delay between streamed chunks")
+	fs.Float64Var(&opts.TokensPerSecond, "tps", 0, "chunks per second, when --chunk-interval is 0 (0 = no pacing)")
+	fs.IntVar(&opts.Chunks, "chunks", fakellm.DefaultChunks, "content chunks per answer")
+	fs.StringVar(&opts.Reply, "reply", "", "answer text (default: a built-in sentence)")
+	fs.IntVar(&opts.MaxConcurrent, "max-concurrent", 0, "answer 429 beyond this many requests in flight (0 = no limit)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	m, err := fakellm.ParseModes(*mode)
+	if err != nil {
+		return err
+	}
+	opts.Modes = m
+	if *models != "" {
+		opts.Models = strings.Split(*models, ",")
+	}
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: fakellm.New(opts), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("listening on %s\n", ln.Addr())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }() // exits when the server is shut down or closed
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Streams in progress get a moment to finish; hanging ones (mode hang) are cut.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
