@@ -60,7 +60,7 @@ type driver struct {
 	fates  map[ID]fate
 	nextID ID
 	step   int
-	last   string // the last operation, for failure messages
+	last   string         // the last operation, for failure messages
 	stats  map[string]int // how often each case arose, to show the generator reaches it
 	buf    []ID
 }
