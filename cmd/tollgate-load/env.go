@@ -1,0 +1,402 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/cmd/internal/app"
+	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/cmd/internal/fakellm"
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/openai"
+)
+
+// setup is a gateway configuration for a scenario: global caps and providers, each backed by
+// its own fake backend.
+type setup struct {
+	name        string
+	maxRunning  int
+	maxAdmitted int
+	providers   []provider
+}
+
+type provider struct {
+	name         string
+	lanes        int
+	queueLength  int
+	queueTimeout time.Duration
+	models       []model
+	backend      fakellm.Options
+}
+
+type model struct {
+	name  string
+	lanes int // model_lanes
+}
+
+// ids returns every client-facing model id of the setup, provider by provider.
+func (s setup) ids() []string {
+	var ids []string
+	for _, p := range s.providers {
+		for _, m := range p.models {
+			ids = append(ids, p.name+"/"+m.name)
+		}
+	}
+	return ids
+}
+
+// env is where a scenario sends its load: an in-process gateway with instrumented fake
+// backends, or a gateway at --target (then backends and the process are out of reach, and
+// only what HTTP shows is checked).
+type env struct {
+	setup setup
+	// hangUps: the scenario's clients hang up. A backend then notices a closed connection a
+	// moment after the gateway closed it and gave the lane back, so its own count may briefly
+	// exceed the lanes; only the gateway-side count (callMeter) is held to them strictly.
+	hangUps bool
+	base    string       // the gateway's URL
+	client  *http.Client // the load clients' shared pool
+	local   *local       // nil with --target
+}
+
+// local is the in-process machinery behind an env.
+type local struct {
+	app      *app.App
+	server   *http.Server
+	backends []*backend // in setup.providers order
+	upstream *http.Transport
+	meter    *callMeter // backend calls as the gateway holds them
+	global   *gauge     // backend concurrency across all providers, as the backends see it
+	served   chan struct{}
+}
+
+type backend struct {
+	spec provider
+	fake *fakellm.Server
+	tap  *tap
+	http *httptest.Server
+}
+
+// newClient returns a pooled HTTP/1.1 client for conns concurrent load clients.
+func newClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: 30 * time.Second,
+		DisableCompression: true, ForceAttemptHTTP2: false,
+	}}
+}
+
+// configTemplate renders a setup as the YAML a user would write, so the harness goes through
+// the same parsing, defaults and validation as cmd/tollgate.
+var configTemplate = template.Must(template.New("cfg").Parse(`
+listen: 127.0.0.1:0
+limits: {max_running: {{.S.MaxRunning}}, max_admitted: {{.S.MaxAdmitted}}}
+providers:
+{{- range $i, $p := .S.Providers}}
+  - name: {{$p.Name}}
+    kind: openai
+    base_url: {{index $.URLs $i}}/v1
+    lanes: {{$p.Lanes}}
+    queue_length: {{$p.QueueLength}}
+    queue_timeout: {{$p.QueueTimeout}}
+    run_timeout: 5m
+    models:
+{{- range $p.Models}}
+      - {id: {{.Name}}, model_lanes: {{.Lanes}}}
+{{- end}}
+{{- end}}
+`))
+
+// startLocal starts the fake backends, the gateway on a loopback listener, and a client pool.
+func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
+	l := &local{global: &gauge{}, upstream: openai.NewTransport(5*time.Second, 5*time.Minute), served: make(chan struct{})}
+	l.upstream.Proxy = nil
+	l.meter = &callMeter{next: l.upstream, provider: map[string]*gauge{}, models: map[string]*modelGauges{}}
+	var urls []string
+	for _, p := range s.providers {
+		f := fakellm.New(p.backend)
+		t := newTap(f, l.global)
+		b := &backend{spec: p, fake: f, tap: t, http: httptest.NewServer(t)}
+		l.backends = append(l.backends, b)
+		urls = append(urls, b.http.URL)
+		host := strings.TrimPrefix(b.http.URL, "http://")
+		l.meter.provider[host], l.meter.models[host] = &gauge{}, newModelGauges()
+	}
+	cfg, err := parseSetup(s, urls)
+	if err != nil {
+		l.closeBackends()
+		return nil, err
+	}
+	backends := map[string]llm.Backend{}
+	for i, b := range l.backends {
+		c, err := openai.New(openai.Config{Kind: openai.KindOpenAI, Name: b.spec.name, BaseURL: urls[i] + "/v1",
+			HTTPClient: &http.Client{Transport: l.meter}})
+		if err != nil {
+			l.closeBackends()
+			return nil, fmt.Errorf("backend %s: %w", b.spec.name, err)
+		}
+		backends[b.spec.name] = c
+	}
+	if l.app, err = app.New(ctx, cfg, app.Options{Logger: zerolog.Nop(), Backends: backends}); err != nil {
+		l.closeBackends()
+		return nil, fmt.Errorf("start gateway: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		l.closeBackends()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	l.server = &http.Server{Handler: l.app.Handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { // exits when close shuts the server down
+		defer close(l.served)
+		_ = l.server.Serve(ln)
+	}()
+	return &env{setup: s, base: "http://" + ln.Addr().String(), client: newClient(conns), local: l}, nil
+}
+
+func parseSetup(s setup, urls []string) (*config.Config, error) {
+	type m struct {
+		Name  string
+		Lanes int
+	}
+	type p struct {
+		Name         string
+		Lanes        int
+		QueueLength  int
+		QueueTimeout string
+		Models       []m
+	}
+	data := struct {
+		S struct {
+			MaxRunning, MaxAdmitted int
+			Providers               []p
+		}
+		URLs []string
+	}{URLs: urls}
+	data.S.MaxRunning, data.S.MaxAdmitted = s.maxRunning, s.maxAdmitted
+	for _, pv := range s.providers {
+		q := p{Name: pv.name, Lanes: pv.lanes, QueueLength: pv.queueLength, QueueTimeout: pv.queueTimeout.String()}
+		for _, mv := range pv.models {
+			q.Models = append(q.Models, m{mv.name, mv.lanes})
+		}
+		data.S.Providers = append(data.S.Providers, q)
+	}
+	var buf bytes.Buffer
+	if err := configTemplate.Execute(&buf, data); err != nil {
+		return nil, fmt.Errorf("render config: %w", err)
+	}
+	cfg, err := config.Parse("setup "+s.name, buf.Bytes(), func(string) (string, bool) { return "", false })
+	if err != nil {
+		return nil, fmt.Errorf("setup %s: %w", s.name, err)
+	}
+	return cfg, nil
+}
+
+// close stops everything startLocal started, gateway first so no call reaches a closed backend.
+func (e *env) close() {
+	e.client.CloseIdleConnections()
+	l := e.local
+	if l == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = l.server.Shutdown(ctx)
+	<-l.served
+	_ = l.app.Drain(ctx)
+	l.upstream.CloseIdleConnections()
+	l.closeBackends()
+}
+
+func (l *local) closeBackends() {
+	for _, b := range l.backends {
+		b.tap.release()
+		b.http.Close()
+	}
+}
+
+// state reads GET /admin/state.
+func (e *env) state(ctx context.Context) (actors.AdminState, error) {
+	var st actors.AdminState
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/admin/state", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("GET /admin/state: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET /admin/state: status %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("decode /admin/state: %w", err)
+	}
+	return st, nil
+}
+
+// waitState polls /admin/state until cond holds or within passes; it returns the last state.
+func (e *env) waitState(ctx context.Context, within time.Duration, cond func(actors.AdminState) bool) (actors.AdminState, error) {
+	deadline := time.Now().Add(within)
+	for {
+		st, err := e.state(ctx)
+		if err == nil && cond(st) {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("condition not reached")
+			}
+			return st, err
+		}
+		select { // polling with a deadline
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// stateDoc is the /admin/state document (SPEC §7).
+type stateDoc = actors.AdminState
+
+func idle(st actors.AdminState) bool { return st.Running == 0 && st.Queued == 0 }
+
+// checkIdle records a breach unless /admin/state shows 0 running and 0 queued within 2 s.
+func (e *env) checkIdle(ctx context.Context, r *result) {
+	start := time.Now()
+	st, err := e.waitState(ctx, 2*time.Second, idle)
+	if err != nil {
+		r.breach("/admin/state not idle within 2s of the end: running %d, queued %d (%v)", st.Running, st.Queued, err)
+		return
+	}
+	r.Figures["idle_after_ms"] = ms(time.Since(start))
+}
+
+// checkBackends compares the busiest moments with the lanes and caps: of each provider
+// against its lanes, of each model against its model_lanes, of all providers together
+// against max_running. It checks the gateway's own backend calls (callMeter) always, and
+// what the backends saw unless the scenario's clients hang up (see env.hangUps). Backends
+// must never have refused a call.
+func (e *env) checkBackends(r *result) {
+	l := e.local
+	if l == nil {
+		return
+	}
+	type view struct {
+		name   string
+		strict bool
+		total  int64
+		prov   func(b *backend) int64
+		models func(b *backend) map[string]int
+	}
+	views := []view{
+		{"gateway", true, l.meter.global.max.Load(),
+			func(b *backend) int64 { return l.meter.provider[b.host()].max.Load() },
+			func(b *backend) map[string]int { return l.meter.models[b.host()].maxima() }},
+		{"backend", !e.hangUps, l.global.max.Load(),
+			func(b *backend) int64 { return b.fake.Stats().MaxConcurrent },
+			func(b *backend) map[string]int { return b.tap.models.maxima() }},
+	}
+	for _, v := range views {
+		over := func(format string, args ...any) {
+			if v.strict {
+				r.breach(v.name+" side: "+format, args...)
+			} else {
+				r.Figures[v.name+"_overshoot_after_hangups"]++
+			}
+		}
+		r.Figures[v.name+"_max_concurrent_total"] = float64(v.total)
+		if v.total > int64(e.setup.maxRunning) {
+			over("%d concurrent backend calls in all; max_running is %d", v.total, e.setup.maxRunning)
+		}
+		for _, b := range l.backends {
+			n := v.prov(b)
+			r.Figures[v.name+"_"+b.spec.name+"_max_concurrent"] = float64(n)
+			if n > int64(b.spec.lanes) {
+				over("%d concurrent calls to %s; its lanes are %d", n, b.spec.name, b.spec.lanes)
+			}
+			perModel := v.models(b)
+			for _, m := range b.spec.models {
+				if perModel[m.name] > m.lanes {
+					over("%d concurrent calls to %s/%s; its model_lanes are %d", perModel[m.name], b.spec.name, m.name, m.lanes)
+				}
+			}
+		}
+	}
+	for _, b := range l.backends {
+		if st := b.fake.Stats(); st.Rejected > 0 {
+			r.breach("backend %s refused %d calls for concurrency", b.spec.name, st.Rejected)
+		}
+	}
+}
+
+func (b *backend) host() string { return strings.TrimPrefix(b.http.URL, "http://") }
+
+// baseline is the goroutine count before the load; settle checks it comes back.
+func baseline() int {
+	runtime.GC()
+	return runtime.NumGoroutine()
+}
+
+// goroutineSlack allows for runtime and library goroutines that come and go on their own
+// (protoactor's dead-letter throttle, timers of closing connections).
+const goroutineSlack = 4
+
+// checkGoroutines closes idle connections on both sides and polls until the process is back
+// to within goroutineSlack of base, or records a breach with the surplus stacks' summary.
+func (e *env) checkGoroutines(r *result, base int) {
+	l := e.local
+	if l == nil {
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	n := 0
+	for {
+		e.client.CloseIdleConnections()
+		l.upstream.CloseIdleConnections()
+		if n = runtime.NumGoroutine(); n <= base+goroutineSlack {
+			r.Figures["goroutines_over_baseline"] = float64(n - base)
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling with a deadline
+	}
+	r.breach("goroutines did not return to baseline: %d now, %d before the load%s", n, base, topStacks())
+}
+
+// topStacks summarises the goroutines now running by their first frame in this module or
+// the standard library's net/http, for a breach message.
+func topStacks() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	counts := map[string]int{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		lines := strings.Split(g, "\n")
+		if len(lines) > 1 {
+			counts[strings.TrimSpace(lines[1])]++
+		}
+	}
+	var b strings.Builder
+	for f, n := range counts {
+		if n > 1 {
+			fmt.Fprintf(&b, "\n      %4d × %s", n, f)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// tap sits in front of one fake backend (an httptest server running fakellm) and sees every
+// request the gateway sends it, as the backend sees it. It measures what fakellm does not:
+// concurrency per model, and the order in which tagged requests arrived. It can also hold
+// requests whose prompt carries holdTag until the scenario releases them, so a scenario can
+// keep lanes busy deterministically.
+//
+// Its counters rise before the backend handler runs and fall after it has returned, the same
+// bracket as fakellm's own, so the two agree on what "concurrent" means.
+type tap struct {
+	next    http.Handler
+	models  *modelGauges
+	global  *gauge // concurrency across every tap of a setup
+	held    atomic.Int64
+	holding chan struct{} // closed by release
+
+	mu    sync.Mutex
+	order []string // tags, in arrival order
+}
+
+// holdTag in a prompt makes the tap park the request until release is called.
+const holdTag = "[hold]"
+
+func newTap(next http.Handler, global *gauge) *tap {
+	return &tap{next: next, models: newModelGauges(), global: global, holding: make(chan struct{})}
+}
+
+func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		t.next.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "tap: read body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	model, tag := peek(body)
+	t.models.enter(model)
+	t.global.enter()
+	defer func() { t.models.leave(model); t.global.leave() }()
+	if tag != "" {
+		t.mu.Lock()
+		t.order = append(t.order, tag)
+		t.mu.Unlock()
+	}
+	if bytes.Contains(body, []byte(holdTag)) {
+		t.held.Add(1)
+		select {
+		case <-t.holding:
+		case <-r.Context().Done():
+		}
+		t.held.Add(-1)
+	}
+	t.next.ServeHTTP(w, r)
+}
+
+// release lets every held request (and every later one) through. Safe to call twice.
+func (t *tap) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.holding:
+	default:
+		close(t.holding)
+	}
+}
+
+// arrivals returns the tags in the order the requests reached the backend.
+func (t *tap) arrivals() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.order...)
+}
+
+// peek reads the model and the harness's tag (the first word after "tag:" at the start of
+// the last message) from a chat request body. A body it cannot read yields empty strings.
+func peek(body []byte) (model, tag string) {
+	var req struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return "", ""
+	}
+	if n := len(req.Messages); n > 0 {
+		var text string
+		if json.Unmarshal(req.Messages[n-1].Content, &text) == nil {
+			if rest, ok := strings.CutPrefix(text, "tag:"); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					tag = f[0]
+				}
+			}
+		}
+	}
+	return req.Model, tag
+}
