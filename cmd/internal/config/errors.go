@@ -69,14 +69,22 @@ func (p *problems) err(secrets []string) error {
 	slices.SortStableFunc(p.list, func(a, b *FieldError) int {
 		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Path, b.Path))
 	})
-	errs := make([]error, len(p.list))
-	for i, e := range p.list {
+	list := p.list
+	if len(list) > maxProblems {
+		rest := len(list) - maxProblems
+		list = append(list[:maxProblems:maxProblems], &FieldError{File: p.file, Msg: fmt.Sprintf("and %d more problems", rest)})
+	}
+	errs := make([]error, len(list))
+	for i, e := range list {
 		e.Msg = scrub(e.Msg, secrets)
 		e.Path = scrub(e.Path, secrets)
 		errs[i] = e
 	}
 	return errors.Join(errs...)
 }
+
+// maxProblems caps the problems listed; past it the error says how many more there are.
+const maxProblems = 50
 
 // minSecretLen: shorter strings are not scrubbed; they cannot be useful secrets and
 // replacing them would mangle ordinary words and numbers in messages.

@@ -47,6 +47,9 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 	w := walker{p: p, set: p.lines}
 	w.walk(root, reflect.TypeFor[Config](), "")
 	secrets = append(secrets, w.secrets...)
+	if w.visited >= maxNodes {
+		return nil, p.err(secrets) // decoding would expand the same aliases
+	}
 
 	cfg := &Config{Source: name}
 	dec := yaml.NewDecoder(bytes.NewReader(text))
@@ -58,6 +61,11 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 		// The walk checks everything the decoder does, with better messages; this is a
 		// safety net, its value-quoting messages are sanitised.
 		return nil, &FieldError{File: name, Msg: scrub(sanitizeYAML(err.Error()), secrets)}
+	}
+	// A field the walk rejected was not decoded: default it as if omitted, so its zero does
+	// not spread into other fields (limits.queue_timeout feeds every provider).
+	for _, e := range p.list {
+		delete(p.lines, e.Path)
 	}
 	applyDefaults(cfg, p.lines)
 	validate(cfg, p)
@@ -96,11 +104,22 @@ type walker struct {
 	p       *problems
 	set     map[string]int
 	secrets []string
+	visited int // nodes walked, counting alias expansions; bounded by maxNodes
 }
+
+// maxNodes bounds the walk: YAML aliases can make a small file expand exponentially
+// ("billion laughs"); no real config comes near this.
+const maxNodes = 100_000
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
+	if w.visited++; w.visited == maxNodes {
+		w.p.addAt(n.Line, path, "config too large: more than %d values after expanding aliases", maxNodes)
+	}
+	if w.visited >= maxNodes {
+		return
+	}
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}

@@ -133,9 +133,17 @@ func golden(t *testing.T, path, got string) {
 	}
 }
 
+// envSecrets are the key values testEnv hands out.
+var envSecrets = []string{secretA, secretB, "tg-client-key-0001", "tg-admin-key-0002", "nvapi-key-a", "nvapi-key-b", "nvapi-llama"}
+
 func assertNoSecrets(t *testing.T, s string) {
 	t.Helper()
-	for _, sec := range []string{secretA, secretB, "tg-client-key-0001", "tg-admin-key-0002", "nvapi-key-a", "nvapi-llama", "padded-key"} {
+	assertNone(t, s, append(envSecrets, "padded-key")...)
+}
+
+func assertNone(t *testing.T, s string, secrets ...string) {
+	t.Helper()
+	for _, sec := range secrets {
 		if strings.Contains(s, sec) {
 			t.Errorf("output contains secret %q:\n%s", sec, s)
 		}
