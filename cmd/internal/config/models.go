@@ -25,7 +25,16 @@ func validateModels(pr *Provider, path string, p *problems) {
 				ids[m.ID] = j
 			}
 		}
+		// A value inherited from an invalid provider model_lanes was reported there. Without
+		// the YAML tree (configs built in code), an equal value counts as inherited.
+		inherited := m.ModelLanes == pr.ModelLanes
+		if p.lines != nil {
+			_, explicit := p.lines[mp+".model_lanes"]
+			inherited = !explicit
+		}
+		inheritedBad := inherited && (pr.ModelLanes < 1 || pr.Lanes >= 1 && pr.ModelLanes > pr.Lanes)
 		switch {
+		case inheritedBad:
 		case m.ModelLanes < 1:
 			p.add(mp+".model_lanes", "must be at least 1 (omit it to use the provider's model_lanes of %d), got %d", pr.ModelLanes, m.ModelLanes)
 		case pr.Lanes >= 1 && m.ModelLanes > pr.Lanes:

@@ -191,6 +191,14 @@ func validateKindFields(pr *Provider, family int, path string, p *problems) {
 	if family == familyCLI && len(pr.Keys) > 0 {
 		p.add(path+".keys", "not used by kind %s (the CLI uses its own login; pass credentials with env)", pr.Kind)
 	}
+	if family != familyHTTP && len(pr.Models) == 0 {
+		p.add(path+".models", "list the models this %s provider serves (it cannot report them)", pr.Kind)
+	}
+	validateOwnFields(pr, family, path, p)
+}
+
+// validateOwnFields checks the fields only the provider's family uses.
+func validateOwnFields(pr *Provider, family int, path string, p *problems) {
 	switch family {
 	case familyHTTP:
 		validateBaseURL(pr.BaseURL, path+".base_url", p)
@@ -209,9 +217,6 @@ func validateKindFields(pr *Provider, family int, path string, p *problems) {
 				p.add(path+".env."+name, "not a valid environment variable name")
 			}
 		}
-	}
-	if family != familyHTTP && len(pr.Models) == 0 {
-		p.add(path+".models", "list the models this %s provider serves (it cannot report them)", pr.Kind)
 	}
 }
 

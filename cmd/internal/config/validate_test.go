@@ -73,6 +73,7 @@ func TestInvalidFixtures(t *testing.T) {
 		"syntax_error":  {"syntax_error.yaml:1: invalid YAML: did not find expected"},
 		"empty":         {"empty.yaml: empty config"},
 		"model_fields":  {"context_window: must be at least 1 (omit it when unknown), got 0", "max_output_tokens: must be at least 1 (omit it when unknown), got -1", "first_token_delay: must be 0 or more, got -1s", "tokens_per_second: must be 0 (as fast as possible) or more, got -3"},
+		"inherited_lanes": {":5: providers[0].model_lanes: model_lanes (3) must not exceed lanes (2)", ":6: providers[0].models[1].model_lanes: model_lanes (9)", ":8: providers[1].kind: unknown kind"},
 		"many_problems": {":2: listen:", ":3: limits.max_admitted:", ":5: providers[0].name:", ":7: providers[0].lanes:", ":8: providers[1].models:", ":10: providers[2].name: duplicate", ":11: providers[2].kind: unknown kind \"wat\""},
 	}
 	files, err := filepath.Glob(filepath.Join(testdataDir, "invalid", "*.yaml"))
