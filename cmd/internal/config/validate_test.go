@@ -67,14 +67,14 @@ func TestInvalidFixtures(t *testing.T) {
 		"base_url":        {":4: providers[0].base_url: must be an http:// or https:// URL", ":7: providers[1].base_url: has no host", "providers[2].refresh_models: must be 0 (read once at start) or more, got -1s"},
 		"unset_env": {":2: environment variable TOLLGATE_TEST_UNSET is not set (use ${TOLLGATE_TEST_UNSET:-default} for an optional value)",
 			":6: environment variable ALSO_UNSET is not set", ":6: ${bad-name}: not a valid environment variable name", ":6: unterminated ${ (write $${ for a literal ${)"},
-		"empty_key":     {":2: auth.api_keys[0]: empty key", ":2: auth.api_keys[1]: key has leading or trailing white space", ":3: auth.admin_keys[0]: empty key", ":7: providers[0].keys[0]: empty key"},
-		"rate_limit":    {"providers[0].rate_limit.rpm: must be 0 (unlimited) or more, got -1", "providers[0].rate_limit.tpm: must be 0 (unlimited) or more, got -5", "providers[1].rate_limit: set rpm or tpm (or remove rate_limit)"},
-		"type_errors":   {":1: listen: expected a string, got a list", ":2: auth: expected a mapping, got a string", ":4: limits.max_running: expected a whole number, got a string", ":5: limits.max_body_bytes: expected a whole number, got a number with a fraction", ":9: providers[0].lanes: expected a whole number, got a string", ":10: providers[0].keys: expected a list, got a string", "tools: expected a boolean (true or false), got a string", "context_window: expected a whole number", ":15: providers[1]: expected a mapping, got a string"},
-		"syntax_error":  {"syntax_error.yaml:1: invalid YAML: did not find expected"},
-		"empty":         {"empty.yaml: empty config"},
-		"model_fields":  {"context_window: must be at least 1 (omit it when unknown), got 0", "max_output_tokens: must be at least 1 (omit it when unknown), got -1", "first_token_delay: must be 0 or more, got -1s", "tokens_per_second: must be 0 (as fast as possible) or more, got -3"},
+		"empty_key":       {":2: auth.api_keys[0]: empty key", ":2: auth.api_keys[1]: key has leading or trailing white space", ":3: auth.admin_keys[0]: empty key", ":7: providers[0].keys[0]: empty key"},
+		"rate_limit":      {"providers[0].rate_limit.rpm: must be 0 (unlimited) or more, got -1", "providers[0].rate_limit.tpm: must be 0 (unlimited) or more, got -5", "providers[1].rate_limit: set rpm or tpm (or remove rate_limit)"},
+		"type_errors":     {":1: listen: expected a string, got a list", ":2: auth: expected a mapping, got a string", ":4: limits.max_running: expected a whole number, got a string", ":5: limits.max_body_bytes: expected a whole number, got a number with a fraction", ":9: providers[0].lanes: expected a whole number, got a string", ":10: providers[0].keys: expected a list, got a string", "tools: expected a boolean (true or false), got a string", "context_window: expected a whole number", ":15: providers[1]: expected a mapping, got a string"},
+		"syntax_error":    {"syntax_error.yaml:1: invalid YAML: did not find expected"},
+		"empty":           {"empty.yaml: empty config"},
+		"model_fields":    {"context_window: must be at least 1 (omit it when unknown), got 0", "max_output_tokens: must be at least 1 (omit it when unknown), got -1", "first_token_delay: must be 0 or more, got -1s", "tokens_per_second: must be 0 (as fast as possible) or more, got -3"},
 		"inherited_lanes": {":5: providers[0].model_lanes: model_lanes (3) must not exceed lanes (2)", ":6: providers[0].models[1].model_lanes: model_lanes (9)", ":8: providers[1].kind: unknown kind"},
-		"many_problems": {":2: listen:", ":3: limits.max_admitted:", ":5: providers[0].name:", ":7: providers[0].lanes:", ":8: providers[1].models:", ":10: providers[2].name: duplicate", ":11: providers[2].kind: unknown kind \"wat\""},
+		"many_problems":   {":2: listen:", ":3: limits.max_admitted:", ":5: providers[0].name:", ":7: providers[0].lanes:", ":8: providers[1].models:", ":10: providers[2].name: duplicate", ":11: providers[2].kind: unknown kind \"wat\""},
 	}
 	files, err := filepath.Glob(filepath.Join(testdataDir, "invalid", "*.yaml"))
 	if err != nil || len(files) == 0 {
