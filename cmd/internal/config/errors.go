@@ -106,19 +106,28 @@ func (p *problems) addAt(line int, path, format string, args ...any) {
 	p.list = append(p.list, &FieldError{File: p.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-// dropUnder removes problems after the first n whose path is at or under the path of one of
-// the first n: a field the YAML walk already rejected is not reported again by validation.
+// dropUnder removes problems after the first n that one of the first n already covers: a
+// field the YAML walk rejected is not reported again by validation (same path or under it),
+// nor is anything on the line of an expansion error (which has no path).
 func (p *problems) dropUnder(n int) {
 	if n == 0 {
 		return
 	}
 	kept := p.list[:n]
 	for _, e := range p.list[n:] {
-		if !slices.ContainsFunc(p.list[:n], func(w *FieldError) bool { return within(e.Path, w.Path) }) {
+		if !slices.ContainsFunc(p.list[:n], func(w *FieldError) bool { return covers(w, e) }) {
 			kept = append(kept, e)
 		}
 	}
 	p.list = kept
+}
+
+// covers reports whether problem e is a consequence of the earlier problem w.
+func covers(w, e *FieldError) bool {
+	if w.Path == "" {
+		return w.Line > 0 && w.Line == e.Line
+	}
+	return within(e.Path, w.Path)
 }
 
 // within reports whether path is base or a field or element under it.

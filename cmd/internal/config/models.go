@@ -97,11 +97,15 @@ func validateRefs(c *Config, p *problems) {
 	forEachModel(c, func(pr *Provider, m *Model, mp string) {
 		for a, alias := range m.Aliases {
 			ap := fmt.Sprintf("%s.aliases[%d]", mp, a)
+			prov, _, hasSlash := strings.Cut(alias, "/")
 			switch first, dup := aliases[alias]; {
 			case strings.TrimSpace(alias) == "" || strings.TrimSpace(alias) != alias:
 				p.add(ap, "must be non-empty without surrounding white space")
 			case full[alias]:
 				p.add(ap, "%q is already a model id", alias)
+			case hasSlash && byName[prov] != nil:
+				// It would shadow a model the provider may list at start.
+				p.add(ap, "%q looks like a model of provider %q; an alias must not start with a provider name and \"/\"", alias, prov)
 			case dup:
 				p.add(ap, "duplicate alias %q (also %s)", alias, first)
 			default:

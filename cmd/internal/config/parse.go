@@ -25,24 +25,16 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse is Load on bytes already read: name is used in messages and as Config.Source, env
-// resolves ${VAR} (os.LookupEnv in production).
+// resolves ${VAR} (os.LookupEnv in production). Every problem found is reported at once:
+// an unset variable expands to "" so the rest of the file is still checked, and problems on
+// the line of an expansion error are not reported twice.
 func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, error) {
 	text, secrets, expErrs := expand(name, data, env)
-	if len(expErrs) > 0 {
-		p := &problems{file: name, list: expErrs}
+	p := &problems{file: name, lines: map[string]int{}, list: expErrs}
+	root, ferr := parseTree(name, text, secrets)
+	if ferr != nil {
+		p.list = append(p.list, ferr)
 		return nil, p.err(secrets)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(text, &doc); err != nil {
-		return nil, syntaxError(name, err, secrets)
-	}
-	p := &problems{file: name, lines: map[string]int{}}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
-	}
-	if root.Kind == 0 || root.Kind == yaml.DocumentNode || root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return nil, &FieldError{File: name, Msg: "empty config (see testdata/config/example.yaml for the shape)"}
 	}
 	w := walker{p: p, set: p.lines}
 	w.walk(root, reflect.TypeFor[Config](), "")
@@ -53,27 +45,43 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 
 	cfg := &Config{Source: name}
 	dec := yaml.NewDecoder(bytes.NewReader(text))
-	// Strict decoding when the walk found nothing; otherwise decode what can be decoded so
+	// Strict decoding when nothing was found yet; otherwise decode what can be decoded so
 	// validation still reports the remaining problems in the same run.
-	walkErrs := len(p.list)
-	dec.KnownFields(walkErrs == 0)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) && walkErrs == 0 {
+	found := len(p.list)
+	dec.KnownFields(found == 0)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) && found == 0 {
 		// The walk checks everything the decoder does, with better messages; this is a
 		// safety net, its value-quoting messages are sanitised.
 		return nil, &FieldError{File: name, Msg: scrub(sanitizeYAML(err.Error()), secrets)}
 	}
 	// A field the walk rejected was not decoded: default it as if omitted, so its zero does
 	// not spread into other fields (limits.queue_timeout feeds every provider).
-	for _, e := range p.list {
+	for _, e := range p.list[len(expErrs):] {
 		delete(p.lines, e.Path)
 	}
 	applyDefaults(cfg, p.lines)
 	validate(cfg, p)
-	p.dropUnder(walkErrs)
+	p.dropUnder(found)
 	if err := p.err(append(secrets, cfg.secrets()...)); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// parseTree parses text into a YAML tree and returns its root node, or the syntax problem.
+func parseTree(name string, text []byte, secrets []string) (*yaml.Node, *FieldError) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(text, &doc); err != nil {
+		return nil, syntaxError(name, err, secrets)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root.Kind == 0 || root.Kind == yaml.DocumentNode || root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil, &FieldError{File: name, Msg: "empty config (see testdata/config/example.yaml for the shape)"}
+	}
+	return root, nil
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)

@@ -48,7 +48,7 @@ func validateListen(addr string, p *problems) {
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		p.add("listen", "port must be a number from 0 to 65535, got %q", port)
 	}
-	if host != "" && net.ParseIP(host) == nil && strings.ContainsAny(host, " /") {
+	if strings.ContainsAny(host, " \t/") {
 		p.add("listen", "bad host %q", host)
 	}
 }
