@@ -197,7 +197,7 @@ func (p *process) exitDescription() string {
 		return "unknown exit"
 	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return "killed by " + ws.Signal().String()
+		return fmt.Sprintf("killed by signal %d", int(ws.Signal()))
 	}
 	return fmt.Sprintf("exit status %d", st.ExitCode())
 }

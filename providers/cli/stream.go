@@ -145,6 +145,7 @@ func (s *stream) Close() error {
 		if s.cleanup != nil {
 			s.cleanup()
 		}
+		s.pending = nil
 		if s.err == nil {
 			s.err = errClosed
 		}
