@@ -127,8 +127,9 @@ type Model struct {
 	// never equal to a "provider/model" id.
 	Aliases []string `yaml:"aliases"`
 
-	// Fake kind only: scripted behaviour, interpreted by providers/fake. Reply "" lets the
-	// fake choose (it echoes the prompt); Fail is a fault script such as "rate_limit".
+	// Fake kind only: scripted behaviour, interpreted by providers/fake (fake.Script). Reply
+	// "" lets the fake choose (it echoes the prompt); Fail is one of its fail modes
+	// ("rate_limited", "unavailable", "midstream", "hang", ...); TokensPerSecond 0 is unpaced.
 	Reply           string   `yaml:"reply"`
 	ReasoningText   string   `yaml:"reasoning_text"`
 	FirstTokenDelay Duration `yaml:"first_token_delay"`

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/tollgate/tollgate/providers/fake"
 )
 
 // validateModels checks one provider's model list.
@@ -76,7 +78,14 @@ func validateFakeFields(m *Model, fake bool, kind, mp string, p *problems) {
 	if m.TokensPerSecond < 0 {
 		p.add(mp+".tokens_per_second", "must be 0 (as fast as possible) or more, got %g", m.TokensPerSecond)
 	}
+	if !slices.Contains(fakeFailModes, m.Fail) {
+		p.add(mp+".fail", "unknown fail mode %q (valid: %s)", m.Fail, strings.Join(fakeFailModes[1:], ", "))
+	}
 }
+
+// fakeFailModes are the failures providers/fake can inject; "" is none.
+var fakeFailModes = []string{fake.FailNone, fake.FailRateLimited, fake.FailUnavailable, fake.FailInvalid,
+	fake.FailAuth, fake.FailQuota, fake.FailUpstream, fake.FailMidstream, fake.FailHang}
 
 // validateRefs checks what spans providers: aliases are unique and never shadow a model id;
 // fallbacks name a model that exists (or may exist: an HTTP provider without a model list
