@@ -21,3 +21,10 @@ test: vet
 
 clean:
 	rm -rf $(BIN)
+
+# Issue 2: end-to-end relay overhead of Tollgate against calling the backend directly and a
+# bare httputil.ReverseProxy (see docs/benchmarks.md). ARGS='--quick' for a smoke run.
+.PHONY: bench-relay
+bench-relay:
+	$(GO) build -o $(BIN)/ ./cmd/tollgate ./cmd/fakellm ./cmd/tollgate-bench
+	$(BIN)/tollgate-bench $(ARGS)

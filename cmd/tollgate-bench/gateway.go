@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/cmd/internal/app"
+	"github.com/tollgate/tollgate/cmd/internal/config"
+)
+
+// serveGateway is `tollgate-bench gateway`: Tollgate wired exactly as cmd/tollgate wires it
+// (config.Load, app.New, JSON logs on stderr), plus CPU, heap and mutex profiles written at
+// shutdown. The benchmark runs it instead of the tollgate binary when --profile is given, so
+// the profile shows where a benchmark's time goes.
+func serveGateway(args []string) error {
+	fs := flag.NewFlagSet("tollgate-bench gateway", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "YAML configuration `file`")
+	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
+	dir := fs.String("profile-dir", ".", "directory for tollgate.cpu.pprof, tollgate.heap.pprof and tollgate.mutex.pprof")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	cfg.Listen = *listen
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	log := zerolog.New(os.Stderr).With().Timestamp().Logger()
+	a, err := app.New(context.Background(), cfg, app.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = a.Drain(context.Background())
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	cpu, err := os.Create(*dir + "/tollgate.cpu.pprof")
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	defer cpu.Close()
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	runtime.SetMutexProfileFraction(10)
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("listening on %s\n", ln.Addr())
+	serveErr := serveUntilSignal(srv, ln)
+	pprof.StopCPUProfile()
+	profErr := errors.Join(writeProfile("heap", *dir+"/tollgate.heap.pprof"),
+		writeProfile("mutex", *dir+"/tollgate.mutex.pprof"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return errors.Join(serveErr, profErr, a.Drain(ctx))
+}
+
+func writeProfile(name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	return nil
+}
