@@ -14,8 +14,10 @@
 // at the tail of its FIFO and runs the dispatcher, and the newcomer starts only if the
 // dispatcher picks it. A queued request that could start therefore always goes first when
 // the two compete for the same lane or the same last global slot, while a newcomer for a
-// different, idle provider starts at once if the global cap has room for it as well: it
-// takes nothing an eligible queued request needs, so waiting would only waste a lane.
+// different, idle provider starts at once if the global cap has room for it: it takes
+// nothing an eligible queued request needs. That holds even for the last global slot while
+// the queued requests wait for their own busy lanes: reserving the slot for them would
+// idle the gateway for as long as those lanes stay busy, which may be minutes.
 //
 // If the newcomer does not start, the rejections apply in SPEC order, counted without it:
 // running+queued ≥ MaxAdmitted is gateway_overloaded, a provider queue holding QueueLength

@@ -256,6 +256,8 @@ func (g *Gate) stop(e int32) {
 // Finish releases the lanes of a running request. It returns false, changing nothing, for
 // an id that is unknown, still queued, or held (started by Arrive but not yet reported by
 // Dispatch, so the caller cannot have run it). It does not start anything: call Dispatch.
+// now is not used today (a lane is free the moment Finish is called); it is part of the
+// signature so charging on completion needs no change in the owner.
 func (g *Gate) Finish(id ID, now time.Time) bool {
 	e, ok := g.index[id]
 	if !ok || g.entries[e].state != running {

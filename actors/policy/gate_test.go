@@ -246,8 +246,10 @@ func TestNoBarging(t *testing.T) {
 			dispatch(2),
 		},
 	}, {
+		// The queued request is not eligible (its lane is busy), so it holds nothing back,
+		// not even the last global slot.
 		name:      "a newcomer for a different, idle provider starts when the global cap has room",
-		limits:    Limits{MaxRunning: 3, MaxAdmitted: 16},
+		limits:    Limits{MaxRunning: 2, MaxAdmitted: 16},
 		providers: []ProviderSpec{prov("a", 1, 8, 1), prov("b", 1, 8, 1)},
 		steps: []step{
 			arrive(1, 0, 0, I, "started"),
