@@ -51,14 +51,14 @@ func inputs(t *testing.T, dir, suffix string) []string {
 
 // chunkView is a chunk as a golden file shows it: only the fields that are set.
 type chunkView struct {
-	Index            int                 `json:"index,omitempty"`
-	Role             string              `json:"role,omitempty"`
-	Content          string              `json:"content,omitempty"`
-	ReasoningContent string              `json:"reasoning_content,omitempty"`
-	ToolCalls        []toolCallView      `json:"tool_calls,omitempty"`
-	FinishReason     llm.FinishReason    `json:"finish_reason,omitempty"`
-	UsageOnly        bool                `json:"usage_only,omitempty"`
-	Usage            *usageView          `json:"usage,omitempty"`
+	Index            int              `json:"index,omitempty"`
+	Role             string           `json:"role,omitempty"`
+	Content          string           `json:"content,omitempty"`
+	ReasoningContent string           `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallView   `json:"tool_calls,omitempty"`
+	FinishReason     llm.FinishReason `json:"finish_reason,omitempty"`
+	UsageOnly        bool             `json:"usage_only,omitempty"`
+	Usage            *usageView       `json:"usage,omitempty"`
 }
 
 type toolCallView struct {

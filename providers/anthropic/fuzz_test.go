@@ -1,0 +1,46 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tollgate/tollgate/providers/sse"
+)
+
+// FuzzAnthropicStream feeds arbitrary bytes to the stream decoder: it must never panic and
+// must always end, with io.EOF only after message_stop.
+func FuzzAnthropicStream(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(testdata, "stream", "*.sse"))
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("event: message_stop\ndata: {}\n\n"))
+	f.Add([]byte("data: {\"type\":\"content_block_delta\",\"index\":-1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"x\"}}\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dec := newDecoder(testErrorf)
+		s := &stream{ctx: context.Background(), provider: "claude", body: io.NopCloser(bytes.NewReader(data)),
+			events: sse.NewReader(bytes.NewReader(data)), dec: dec}
+		defer s.Close()
+		for i := 0; ; i++ {
+			if i > len(data)+10 {
+				t.Fatal("more chunks than input bytes")
+			}
+			_, err := s.Next()
+			if err == io.EOF {
+				if !dec.done {
+					t.Fatal("io.EOF before message_stop")
+				}
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+}
