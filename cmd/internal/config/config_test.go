@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,34 @@ func TestDurationYAML(t *testing.T) {
 	out, err := Duration(90 * time.Second).MarshalYAML()
 	if err != nil || out != "1m30s" {
 		t.Errorf("MarshalYAML = %v, %v", out, err)
+	}
+}
+
+// TestAnchorsAndMerges: YAML anchors, aliases and merge keys work, and what they bring in is
+// checked like fields written out.
+func TestAnchorsAndMerges(t *testing.T) {
+	src := "x-common: &common {kind: openai}\nproviders: [{<<: *common, name: a}]\n"
+	if _, err := Parse("m.yaml", []byte(src), testEnv); err == nil || !strings.Contains(err.Error(), "m.yaml:1: x-common: unknown field") {
+		t.Fatalf("an anchor outside the known fields must be reported: %v", err)
+	}
+	src = `providers:
+  - &common {name: a, kind: openai, lanes: 2}
+  - <<: [*common, {queue_length: 1}]
+    name: b
+    lanes: 1
+  - <<: {lanez: 3}
+    name: c
+    kind: openai
+`
+	_, err := Parse("m.yaml", []byte(src), testEnv)
+	if err == nil || err.Error() != "m.yaml:6: providers[2].lanez: unknown field (valid: "+strings.Join(fieldNames(reflect.TypeFor[Provider]()), ", ")+")" {
+		t.Fatalf("unknown field inside a merge not reported alone: %v", err)
+	}
+	cfg, err := Parse("m.yaml", []byte(strings.Replace(src, "lanez", "lanes", 1)), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b, c := cfg.Providers[0], cfg.Providers[1], cfg.Providers[2]; a.Lanes != 2 || b.Lanes != 1 || b.Kind != "openai" || b.QueueLength != 1 || c.Lanes != 3 {
+		t.Errorf("merged providers: %v | %v | %v", a, b, c)
 	}
 }

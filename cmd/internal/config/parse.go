@@ -185,7 +185,14 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Value == "<<" && k.Tag == "!!merge" {
-			w.walk(v, t, path) // merge key: the merged mapping's fields belong here
+			// Merge key: the merged mapping's fields (or each listed mapping's) belong here.
+			merged := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				merged = v.Content
+			}
+			for _, m := range merged {
+				w.walk(m, t, path)
+			}
 			continue
 		}
 		cp := joinPath(path, k.Value)
