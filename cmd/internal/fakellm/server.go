@@ -100,7 +100,7 @@ func New(opts Options) *Server {
 // defaultReply has 20 words, so the default answer reads as one sentence.
 const defaultReply = "Hello from fakellm, the fake backend: this answer arrives in small chunks so relays and their clients can be tested."
 
-const defaultThoughts = "The user wants an answer. I will think briefly, then reply in plain words."
+const defaultThoughts = "The user wants a short, friendly answer."
 
 // cjkReply pieces each hold multi-byte characters: 3-byte CJK and 4-byte emoji.
 var cjkReply = []string{"你好", "，世界", "！🎉", "这是", "假的", "后端", "😀", "每一块", "都有", "多字节", "字符", "🚀。"}
