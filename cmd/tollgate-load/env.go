@@ -356,6 +356,9 @@ func baseline() int {
 // (protoactor's dead-letter throttle, timers of closing connections).
 const goroutineSlack = 4
 
+// settleWithin bounds the wait for goroutines to return to baseline (a var: tests shorten it).
+var settleWithin = 5 * time.Second
+
 // checkGoroutines closes idle connections on both sides and polls until the process is back
 // to within goroutineSlack of base, or records a breach with the surplus stacks' summary.
 func (e *env) checkGoroutines(r *result, base int) {
@@ -363,7 +366,7 @@ func (e *env) checkGoroutines(r *result, base int) {
 	if l == nil {
 		return
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(settleWithin)
 	n := 0
 	for {
 		e.client.CloseIdleConnections()

@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -62,6 +63,7 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 		overFor  = fs.Duration("overload-for", 2*time.Second, "overload: how long the clients hammer")
 		queued   = fs.Int("queued", 10000, "queue-memory: how many requests to hold in the queue")
 		maxWhole = fs.Duration("timeout", 3*time.Minute, "abort the whole run after this long")
+		cpuProf  = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2, err
@@ -86,6 +88,17 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 		if len(o.models) == 0 {
 			return 2, errors.New("--target needs --models")
 		}
+	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return 2, fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return 2, fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, cancel := context.WithTimeout(ctx, *maxWhole)
 	defer cancel()
