@@ -90,6 +90,8 @@ type Backend struct {
 
 	pathMu sync.Mutex
 	path   string // resolved Command, once found
+
+	onStart func(pgid int) // test hook: a child started
 }
 
 var (
@@ -194,6 +196,9 @@ func (b *Backend) Open(ctx context.Context, req *llm.Request) (llm.Stream, error
 	if err != nil {
 		run.cleanup()
 		return nil, &llm.Error{Kind: llm.KindProviderUnavailable, Provider: b.cfg.Name, Message: "starting the CLI failed", Err: err}
+	}
+	if b.onStart != nil {
+		b.onStart(proc.pgid)
 	}
 	s := &stream{
 		ctx: ctx, provider: b.cfg.Name, command: b.cfg.Command, proc: proc,

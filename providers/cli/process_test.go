@@ -281,8 +281,8 @@ func TestFailedRuns(t *testing.T) {
 		fromOpen bool
 	}{
 		{name: "turn.failed then exit 1", kind: KindCodex, wantKind: llm.KindUpstreamRateLimited,
-			env:      map[string]string{"FAKE_CLI_STREAM": "codex/rate_limited.jsonl", "FAKE_CLI_EXIT": "1"},
-			inMsg:    "429", fromOpen: true},
+			env:   map[string]string{"FAKE_CLI_STREAM": "codex/rate_limited.jsonl", "FAKE_CLI_EXIT": "1"},
+			inMsg: "429", fromOpen: true},
 		{name: "exit 1 with only stderr", kind: KindClaude, wantKind: llm.KindUpstreamAuth,
 			env: map[string]string{"FAKE_CLI_EXIT": "1",
 				"FAKE_CLI_STDERR": "Error: Not logged in (key sk-abcdefghijklmnopqrstu rejected)"},
