@@ -275,6 +275,9 @@ func (d *driver) dispatch() {
 	if q := d.ref.pick(d.now); q != nil {
 		d.fatalf("request %d still eligible after Dispatch", q.id)
 	}
+	if e := d.g.pick(d.now); e != none {
+		d.fatalf("the gate would still start %d after Dispatch", d.g.entries[e].id)
+	}
 	wt, wok := d.g.NextWake()
 	rt, rok := d.ref.wake(d.now)
 	if wok != rok || !wt.Equal(rt) {
