@@ -1,0 +1,101 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// instantBackend answers at once with an empty stream: a benchmark of it measures only the
+// gateway's own admission work.
+type instantBackend struct{}
+
+func (instantBackend) Open(context.Context, *llm.Request) (llm.Stream, error) {
+	return instantStream{}, nil
+}
+
+type instantStream struct{}
+
+func (instantStream) Next() (llm.Chunk, error) { return llm.Chunk{}, io.EOF }
+func (instantStream) Close() error             { return nil }
+
+// benchGateway has providers×models routes with lanes to spare, so no call ever queues or is
+// refused: every Start is a full admission cycle (arrive → start → request actor → open →
+// reply), every Close a release.
+func benchGateway(b *testing.B, providers, models int) (*Gateway, []string) {
+	b.Helper()
+	var ps []Provider
+	var ids []string
+	for p := range providers {
+		pv := Provider{Name: fmt.Sprintf("p%d", p), Kind: "bench", Backend: instantBackend{}, Lanes: 4096,
+			QueueLength: 4096, QueueTimeout: time.Minute, RunTimeout: time.Minute}
+		for m := range models {
+			pv.Models = append(pv.Models, Model{Name: fmt.Sprintf("m%d", m), Lanes: 4096})
+			ids = append(ids, fmt.Sprintf("p%d/m%d", p, m))
+		}
+		ps = append(ps, pv)
+	}
+	g, err := New(Options{MaxRunning: 1 << 16, MaxAdmitted: 1 << 20, Providers: ps, Logger: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.Shutdown(ctx); err != nil {
+			b.Errorf("shutdown: %v", err)
+		}
+	})
+	return g, ids
+}
+
+// BenchmarkAdmission measures admission cycles per second through the actor system: each
+// iteration admits a call, which starts at once, and closes its stream, which gives the lanes
+// back. Run with: go test -run '^$' -bench BenchmarkAdmission -benchtime 3s ./actors/
+func BenchmarkAdmission(b *testing.B) {
+	for _, c := range []struct {
+		providers, models, parallelism int
+	}{{1, 1, 8}, {4, 2, 8}, {4, 2, 64}} {
+		name := fmt.Sprintf("providers=%d/models=%d/clients=%dxGOMAXPROCS", c.providers, c.models, c.parallelism)
+		b.Run(name, func(b *testing.B) {
+			g, ids := benchGateway(b, c.providers, c.models)
+			ctx := context.Background()
+			req := &llm.Request{Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}}
+			b.SetParallelism(c.parallelism)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					id := ids[i%len(ids)]
+					i++
+					s, _, err := g.Start(ctx, id, llm.Interactive, req)
+					if err != nil {
+						b.Errorf("start %s: %v", id, err)
+						return
+					}
+					if _, err := s.Next(); err != io.EOF {
+						b.Errorf("next: %v", err)
+					}
+					_ = s.Close()
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
+			b.StopTimer()
+			// Every cycle must have given its lanes back: the benchmark measured full cycles.
+			deadline := time.Now().Add(5 * time.Second)
+			for st := g.State(); !(st.Running == 0 && st.Queued == 0); st = g.State() {
+				if time.Now().After(deadline) {
+					b.Fatalf("gateway not idle after the benchmark: %+v", st)
+				}
+				time.Sleep(time.Millisecond) // polling with a deadline
+			}
+		})
+	}
+}
