@@ -1,0 +1,317 @@
+// Package gemini is the backend adapter for the Gemini API's generateContent and
+// streamGenerateContent: it translates an OpenAI chat request into a Gemini request and the
+// answer, streamed or whole, back into structured llm.Chunk values.
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/upstream"
+)
+
+// DefaultBaseURL is the API root used when Config.BaseURL is empty.
+const DefaultBaseURL = "https://generativelanguage.googleapis.com/v1beta"
+
+const (
+	defaultConnectTimeout = 10 * time.Second
+	defaultHeaderTimeout  = 60 * time.Second
+
+	maxErrorBody    = upstream.DefaultErrorBody
+	maxResponseBody = 32 << 20 // a whole non-streaming answer
+)
+
+// Config configures a Client.
+type Config struct {
+	// Name is the provider's name, put on every error.
+	Name string
+	// BaseURL is the API root including the version, e.g. .../v1beta. Empty: DefaultBaseURL.
+	BaseURL string
+	// Keys are API keys used in turn, one per call. Empty: no x-goog-api-key header is sent
+	// (a local proxy that adds its own).
+	Keys []string
+	// ModelKeys overrides Keys for the backend model names it lists.
+	ModelKeys map[string][]string
+	// HTTPClient is used as is when set, and ConnectTimeout is then its owner's business.
+	// Nil: a pooled keep-alive client owned by the adapter, without a whole-call timeout
+	// (the context given to Open bounds a call).
+	HTTPClient *http.Client
+	// ConnectTimeout bounds dialing and the TLS handshake. Zero: 10s. Negative: none.
+	ConnectTimeout time.Duration
+	// HeaderTimeout bounds the wait for response headers of a streaming call. Zero: 60s.
+	// Negative: none. Non-streaming calls are not bounded by it: their headers only come
+	// when the whole answer is ready.
+	HeaderTimeout time.Duration
+}
+
+// Client calls the Gemini API. It is safe for concurrent use.
+type Client struct {
+	name          string
+	base          string
+	keys          *keyRing
+	modelKeys     map[string]*keyRing
+	http          *http.Client
+	headerTimeout time.Duration
+	now           func() time.Time // clock for Retry-After dates; a test seam
+}
+
+var (
+	_ llm.Backend     = (*Client)(nil)
+	_ llm.ModelLister = (*Client)(nil)
+)
+
+// New returns a Client for cfg.
+func New(cfg Config) (*Client, error) {
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return nil, fmt.Errorf("gemini provider %q: base_url %q must start with http:// or https://", cfg.Name, cfg.BaseURL)
+	}
+	c := &Client{name: cfg.Name, base: base, keys: newKeyRing(cfg.Keys), http: cfg.HTTPClient,
+		headerTimeout: orDefault(cfg.HeaderTimeout, defaultHeaderTimeout), now: time.Now}
+	if c.http == nil {
+		c.http = newHTTPClient(orDefault(cfg.ConnectTimeout, defaultConnectTimeout))
+	}
+	for model, keys := range cfg.ModelKeys {
+		if len(keys) == 0 {
+			continue
+		}
+		if c.modelKeys == nil {
+			c.modelKeys = map[string]*keyRing{}
+		}
+		c.modelKeys[model] = newKeyRing(keys)
+	}
+	return c, nil
+}
+
+// Open sends req and returns once the backend answered with headers. Errors the backend
+// reports before the first chunk come back as *llm.Error.
+func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	body, err := buildRequest(req)
+	if err != nil {
+		return nil, withProvider(err, c.name)
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("gemini: encoding request: %w", err)
+	}
+	model := url.PathEscape(strings.TrimPrefix(req.Model, "models/"))
+	path := "/models/" + model + ":generateContent"
+	if req.Stream {
+		path = "/models/" + model + ":streamGenerateContent?alt=sse"
+	}
+	key := c.keyFor(req.Model)
+	callCtx, resp, cancel, err := c.send(ctx, http.MethodPost, path, data, key, req.Stream)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		b := upstream.ReadBody(resp.Body, maxErrorBody)
+		resp.Body.Close()
+		cancel()
+		return nil, c.statusError(resp.StatusCode, resp.Header, b, key)
+	}
+	errorf := func(ae *apiError) *llm.Error {
+		return apiErrorToLLM(c.name, ae, 0, nil, c.now(), key)
+	}
+	if req.Stream {
+		return &stream{ctx: callCtx, provider: c.name, cancel: cancel, body: resp.Body,
+			events: sse.NewReader(resp.Body), dec: newDecoder(errorf)}, nil
+	}
+	defer cancel()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	if err != nil {
+		return nil, c.transportError(ctx, callCtx, "reading answer", err, key)
+	}
+	chunks, err := decodeResponse(b, errorf)
+	if err != nil {
+		return nil, withProvider(err, c.name)
+	}
+	return &stream{ctx: callCtx, provider: c.name, pending: chunks, err: io.EOF}, nil
+}
+
+// ListModels returns the models that can generate content, for the first key.
+func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
+	var models []llm.ModelInfo
+	token := ""
+	for page := 0; page < 50; page++ { // a bound against a backend that never stops paging
+		path := "/models?pageSize=1000"
+		if token != "" {
+			path += "&pageToken=" + url.QueryEscape(token)
+		}
+		var list struct {
+			Models []struct {
+				Name                       string   `json:"name"`
+				InputTokenLimit            int      `json:"inputTokenLimit"`
+				OutputTokenLimit           int      `json:"outputTokenLimit"`
+				SupportedGenerationMethods []string `json:"supportedGenerationMethods"`
+			} `json:"models"`
+			NextPageToken string `json:"nextPageToken"`
+		}
+		if err := c.getJSON(ctx, path, &list); err != nil {
+			return nil, err
+		}
+		for _, m := range list.Models {
+			if !canGenerate(m.SupportedGenerationMethods) {
+				continue // embedding and other models a chat client cannot use
+			}
+			models = append(models, llm.ModelInfo{ID: strings.TrimPrefix(m.Name, "models/"),
+				ContextWindow: m.InputTokenLimit, MaxOutputTokens: m.OutputTokenLimit})
+		}
+		if list.NextPageToken == "" || list.NextPageToken == token {
+			break
+		}
+		token = list.NextPageToken
+	}
+	return models, nil
+}
+
+// canGenerate reports whether a model lists generateContent among its methods; a model that
+// lists none is given the benefit of the doubt.
+func canGenerate(methods []string) bool {
+	if len(methods) == 0 {
+		return true
+	}
+	for _, m := range methods {
+		if m == "generateContent" || m == "streamGenerateContent" {
+			return true
+		}
+	}
+	return false
+}
+
+// getJSON GETs path and decodes a 2xx JSON answer into v.
+func (c *Client) getJSON(ctx context.Context, path string, v any) error {
+	key := c.keys.pick()
+	_, resp, cancel, err := c.send(ctx, http.MethodGet, path, nil, key, true)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return c.statusError(resp.StatusCode, resp.Header, upstream.ReadBody(resp.Body, maxErrorBody), key)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBody)).Decode(v); err != nil {
+		return &llm.Error{Kind: llm.KindUpstream, Provider: c.name, Message: "bad model list: " + err.Error(), Err: err}
+	}
+	return nil
+}
+
+var errHeaderTimeout = errors.New("no response headers in time")
+
+// send makes one HTTP call on a context of its own, derived from ctx, that the returned
+// cancel ends; the caller calls it after closing the body. With headerTimeout set the call
+// is aborted when no headers arrived within c.headerTimeout.
+func (c *Client) send(ctx context.Context, method, path string, body []byte, key string, headerTimeout bool) (context.Context, *http.Response, context.CancelFunc, error) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body) // fresh per call, so the transport can replay it on a dead connection
+	}
+	hreq, err := http.NewRequestWithContext(callCtx, method, c.base+path, rd)
+	if err != nil {
+		cancel(nil)
+		return nil, nil, nil, fmt.Errorf("gemini: building request: %w", err)
+	}
+	if body != nil {
+		hreq.Header.Set("content-type", "application/json")
+	}
+	if key != "" {
+		hreq.Header.Set("x-goog-api-key", key) // a header, not ?key=, so URLs in logs and errors hold no key
+	}
+	var timer *time.Timer
+	if headerTimeout && c.headerTimeout > 0 {
+		timer = time.AfterFunc(c.headerTimeout, func() { cancel(errHeaderTimeout) })
+	}
+	resp, err := c.http.Do(hreq)
+	if timer != nil && !timer.Stop() && err == nil {
+		// The timer fired as the headers arrived: the call's context is cancelled, so the body
+		// is useless.
+		resp.Body.Close()
+		err = errHeaderTimeout
+	}
+	if err != nil {
+		err = c.transportError(ctx, callCtx, "calling backend", err, key)
+		cancel(nil)
+		return nil, nil, nil, err
+	}
+	return callCtx, resp, func() { cancel(nil) }, nil
+}
+
+// transportError explains a failed HTTP exchange. The caller's cancellation is returned as
+// its context error: a client that went away is not the backend's fault.
+func (c *Client) transportError(ctx, callCtx context.Context, what string, err error, key string) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	msg := what + ": " + err.Error()
+	if errors.Is(context.Cause(callCtx), errHeaderTimeout) || errors.Is(err, errHeaderTimeout) {
+		msg = fmt.Sprintf("%s: no response headers within %s", what, c.headerTimeout)
+	}
+	return &llm.Error{Kind: llm.KindUpstream, Provider: c.name, Message: upstream.Redact(msg, key), Err: err}
+}
+
+func (c *Client) keyFor(model string) string {
+	if r, ok := c.modelKeys[model]; ok {
+		return r.pick()
+	}
+	return c.keys.pick()
+}
+
+// keyRing hands out keys round-robin.
+type keyRing struct {
+	keys []string
+	next atomic.Uint64
+}
+
+func newKeyRing(keys []string) *keyRing { return &keyRing{keys: keys} }
+
+// pick returns the next key, or "" when there are none.
+func (r *keyRing) pick() string {
+	if len(r.keys) == 0 {
+		return ""
+	}
+	n := r.next.Add(1) - 1
+	return r.keys[n%uint64(len(r.keys))]
+}
+
+// newHTTPClient returns a client with a pooled keep-alive transport: connections are reused
+// across calls, and enough are kept idle for every lane of a busy provider.
+func newHTTPClient(connectTimeout time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{KeepAlive: 30 * time.Second}
+	if connectTimeout > 0 {
+		d.Timeout = connectTimeout
+		t.TLSHandshakeTimeout = connectTimeout
+	}
+	t.DialContext = d.DialContext
+	t.MaxIdleConnsPerHost = 32
+	return &http.Client{Transport: t}
+}
+
+// orDefault returns def for zero, 0 (none) for negative values and d otherwise.
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
