@@ -28,3 +28,15 @@ clean:
 bench-relay:
 	$(GO) build -o $(BIN)/ ./cmd/tollgate ./cmd/fakellm ./cmd/tollgate-bench
 	$(BIN)/tollgate-bench $(ARGS)
+
+# Load harness (issue 3): the CI scenarios against an in-process gateway on loopback with fake
+# backends; exits non-zero on any broken invariant. Bounded: well under 2 minutes on 2 cores.
+.PHONY: bench-admission
+loadtest:
+	$(GO) run ./cmd/tollgate-load --scenario burst-20,burst-50,mixed-priority,cancel-storm
+
+# Admission benchmarks (issue 3, docs/benchmarks.md): actor cycles/s, 429s/s under 10x
+# overload, heap per queued request. Targets are reported met/missed, not enforced.
+bench-admission:
+	$(GO) test -run '^$$' -bench BenchmarkAdmission -benchtime 3s ./actors/
+	$(GO) run ./cmd/tollgate-load --scenario overload,queue-memory
