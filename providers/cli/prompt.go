@@ -34,13 +34,15 @@ func buildPrompt(msgs []llm.Message) (string, error) {
 		return "", errors.New("messages: need at least one user message")
 	}
 	last := turns[len(turns)-1]
+	lead, lastText := "Reply to the user's message below, continuing the transcript above.\n\n", contentText(last.Content)
 	if last.Role != "user" {
-		// The CLI would answer as if the user had spoken; say what is asked instead.
-		turns = append(turns, llm.Message{Role: "user",
-			Content: llm.Content{Text: "Continue the conversation above."}})
-		last = turns[len(turns)-1]
+		// Nothing new from the user: the whole conversation is context and the ask is to go on.
+		lead, lastText = "", "Continue the conversation in the transcript above from where it stops."
+		turns = append(turns, llm.Message{Role: "user"})
 	}
-	lastText := contentText(last.Content)
+	if strings.TrimSpace(lastText) == "" {
+		return "", errors.New("messages: the last user message is empty")
+	}
 	if len(system) == 0 && len(turns) == 1 {
 		return lastText, nil
 	}
@@ -57,7 +59,7 @@ func buildPrompt(msgs []llm.Message) (string, error) {
 			writeTurn(&b, m)
 		}
 		b.WriteString("</transcript>\n\n")
-		b.WriteString("Reply to the last message of the user below, continuing the transcript above.\n\n")
+		b.WriteString(lead)
 	}
 	b.WriteString(lastText)
 	return b.String(), nil
