@@ -357,7 +357,7 @@ func (d *driver) drain() {
 }
 
 func TestProperties(t *testing.T) {
-	seeds, steps := 400, 3000
+	seeds, steps := 300, 3000
 	if testing.Short() {
 		seeds, steps = 50, 1000
 	}
