@@ -166,6 +166,9 @@ func (b *Backend) command() (string, error) {
 // req.Model is the CLI's own model name (empty: the CLI's default). Failures before the
 // first chunk come back as *llm.Error; a cancelled ctx as ctx.Err().
 func (b *Backend) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // nobody is waiting: do not start a process just to kill it
+	}
 	prompt, err := buildPrompt(req.Messages)
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Param: "messages", Provider: b.cfg.Name, Message: err.Error()}

@@ -10,6 +10,8 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{
 		Setpgid: true,
 		// If the gateway dies without cleaning up, the CLI dies with it instead of running on.
+		// Linux ties this to the thread that forked; Go only retires threads locked by a
+		// goroutine that exited, and Start never runs on such a thread.
 		Pdeathsig: syscall.SIGKILL,
 	}
 }
