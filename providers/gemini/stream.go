@@ -92,6 +92,11 @@ func (s *stream) Close() error {
 		return nil
 	}
 	s.closed = true
+	// Chunks decoded but not yet taken are dropped: after Close the answer is abandoned.
+	if s.err == nil || len(s.pending) > 0 {
+		s.err = errClosed
+	}
+	s.pending = nil
 	var err error
 	if s.body != nil {
 		err = s.body.Close()
