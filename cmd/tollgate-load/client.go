@@ -21,6 +21,7 @@ type call struct {
 	stream   bool
 	tag      string // put at the start of the prompt, where the tap reads it
 	hold     bool   // ask the tap to park the request until release
+	payload  []byte // the body, when built once for many sends; nil builds it from the fields
 }
 
 // outcome is what one client saw.
@@ -52,6 +53,9 @@ func (o outcome) label() string {
 }
 
 func (c call) body() []byte {
+	if c.payload != nil {
+		return c.payload
+	}
 	prompt := "tag:" + c.tag + " say something short"
 	if c.hold {
 		prompt += " " + holdTag

@@ -60,7 +60,8 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 		target   = fs.String("target", "", "URL of a running gateway to load instead of an in-process one")
 		models   = fs.String("models", "", "with --target: comma-separated model ids to send to")
 		seed     = fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (shuffles, hang-up times)")
-		overFor  = fs.Duration("overload-for", 2*time.Second, "overload: how long the clients hammer")
+		overFor  = fs.Duration("overload-for", 2*time.Second, "overload: how long each phase (closed loop, open loop) lasts")
+		overRate = fs.Float64("overload-rate", 10000, "overload: calls per second offered in the open-loop phase")
 		queued   = fs.Int("queued", 10000, "queue-memory: how many requests to hold in the queue")
 		maxWhole = fs.Duration("timeout", 3*time.Minute, "abort the whole run after this long")
 		cpuProf  = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	o := runOpts{target: *target, seed: *seed, overloadFor: *overFor, queued: *queued}
+	o := runOpts{target: *target, seed: *seed, overloadFor: *overFor, overloadRate: *overRate, queued: *queued}
 	if *target != "" {
 		o.models = splitList(*models)
 		if len(o.models) == 0 {

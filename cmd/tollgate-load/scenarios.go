@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,9 @@ type runOpts struct {
 	models      []string // model ids to use with target
 	seed        uint64
 	overloadFor time.Duration
-	queued      int // queue-memory: requests to hold in the queue
+	// overloadRate is the open-loop phase's offered rate, calls per second.
+	overloadRate float64
+	queued       int // queue-memory: requests to hold in the queue
 }
 
 var scenarios = []scenario{
@@ -77,6 +80,9 @@ func runLocal(ctx context.Context, scen string, s setup, conns int, body func(*e
 	}
 	defer e.close()
 	base := baseline()
+	if l, ok := loadAverage(); ok {
+		r.Figures["machine_load_1m"] = l // other processes on the machine skew the timings
+	}
 	start := time.Now()
 	body(e, r)
 	r.Seconds = time.Since(start).Seconds()
@@ -270,4 +276,18 @@ func expectedOrder(calls []call, prios []string) []string {
 		}
 	}
 	return want
+}
+
+// loadAverage reads the one-minute load average (Linux); ok is false elsewhere.
+func loadAverage() (float64, bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	l, err := strconv.ParseFloat(f[0], 64)
+	return l, err == nil
 }
