@@ -123,8 +123,12 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 	}
 	errorf := func(ae *apiError) *llm.Error { return c.streamError(ae, key) }
 	if req.Stream {
-		return &stream{ctx: callCtx, provider: c.name, cancel: cancel, body: resp.Body,
-			events: sse.NewReader(resp.Body), dec: newDecoder(errorf)}, nil
+		s := &stream{ctx: callCtx, provider: c.name, cancel: cancel, body: resp.Body,
+			events: sse.NewReader(resp.Body), dec: newDecoder(errorf)}
+		if err := s.prime(); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	defer cancel()
 	defer resp.Body.Close()

@@ -399,3 +399,20 @@ func TestNewRejectsBadBaseURL(t *testing.T) {
 		t.Error("New accepted a base URL without scheme")
 	}
 }
+
+// An error event before any content, right after the 200 headers, comes back from Open so the
+// gateway can still retry the call or answer its client with a proper status.
+func TestErrorBeforeFirstChunkFailsOpen(t *testing.T) {
+	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+		writeSSE(t, w, "error_rate_limit.sse")
+	}, nil)
+	s, err := c.Open(t.Context(), userRequest(true))
+	if err == nil {
+		s.Close()
+		t.Fatal("Open succeeded")
+	}
+	if e, ok := errors.AsType[*llm.Error](err); !ok || e.Kind != llm.KindUpstreamRateLimited || e.Provider != "claude" {
+		t.Errorf("got %v", err)
+	}
+}

@@ -113,6 +113,11 @@ func applyLimits(out *messagesRequest, req *llm.Request) error {
 		}
 		budget = b
 	}
+	if tc := out.ToolChoice; tc != nil && (tc.Type == "any" || tc.Type == "tool") {
+		// Anthropic refuses thinking together with forced tool use. The client's tool_choice
+		// decides what the answer is, thinking only how it is reached: thinking yields.
+		budget = 0
+	}
 	limit := req.OutputLimit()
 	switch {
 	case limit <= 0:

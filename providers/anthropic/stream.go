@@ -38,6 +38,22 @@ func (s *stream) Next() (llm.Chunk, error) {
 	return c, nil
 }
 
+// prime reads until the first chunk, so that an error the backend sends right after its
+// 200 headers (an overload, a quota) comes back from Open, before the gateway has answered
+// its client, where it can still be retried or answered with its own status. On such an
+// error the stream is closed.
+func (s *stream) prime() error {
+	for len(s.pending) == 0 && s.err == nil {
+		s.fill()
+	}
+	if len(s.pending) == 0 && s.err != nil && !errors.Is(s.err, io.EOF) {
+		err := s.err
+		s.Close()
+		return err
+	}
+	return nil
+}
+
 // fill reads events until one yields chunks or the stream ends.
 func (s *stream) fill() {
 	if s.dec == nil || s.dec.done || s.closed {

@@ -27,7 +27,9 @@ const DefaultBaseURL = "https://generativelanguage.googleapis.com/v1beta"
 
 const (
 	defaultConnectTimeout = 10 * time.Second
-	defaultHeaderTimeout  = 60 * time.Second
+	// Google may hold a stream's headers until its first chunk, which a thinking model can
+	// take minutes to produce without includeThoughts; a short bound would kill such calls.
+	defaultHeaderTimeout = 3 * time.Minute
 
 	maxErrorBody    = upstream.DefaultErrorBody
 	maxResponseBody = 32 << 20 // a whole non-streaming answer
@@ -50,7 +52,7 @@ type Config struct {
 	HTTPClient *http.Client
 	// ConnectTimeout bounds dialing and the TLS handshake. Zero: 10s. Negative: none.
 	ConnectTimeout time.Duration
-	// HeaderTimeout bounds the wait for response headers of a streaming call. Zero: 60s.
+	// HeaderTimeout bounds the wait for response headers of a streaming call. Zero: 3m.
 	// Negative: none. Non-streaming calls are not bounded by it: their headers only come
 	// when the whole answer is ready.
 	HeaderTimeout time.Duration
@@ -129,8 +131,12 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 		return apiErrorToLLM(c.name, ae, 0, nil, c.now(), key)
 	}
 	if req.Stream {
-		return &stream{ctx: callCtx, provider: c.name, cancel: cancel, body: resp.Body,
-			events: sse.NewReader(resp.Body), dec: newDecoder(errorf)}, nil
+		s := &stream{ctx: callCtx, provider: c.name, cancel: cancel, body: resp.Body,
+			events: sse.NewReader(resp.Body), dec: newDecoder(errorf)}
+		if err := s.prime(); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	defer cancel()
 	defer resp.Body.Close()

@@ -402,3 +402,19 @@ func TestNeedsSignature(t *testing.T) {
 		}
 	}
 }
+
+// An error as the first event, right after the 200 headers, comes back from Open so the
+// gateway can still retry the call or answer its client with a proper status.
+func TestErrorBeforeFirstChunkFailsOpen(t *testing.T) {
+	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		writeSSE(t, w, "error_unavailable.sse")
+	}, nil)
+	s, err := c.Open(t.Context(), userRequest(true))
+	if err == nil {
+		s.Close()
+		t.Fatal("Open succeeded")
+	}
+	if e, ok := errors.AsType[*llm.Error](err); !ok || e.Kind != llm.KindProviderUnavailable || e.Provider != "gemini" {
+		t.Errorf("got %v", err)
+	}
+}
