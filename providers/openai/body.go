@@ -90,7 +90,7 @@ func members(obj []byte) ([]member, error) {
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
 		return nil, errors.New("unterminated JSON object")
 	}
-	if rest := bytes.TrimSpace(obj[dec.InputOffset():]); len(rest) > 0 {
+	if rest := bytes.TrimLeft(obj[dec.InputOffset():], " \t\r\n"); len(rest) > 0 { // JSON's whitespace only
 		return nil, errors.New("data after the JSON object")
 	}
 	return out, nil

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -145,7 +146,11 @@ func (c *Client) newError(kind llm.Kind, status int, h http.Header, be backendEr
 		e.UpstreamCode = be.typ
 	}
 	if kind == llm.KindUpstreamRateLimited || kind == llm.KindProviderUnavailable {
-		e.RetryAfter = upstream.RetryHint(h, c.now())
+		now := time.Now
+		if c.now != nil { // tests fix the clock
+			now = c.now
+		}
+		e.RetryAfter = upstream.RetryHint(h, now())
 	}
 	return e
 }

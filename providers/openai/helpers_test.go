@@ -183,3 +183,5 @@ func caseFiles(t *testing.T, pattern string) []string {
 }
 
 func trimExt(path, ext string) string { return strings.TrimSuffix(path, ext) }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -1,0 +1,437 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+func userRequest(stream bool) *llm.Request {
+	return &llm.Request{Model: "m", Stream: stream,
+		Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}}
+}
+
+const okStream = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\ndata: [DONE]\n\n"
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+		wantURL string
+	}{
+		{"default url", Config{Kind: KindDeepSeek}, "", "https://api.deepseek.com/v1"},
+		{"trailing slash", Config{Kind: KindOpenAI, BaseURL: "http://127.0.0.1:9/v1/"}, "", "http://127.0.0.1:9/v1"},
+		{"unknown kind", Config{Kind: "anthropic", Name: "a"}, `unknown kind "anthropic"`, ""},
+		{"relative url", Config{Kind: KindOllama, Name: "o", BaseURL: "localhost:11434/v1"}, `base_url "localhost:11434/v1"`, ""},
+		{"bad scheme", Config{Kind: KindOllama, Name: "o", BaseURL: "ftp://h/v1"}, `provider "o": base_url "ftp://h/v1"`, ""},
+		{"garbage url", Config{Kind: KindOpenAI, BaseURL: "http://[::1"}, `base_url "http://[::1"`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("New error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.base != tt.wantURL {
+				t.Errorf("base = %q, want %q", c.base, tt.wantURL)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	for _, kind := range []string{KindOpenAI, KindDeepSeek, KindQwen, KindDoubao, KindErnie, KindNvidia, KindLMStudio, KindOllama} {
+		if DefaultBaseURL(kind) == "" || !Supports(kind) {
+			t.Errorf("kind %s has no default base URL", kind)
+		}
+	}
+	local, _ := New(Config{Kind: KindOllama})
+	cloud, _ := New(Config{Kind: KindOpenAI})
+	lt := local.http.Transport.(*http.Transport)
+	ct := cloud.http.Transport.(*http.Transport)
+	if lt.ResponseHeaderTimeout != 5*time.Minute || ct.ResponseHeaderTimeout != 60*time.Second {
+		t.Errorf("header timeouts: local %v, cloud %v", lt.ResponseHeaderTimeout, ct.ResponseHeaderTimeout)
+	}
+	if ct.MaxIdleConnsPerHost < 100 || local.http.Timeout != 0 {
+		t.Errorf("pool: MaxIdleConnsPerHost %d, whole-call timeout %v", ct.MaxIdleConnsPerHost, local.http.Timeout)
+	}
+	again, _ := New(Config{Kind: KindQwen})
+	if again.http != cloud.http {
+		t.Error("providers with the same timeouts do not share a pooled client")
+	}
+}
+
+// TestKeys: keys rotate per call, per-model keys replace them, and no key means no header.
+func TestKeys(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, okStream)
+	}))
+	defer srv.Close()
+	c, err := New(Config{Kind: KindNvidia, BaseURL: srv.URL, Keys: []string{"k1", "k2"},
+		ModelKeys: map[string][]string{"special": {"m1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(c *Client, model string) {
+		t.Helper()
+		req := userRequest(true)
+		req.Model = model
+		s, err := c.Open(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Close()
+	}
+	for _, m := range []string{"a", "b", "special", "c", "special"} {
+		call(c, m)
+	}
+	nokey, _ := New(Config{Kind: KindOllama, BaseURL: srv.URL})
+	call(nokey, "a")
+	want := []string{"Bearer k1", "Bearer k2", "Bearer m1", "Bearer k1", "Bearer m1", ""}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("Authorization headers = %q, want %q", got, want)
+	}
+}
+
+// TestRelayBytesExact: chunks reach the gateway byte for byte, whatever their spacing.
+func TestRelayBytesExact(t *testing.T) {
+	frames := []string{
+		`{"id":"c","choices":[{"index":0,"delta":{"content":"a  b"},"finish_reason":null}]}`,
+		`{ "id" : "c", "choices" : [ { "index" : 0, "delta" : { "content" : "\u00e9" }, "finish_reason" : "stop" } ] }`,
+		`{"id":"c","choices":[],"usage": {"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`,
+	}
+	var body strings.Builder
+	for _, f := range frames {
+		body.WriteString("data: " + f + "\r\n\r\n")
+	}
+	body.WriteString("data: [DONE]\r\n\r\n")
+	srv := replayServer(t, 200, http.Header{"Content-Type": {"text/event-stream"}}, []byte(body.String()), 3)
+	c := newTestClient(t, KindOpenAI, srv.URL)
+	s, err := c.Open(context.Background(), userRequest(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, f := range frames {
+		ch, err := s.Next()
+		if err != nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+		if string(ch.Raw) != f {
+			t.Errorf("chunk %d = %s, want %s", i, ch.Raw, f)
+		}
+	}
+	if ch, err := s.Next(); err != io.EOF {
+		t.Fatalf("after last chunk: %v %s, want io.EOF", err, ch.Raw)
+	}
+	if _, err := s.Next(); err != io.EOF {
+		t.Fatalf("Next after the end = %v, want io.EOF again", err)
+	}
+}
+
+// TestUTF8SplitAcrossWrites: a character cut in half by a flush comes out whole.
+func TestUTF8SplitAcrossWrites(t *testing.T) {
+	frame := `{"id":"c","choices":[{"index":0,"delta":{"content":"你好🙂"},"finish_reason":null}]}`
+	full := "data: " + frame + "\n\ndata: [DONE]\n\n"
+	cut := strings.Index(full, "好") + 1 // inside the 3-byte character
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, full[:cut])
+		w.(http.Flusher).Flush()
+		<-release // the client has certainly read the first half by itself
+		_, _ = io.WriteString(w, full[cut:])
+	}))
+	defer srv.Close()
+	c := newTestClient(t, KindOpenAI, srv.URL)
+	type result struct {
+		s   llm.Stream
+		err error
+	}
+	opened := make(chan result, 1)
+	go func() { // exits when Open returns, which the second half guarantees
+		s, err := c.Open(context.Background(), userRequest(true))
+		opened <- result{s, err}
+	}()
+	close(release)
+	r := <-opened
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.s.Close()
+	ch, err := r.s.Next()
+	if err != nil || string(ch.Raw) != frame {
+		t.Fatalf("chunk = %q, %v; want %q", ch.Raw, err, frame)
+	}
+}
+
+// TestBrokenStream: a connection that dies mid-stream is an upstream error, not a clean end.
+func TestBrokenStream(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"id\":\"c\",\"choices\":[]}\n\ndata: {\"id\":\"c\",\"cho")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // drops the connection without ending the chunked body
+	}))
+	defer srv.Close()
+	srv.Config.ErrorLog = nil
+	c := newTestClient(t, KindOpenAI, srv.URL)
+	s, err := c.Open(context.Background(), userRequest(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Next(); err != nil {
+		t.Fatalf("first chunk: %v", err)
+	}
+	if _, err := s.Next(); err == nil || err == io.EOF {
+		t.Fatalf("Next on a broken stream = %v, want an error", err)
+	} else if k := llm.KindOf(err); k != llm.KindUpstream {
+		t.Fatalf("kind = %v (%v), want upstream_error", k, err)
+	}
+}
+
+// TestCancelAbortsBackend: cancelling the context is seen by the backend promptly, both
+// while a stream is being relayed and while a non-streaming answer is awaited.
+func TestCancelAbortsBackend(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		name := map[bool]string{true: "stream", false: "complete"}[stream]
+		t.Run(name, func(t *testing.T) {
+			gone := make(chan struct{})
+			arrived := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// A real backend reads the request first; only then can net/http notice the
+				// client hanging up.
+				_, _ = io.Copy(io.Discard, r.Body)
+				if stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, "data: {\"id\":\"c\",\"choices\":[]}\n\n")
+					w.(http.Flusher).Flush()
+				}
+				close(arrived)
+				<-r.Context().Done()
+				close(gone)
+			}))
+			defer srv.Close()
+			c := newTestClient(t, KindOpenAI, srv.URL)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { // exits when the call ends, which cancel guarantees
+				s, err := c.Open(ctx, userRequest(stream))
+				for err == nil {
+					_, err = s.Next() // the first chunk, then blocks: the backend sends nothing more
+				}
+				if s != nil {
+					_ = s.Close()
+				}
+				errc <- err
+			}()
+			<-arrived
+			start := time.Now()
+			cancel()
+			select {
+			case <-gone:
+			case <-time.After(100 * time.Millisecond):
+				t.Fatal("backend did not see the cancellation within 100ms")
+			}
+			t.Logf("backend saw cancel after %v", time.Since(start))
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Errorf("call error = %v, want context.Canceled", err)
+			}
+		})
+	}
+}
+
+// TestCloseStopsStream: Close ends the HTTP call; the backend sees it and Close is repeatable.
+func TestCloseStopsStream(t *testing.T) {
+	gone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"id\":\"c\",\"choices\":[]}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(gone)
+	}))
+	defer srv.Close()
+	c := newTestClient(t, KindOpenAI, srv.URL)
+	s, err := c.Open(context.Background(), userRequest(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	select {
+	case <-gone:
+	case <-time.After(time.Second):
+		t.Fatal("backend still running after Close")
+	}
+}
+
+// TestConnectionReuse: finished streams and completions give their connection back.
+func TestConnectionReuse(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Accept"), "event-stream") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, okStream)
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"c","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}]}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, _ := New(Config{Kind: KindOpenAI, BaseURL: srv.URL, HTTPClient: &http.Client{Transport: NewTransport(time.Second, time.Second)}})
+	for i := 0; i < 4; i++ {
+		s, err := c.Open(context.Background(), userRequest(i%2 == 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := s.Next(); err != nil {
+				break
+			}
+		}
+		_ = s.Close()
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("4 sequential calls used %d connections, want 1", n)
+	}
+}
+
+// TestKeyNeverInErrors: a backend echoing our key does not get it into any error.
+func TestKeyNeverInErrors(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	bodies := []struct {
+		status int
+		body   string
+	}{
+		{401, `{"error":{"message":"Incorrect API key provided: ` + key + `","code":"invalid_api_key"}}`},
+		{500, `oops ` + key},
+		{200, `{"code":"InvalidApiKey","message":"bad key ` + key + `"}`},
+		{200, `{"error_code":110,"error_msg":"Access token invalid ` + key + `"}`},
+	}
+	for _, b := range bodies {
+		srv := replayServer(t, b.status, http.Header{"Content-Type": {"application/json"}}, []byte(b.body), 1<<10)
+		c := newTestClient(t, KindErnie, srv.URL, key)
+		_, err := c.Open(context.Background(), userRequest(false))
+		if err == nil {
+			t.Fatalf("status %d: no error", b.status)
+		}
+		if strings.Contains(err.Error(), key) {
+			t.Errorf("error leaks the key: %v", err)
+		}
+		if k := llm.KindOf(err); b.status != 500 && k != llm.KindUpstreamAuth {
+			t.Errorf("status %d body %s: kind %v, want upstream_auth_failed", b.status, b.body, k)
+		}
+	}
+}
+
+// TestTransportError: an unreachable backend is an upstream error naming the provider.
+func TestTransportError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	c := newTestClient(t, KindLMStudio, "http://"+addr+"/v1", "sk-x")
+	_, err = c.Open(context.Background(), userRequest(true))
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Kind != llm.KindUpstream || e.Provider != "lmstudio-test" {
+		t.Fatalf("Open against a closed port = %#v", err)
+	}
+}
+
+func TestListModels(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer k" {
+			http.Error(w, `{"error":{"message":"no","code":"invalid_api_key"}}`, 401)
+			return
+		}
+		_, _ = io.WriteString(w, `{"object":"list","data":[
+			{"id":"gpt-x","object":"model","created":1,"owned_by":"openai"},
+			{"id":"long","context_length":131072},
+			{"id":"odd","context_length":"big"},
+			{"object":"model"}]}`)
+	}))
+	defer srv.Close()
+	c := newTestClient(t, KindOpenAI, srv.URL+"/v1", "k")
+	got, err := c.ListModels(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []llm.ModelInfo{{ID: "gpt-x"}, {ID: "long", ContextWindow: 131072}, {ID: "odd"}}
+	if len(got) != len(want) {
+		t.Fatalf("ListModels = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("model %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	bad := newTestClient(t, KindOpenAI, srv.URL+"/v1", "wrong")
+	if _, err := bad.ListModels(context.Background()); llm.KindOf(err) != llm.KindUpstreamAuth {
+		t.Errorf("ListModels with a wrong key = %v, want upstream_auth_failed", err)
+	}
+}
+
+// TestFreshBodyReplayable: the request body can be replayed (GetBody) for transport retries.
+func TestFreshBodyReplayable(t *testing.T) {
+	req := userRequest(false)
+	req.Body = []byte(`{"model":"x","messages":[]}`)
+	c := newTestClient(t, KindOpenAI, "http://127.0.0.1:1")
+	body, err := requestBody(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := c.newRequest(context.Background(), http.MethodPost, "/chat/completions", "m", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr.GetBody == nil || hr.ContentLength != int64(len(body)) {
+		t.Fatalf("GetBody %v, ContentLength %d for %d bytes", hr.GetBody != nil, hr.ContentLength, len(body))
+	}
+	for i := 0; i < 2; i++ {
+		rc, _ := hr.GetBody()
+		b, _ := io.ReadAll(rc)
+		if !bytes.Equal(b, body) {
+			t.Fatalf("replay %d = %s", i, b)
+		}
+	}
+	if bytes.Equal(body, req.Body) || &body[0] == &req.Body[0] {
+		t.Error("the client's body was forwarded unchanged or shared")
+	}
+}

@@ -1,0 +1,139 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+)
+
+// streamOver returns the stream the adapter would build over an SSE body, without HTTP.
+func streamOver(c *Client, body io.Reader) *stream {
+	return &stream{c: c, ctx: context.Background(), header: http.Header{},
+		body: io.NopCloser(body), r: sse.NewReader(body)}
+}
+
+// FuzzStreamDecode feeds arbitrary bytes as a backend's SSE body: the stream must end (EOF or
+// an error), never panic, and every chunk it hands out must be one whole JSON object.
+func FuzzStreamDecode(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(testdataDir, "*", "stream_*.http"))
+	for _, p := range files {
+		if b, err := os.ReadFile(p); err == nil {
+			if i := bytes.Index(b, []byte("\n\n")); i >= 0 {
+				f.Add(b[i+2:], strings.Contains(p, "ollama"))
+			}
+		}
+	}
+	f.Add([]byte("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\n"), false)
+	f.Add([]byte("data: {\"error_code\":18}\r\rdata: [DONE]\r\r"), false)
+	f.Add([]byte("event: error\ndata: nope\n\n"), true)
+	f.Fuzz(func(t *testing.T, body []byte, ollama bool) {
+		kind := KindOpenAI
+		if ollama {
+			kind = KindOllama
+		}
+		c := &Client{kind: kind, name: "fuzz"}
+		s := streamOver(c, iotest.HalfReader(bytes.NewReader(body)))
+		for i := 0; ; i++ {
+			if i > len(body)+1 {
+				t.Fatal("more chunks than bytes")
+			}
+			ch, err := s.Next()
+			if err != nil {
+				if err != io.EOF {
+					var e *llm.Error
+					if !errorsAs(err, &e) {
+						t.Fatalf("error %v is not an *llm.Error", err)
+					}
+				}
+				return
+			}
+			if len(ch.Raw) == 0 || ch.Raw[0] != '{' || !json.Valid(ch.Raw) {
+				t.Fatalf("chunk %d is not a JSON object: %q", i, ch.Raw)
+			}
+			if ch.UsageOnly && ch.Usage == nil {
+				t.Fatalf("usage-only chunk without usage: %q", ch.Raw)
+			}
+		}
+	})
+}
+
+// FuzzSetMember: replacing a member of any JSON object keeps it a valid JSON object whose
+// member has the new value and whose other members are unchanged.
+func FuzzSetMember(f *testing.F) {
+	f.Add([]byte(`{"model":"a","messages":[]}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(` { "x" : {"model":1} , "model" : null, "model": 2 } `))
+	f.Add([]byte(`{"stream_options":{"include_usage":false}}`))
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		out, err := setMember(obj, "model", func([]byte) []byte { return []byte(`"m"`) })
+		var before map[string]json.RawMessage
+		validObj := json.Unmarshal(obj, &before) == nil && bytes.HasPrefix(bytes.TrimSpace(obj), []byte("{"))
+		if err != nil {
+			if validObj {
+				t.Fatalf("setMember(%q) failed on a valid object: %v", obj, err)
+			}
+			return
+		}
+		var after map[string]json.RawMessage
+		if err := json.Unmarshal(out, &after); err != nil {
+			t.Fatalf("setMember(%q) = %q: %v", obj, out, err)
+		}
+		if string(after["model"]) != `"m"` {
+			t.Fatalf("model = %s in %q", after["model"], out)
+		}
+		for k, v := range before {
+			if k != "model" && !bytes.Equal(compact(v), compact(after[k])) {
+				t.Fatalf("member %q changed: %s -> %s", k, v, after[k])
+			}
+		}
+	})
+}
+
+func compact(b []byte) []byte {
+	var buf bytes.Buffer
+	_ = json.Compact(&buf, b)
+	return buf.Bytes()
+}
+
+// BenchmarkStreamRelay measures the hot path: a 20-chunk stream (18 content chunks, a finish
+// chunk and a usage chunk) read from memory.
+func BenchmarkStreamRelay(b *testing.B) {
+	var body bytes.Buffer
+	for i := 0; i < 18; i++ {
+		body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"gpt-x","choices":[{"index":0,"delta":{"content":"token token "},"finish_reason":null}],"usage":null}` + "\n\n")
+	}
+	body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n")
+	body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"gpt-x","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":36,"total_tokens":48}}` + "\n\n")
+	body.WriteString("data: [DONE]\n\n")
+	raw := body.Bytes()
+	c := &Client{kind: KindOpenAI, name: "bench"}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := streamOver(c, bytes.NewReader(raw))
+		n := 0
+		for {
+			_, err := s.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != 20 {
+			b.Fatalf("%d chunks, want 20", n)
+		}
+	}
+}
