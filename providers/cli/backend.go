@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -204,7 +205,7 @@ func (b *Backend) Open(ctx context.Context, req *llm.Request) (llm.Stream, error
 		b.onStart(proc.pgid)
 	}
 	s := &stream{
-		ctx: ctx, provider: b.cfg.Name, command: b.cfg.Command, proc: proc,
+		ctx: ctx, provider: b.cfg.Name, command: filepath.Base(b.cfg.Command), proc: proc,
 		lines: newLineReader(proc.stdout, 0), dec: b.dialect.newDecoder(), red: b.red,
 		onStderr: b.cfg.OnStderr, cleanup: run.cleanup,
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -86,11 +87,23 @@ func (d *codexDecoder) line(b []byte) ([]llm.Chunk, *failure) {
 		return nil, f
 	case "error":
 		// Retry notices ("Reconnecting... 2/5 (...)") and fatal errors look alike; a fatal
-		// one is followed by turn.failed. Keep it to explain a run that just stops.
-		d.last = &failure{message: ev.Message}
+		// one is followed by turn.failed. Keep it to explain a run that just stops. Codex
+		// retries even a refused key for seconds: end the run at once on errors that
+		// retrying cannot fix.
+		msg := ev.Message
+		if m := codexRetryNotice.FindStringSubmatch(msg); m != nil {
+			msg = m[1]
+		}
+		d.last = &failure{message: msg}
+		if k := classify(msg); k == llm.KindUpstreamAuth || k == llm.KindUpstreamQuota {
+			return nil, d.last
+		}
 	}
 	return nil, nil
 }
+
+// codexRetryNotice matches codex's "Reconnecting... 2/5 (the error)" events.
+var codexRetryNotice = regexp.MustCompile(`^Reconnecting\.\.\. \d+/\d+ \((.*)\)$`)
 
 func (d *codexDecoder) item(ev codexEvent) []llm.Chunk {
 	it := ev.Item

@@ -38,7 +38,7 @@ func decodeFile(t *testing.T, kind, file string) decoded {
 	dec := dialects[kind].newDecoder()
 	var d decoded
 	var tr bytes.Buffer
-	for _, line := range bytes.Split(data, []byte("\n")) {
+	for n, line := range bytes.Split(data, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -56,7 +56,8 @@ func decodeFile(t *testing.T, kind, file string) decoded {
 		}
 		if f != nil {
 			d.err = f.toError("p", redactor{})
-			fmt.Fprintf(&tr, "error %s retry_after=%v: %s\n", d.err.Kind, d.err.RetryAfter, d.err.Message)
+			// The line number shows how soon a run that cannot succeed is given up.
+			fmt.Fprintf(&tr, "error at line %d %s retry_after=%v: %s\n", n+1, d.err.Kind, d.err.RetryAfter, d.err.Message)
 			break
 		}
 	}

@@ -36,7 +36,7 @@ type spec struct {
 // SIGKILLs whatever is left of its group while the child is still an unreaped zombie (so the
 // group id cannot have been reused), reaps it and closes exited; it ends then. The watcher
 // waits for the request context or for release and ends the child on cancellation; it ends
-// when either fires. stop and release make sure both have ended.
+// when either fires. release makes sure both have ended.
 type process struct {
 	cmd    *exec.Cmd
 	pgid   int
@@ -52,7 +52,6 @@ type process struct {
 	watcherDone chan struct{}
 
 	termOnce     sync.Once
-	cancelled    bool // set by the watcher before it stops the child; read after watcherDone
 	stdoutClosed sync.Once
 }
 
@@ -121,7 +120,6 @@ func (p *process) watch(ctx context.Context) {
 	defer close(p.watcherDone)
 	select {
 	case <-ctx.Done():
-		p.cancelled = true
 		p.terminate()
 		// The child is gone; if something outside its group still holds stdout, a blocked
 		// reader would never see EOF. Nobody needs the rest of a cancelled answer.
@@ -172,11 +170,9 @@ func (p *process) release(graceful bool) {
 func (p *process) closeStdout() { p.stdoutClosed.Do(func() { p.stdout.Close() }) }
 
 // signalGroup signals every process in the child's group; a group that is already gone is fine.
+// Errors are ignored: ESRCH means nothing is left, and there is nothing to do about EPERM.
 func (p *process) signalGroup(sig syscall.Signal) {
-	if err := syscall.Kill(-p.pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		// EPERM would mean the id now names someone else's group; nothing useful to do.
-		return
-	}
+	_ = syscall.Kill(-p.pgid, sig)
 }
 
 // exitCode returns the child's exit status after exited is closed: -1 when a signal ended it.

@@ -96,9 +96,13 @@ func (s *stream) advance() {
 	}
 }
 
-// endError explains why stdout ended before the final event. It waits for the child to be
-// reaped (stdout closing means it is exiting) to know its exit status.
+// endError explains why stdout ended before the final event. At EOF it waits for the child
+// to be reaped (stdout closing means it is exiting) to know its exit status; after a read
+// error the child is stopped, since the rest of its output cannot be trusted.
 func (s *stream) endError(readErr error) error {
+	if !errors.Is(readErr, io.EOF) {
+		s.proc.terminate()
+	}
 	select {
 	case <-s.proc.exited:
 	case <-s.ctx.Done():
