@@ -287,8 +287,13 @@ func newHTTPClient(connectTimeout time.Duration) *http.Client {
 	}
 	t.DialContext = d.DialContext
 	t.MaxIdleConnsPerHost = 32
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: noRedirects}
 }
+
+// noRedirects stops the client at a redirect, which then fails the call as an answer that is
+// not 2xx. Following it would send the API key header to wherever the redirect points: Go
+// strips Authorization on a cross-host redirect, but not a provider's own key header.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // orDefault returns def for zero, 0 (none) for negative values and d otherwise.
 func orDefault(d, def time.Duration) time.Duration {

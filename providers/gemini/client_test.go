@@ -418,3 +418,21 @@ func TestErrorBeforeFirstChunkFailsOpen(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+func TestRedirectNotFollowed(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	}, nil)
+	_, err := c.Open(t.Context(), userRequest(true))
+	if e, ok := errors.AsType[*llm.Error](err); !ok || e.UpstreamStatus != http.StatusTemporaryRedirect {
+		t.Errorf("got %v", err)
+	}
+	if len(paths) != 1 {
+		t.Errorf("backend saw %v, want only the first request", paths)
+	}
+}
