@@ -398,3 +398,29 @@ func TestDiscover(t *testing.T) {
 		t.Errorf("Discover = %+v", got)
 	}
 }
+
+func TestConcurrentRunsAreIndependent(t *testing.T) {
+	b := fakeCLI(t, KindClaude, "replay", map[string]string{"FAKE_CLI_STREAM": recorded(t, "claude/partial_thinking.jsonl")}, 0)
+	const n = 4
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() { // exits when its run is read and closed
+			s, err := b.Open(context.Background(), userRequest("x"))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			got, err := drain(t, s)
+			if err == nil && got != "Hello from the fake 世界 🙂" {
+				err = errors.New("answer " + got)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
