@@ -58,6 +58,7 @@ func writeSSE(t *testing.T, w http.ResponseWriter, name string) {
 // notices a client hanging up (and cancels r.Context()) once the body has been read.
 func drain(r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }
 
+// collect reads s to its end and closes it.
 func collect(t *testing.T, s llm.Stream) ([]llm.Chunk, error) {
 	t.Helper()
 	defer s.Close()
@@ -72,8 +73,7 @@ func collect(t *testing.T, s llm.Stream) ([]llm.Chunk, error) {
 		}
 		out = append(out, c)
 	}
-	t.Fatal("stream does not end")
-	return nil, nil
+	return out, errors.New("stream does not end") // not t.Fatal: collect also runs off the test goroutine
 }
 
 func userRequest(stream bool) *llm.Request {
@@ -434,5 +434,29 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 	if len(paths) != 1 {
 		t.Errorf("backend saw %v, want only the first request", paths)
+	}
+}
+
+// Many calls at once share the client's pool and keys without races (run with -race).
+func TestConcurrentCalls(t *testing.T) {
+	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		drain(r)
+		writeSSE(t, w, "text.sse")
+	}, func(cfg *Config) { cfg.Keys = []string{"key-a", "key-b", "key-c"} })
+	const n = 16
+	errs := make(chan error, n)
+	for range n {
+		go func() { // exits when its call has been read to the end
+			s, err := c.Open(t.Context(), userRequest(true))
+			if err == nil {
+				_, err = collect(t, s)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
