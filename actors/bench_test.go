@@ -36,14 +36,14 @@ func benchGateway(b *testing.B, providers, models int) (*Gateway, []string) {
 	var ids []string
 	for p := range providers {
 		pv := Provider{Name: fmt.Sprintf("p%d", p), Kind: "bench", Backend: instantBackend{}, Lanes: 4096,
-			QueueLength: 4096, QueueTimeout: time.Minute, RunTimeout: time.Minute}
+			QueueLength: 64, QueueTimeout: time.Minute, RunTimeout: time.Minute}
 		for m := range models {
 			pv.Models = append(pv.Models, Model{Name: fmt.Sprintf("m%d", m), Lanes: 4096})
 			ids = append(ids, fmt.Sprintf("p%d/m%d", p, m))
 		}
 		ps = append(ps, pv)
 	}
-	g, err := New(Options{MaxRunning: 1 << 16, MaxAdmitted: 1 << 20, Providers: ps, Logger: zerolog.Nop()})
+	g, err := New(Options{MaxRunning: 1 << 14, MaxAdmitted: 1 << 14, Providers: ps, Logger: zerolog.Nop()})
 	if err != nil {
 		b.Fatal(err)
 	}
