@@ -34,12 +34,13 @@ func SetHeaders(h http.Header) {
 // Data writes an event with no name; data containing line breaks becomes several data lines.
 func (w *Writer) Data(data []byte) error { return w.Event("", data) }
 
-// Event writes an event with the given name (none when empty) and data.
+// Event writes an event with the given name (none when empty; line breaks in it become
+// spaces) and data.
 func (w *Writer) Event(name string, data []byte) error {
 	b := w.buf[:0]
 	if name != "" {
 		b = append(b, "event: "...)
-		b = append(b, name...)
+		b = appendOneLine(b, name)
 		b = append(b, '\n')
 	}
 	for {
@@ -62,10 +63,11 @@ func (w *Writer) Event(name string, data []byte) error {
 	return w.write(b)
 }
 
-// Comment writes a comment line, which clients ignore; used as a keep-alive.
+// Comment writes a comment line, which clients ignore; used as a keep-alive. Line breaks in
+// text become spaces: they would otherwise end the comment and start real fields.
 func (w *Writer) Comment(text string) error {
 	b := append(w.buf[:0], ": "...)
-	b = append(b, text...)
+	b = appendOneLine(b, text)
 	b = append(b, '\n', '\n')
 	w.buf = b
 	return w.write(b)
@@ -79,4 +81,23 @@ func (w *Writer) write(b []byte) error {
 		return w.rc.Flush()
 	}
 	return nil
+}
+
+// appendOneLine appends s with each line break (CRLF, CR or LF) replaced by a space, so a
+// value can never add lines (and so fields or events) to the stream.
+func appendOneLine(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\r':
+			if i+1 < len(s) && s[i+1] == '\n' {
+				i++
+			}
+			b = append(b, ' ')
+		case '\n':
+			b = append(b, ' ')
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
 }
