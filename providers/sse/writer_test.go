@@ -48,8 +48,11 @@ type countingRecorder struct {
 	writes, flushes int
 }
 
-func (c *countingRecorder) Write(p []byte) (int, error) { c.writes++; return c.ResponseRecorder.Write(p) }
-func (c *countingRecorder) Flush()                      { c.flushes++; c.ResponseRecorder.Flush() }
+func (c *countingRecorder) Write(p []byte) (int, error) {
+	c.writes++
+	return c.ResponseRecorder.Write(p)
+}
+func (c *countingRecorder) Flush() { c.flushes++; c.ResponseRecorder.Flush() }
 
 func TestWriterFlushesEachEventInOneWrite(t *testing.T) {
 	rec := &countingRecorder{ResponseRecorder: httptest.NewRecorder()}
