@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,13 +20,16 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "fakellm:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// run serves until ctx is done (a signal, in main), printing the "listening on ADDR" line on out.
+func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("fakellm", flag.ContinueOnError)
 	var (
 		listen = fs.String("listen", "127.0.0.1:0", "address to listen on; port 0 picks a free port")
@@ -56,10 +60,8 @@ func run(args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: fakellm.New(opts), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("listening on %s\n", ln.Addr())
+	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }() // exits when the server is shut down or closed
 	select {
