@@ -52,7 +52,14 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 		// Qianfan and DashScope answer a stream request they refuse with a plain JSON
 		// error body; reading it whole turns that into an error from Open.
 		defer resp.Body.Close()
-		return c.readComplete(ctx, resp.Header, br)
+		ch, err := c.readComplete(ctx, resp.Header, br)
+		if err != nil {
+			return nil, err
+		}
+		if req.Stream { // a backend that ignored "stream": give the client chunks anyway
+			return &chunkList{chunks: completionToChunks(ch)}, nil
+		}
+		return &chunkList{chunks: []llm.Chunk{ch}}, nil
 	}
 	s := &stream{c: c, ctx: ctx, header: resp.Header, body: resp.Body, r: sse.NewReader(br)}
 	first, err := s.next()
@@ -86,30 +93,30 @@ func (c *Client) isJSONBody(br *bufio.Reader) bool {
 	}
 }
 
-// readComplete reads a whole chat.completion body and returns it as a one-chunk stream.
-func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (llm.Stream, error) {
+// readComplete reads a whole chat.completion body and returns it as a Complete chunk.
+func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (llm.Chunk, error) {
 	b, err := io.ReadAll(io.LimitReader(r, maxCompletion+1))
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return llm.Chunk{}, ctx.Err()
 		}
-		return nil, c.upstreamError("read response: "+err.Error(), err)
+		return llm.Chunk{}, c.upstreamError("read response: "+err.Error(), err)
 	}
 	if len(b) > maxCompletion {
-		return nil, c.upstreamError(fmt.Sprintf("response larger than %d bytes", maxCompletion), nil)
+		return llm.Chunk{}, c.upstreamError(fmt.Sprintf("response larger than %d bytes", maxCompletion), nil)
 	}
 	// DeepSeek writes blank lines while a request waits in its queue.
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
-		return nil, c.upstreamError("backend answered 200 with an empty body", nil)
+		return llm.Chunk{}, c.upstreamError("backend answered 200 with an empty body", nil)
 	}
 	if mayBeError(b) {
 		if be, ok := parseError(b); ok {
-			return nil, c.bodyError(h, be)
+			return llm.Chunk{}, c.bodyError(h, be)
 		}
 	}
 	if b[0] != '{' || !json.Valid(b) {
-		return nil, c.upstreamError("backend answered 200 with a body that is not a JSON object: "+snippet(b), nil)
+		return llm.Chunk{}, c.upstreamError("backend answered 200 with a body that is not a JSON object: "+snippet(b), nil)
 	}
 	if c.kind == KindOllama && bytes.Contains(b, []byte(`"reasoning"`)) {
 		b = renameReasoning(b, "message")
@@ -127,28 +134,28 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (
 			ch.FinishReason = info.Choices[0].FinishReason
 		}
 	}
-	return &oneChunk{ch: ch}, nil
+	return ch, nil
 }
 
 func (c *Client) upstreamError(msg string, err error) *llm.Error {
 	return &llm.Error{Kind: llm.KindUpstream, Provider: c.name, Message: upstream.Redact(msg, c.secrets...), Err: err}
 }
 
-// oneChunk is the stream of a non-streaming answer.
-type oneChunk struct {
-	ch   llm.Chunk
-	done bool
+// chunkList is the stream of an answer read whole before Open returned.
+type chunkList struct {
+	chunks []llm.Chunk
 }
 
-func (o *oneChunk) Next() (llm.Chunk, error) {
-	if o.done {
+func (l *chunkList) Next() (llm.Chunk, error) {
+	if len(l.chunks) == 0 {
 		return llm.Chunk{}, io.EOF
 	}
-	o.done = true
-	return o.ch, nil
+	ch := l.chunks[0]
+	l.chunks = l.chunks[1:]
+	return ch, nil
 }
 
 // Close has nothing to stop: the body was read and closed before Open returned.
-func (o *oneChunk) Close() error { return nil }
+func (l *chunkList) Close() error { return nil }
 
 var errNoChunk = errors.New("stream ended before any chunk")
