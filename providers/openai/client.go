@@ -73,13 +73,14 @@ type Config struct {
 
 // Client calls one OpenAI-compatible provider. It is safe for concurrent use.
 type Client struct {
-	kind, name string
-	base       string // without trailing slash
-	http       *http.Client
-	keys       *keyRing
-	modelKeys  map[string]*keyRing
-	secrets    []string // every key, for Redact
-	now        func() time.Time
+	kind, name  string
+	base        string // without trailing slash
+	http        *http.Client
+	keys        *keyRing
+	modelKeys   map[string]*keyRing
+	anyModelKey *keyRing // the per-model keys of the alphabetically first model, or nil
+	secrets     []string // every key, for Redact
+	now         func() time.Time
 }
 
 var (
@@ -112,10 +113,14 @@ func New(cfg Config) (*Client, error) {
 	c.secrets = append(c.secrets, cfg.Keys...)
 	if len(cfg.ModelKeys) > 0 {
 		c.modelKeys = make(map[string]*keyRing, len(cfg.ModelKeys))
+		first := ""
 		for m, ks := range cfg.ModelKeys {
 			if len(ks) > 0 {
 				c.modelKeys[m] = newKeyRing(ks)
 				c.secrets = append(c.secrets, ks...)
+				if c.anyModelKey == nil || m < first {
+					c.anyModelKey, first = c.modelKeys[m], m
+				}
 			}
 		}
 	}
@@ -153,12 +158,16 @@ func (r *keyRing) pick() string {
 	return r.keys[n%uint64(len(r.keys))]
 }
 
-// keyFor returns the key for a call to model.
+// keyFor returns the key for a call to model. A call for no model (ListModels) on a provider
+// that only has per-model keys borrows one of those: any valid key may list models.
 func (c *Client) keyFor(model string) string {
 	if r, ok := c.modelKeys[model]; ok {
 		return r.pick()
 	}
-	return c.keys.pick()
+	if k := c.keys.pick(); k != "" || model != "" || c.anyModelKey == nil {
+		return k
+	}
+	return c.anyModelKey.pick()
 }
 
 // newRequest builds a request to path with the auth and content headers every call carries.

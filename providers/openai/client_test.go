@@ -435,3 +435,59 @@ func TestFreshBodyReplayable(t *testing.T) {
 		t.Error("the client's body was forwarded unchanged or shared")
 	}
 }
+
+// TestListModelsWithOnlyModelKeys: a provider configured with per-model keys only can still
+// list its models.
+func TestListModelsWithOnlyModelKeys(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer a-key" {
+			http.Error(w, `{"error":{"message":"no key"}}`, 401)
+			return
+		}
+		_, _ = io.WriteString(w, `{"data":[{"id":"a"}]}`)
+	}))
+	defer srv.Close()
+	c, err := New(Config{Kind: KindNvidia, BaseURL: srv.URL, ModelKeys: map[string][]string{"b": {"b-key"}, "a": {"a-key"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := c.ListModels(context.Background()); err != nil || len(ms) != 1 {
+		t.Fatalf("ListModels = %v, %v", ms, err)
+	}
+}
+
+// TestCloseAfterDoneWithLingeringBackend: a backend that keeps the body open after [DONE]
+// does not make Close hang, and is hung up on.
+func TestCloseAfterDoneWithLingeringBackend(t *testing.T) {
+	gone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, okStream)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(gone)
+	}))
+	defer srv.Close()
+	c := newTestClient(t, KindOpenAI, srv.URL)
+	s, err := c.Open(context.Background(), userRequest(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = s.Next()
+	}
+	if err != io.EOF {
+		t.Fatalf("stream ended with %v, want io.EOF", err)
+	}
+	start := time.Now()
+	_ = s.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	select {
+	case <-gone:
+	case <-time.After(2 * time.Second):
+		t.Fatal("backend connection still open after Close")
+	}
+}
