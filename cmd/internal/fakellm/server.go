@@ -156,12 +156,20 @@ func (s *Server) serveReset(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.Stats())
 }
 
-// acquire admits one generation request unless MaxConcurrent are running.
+// acquire admits one generation request unless MaxConcurrent are running. The compare-and-
+// swap keeps Concurrent from ever reading above the limit, which a harness may assert on.
 func (s *Server) acquire() bool {
-	n := s.concurrent.Add(1)
-	if limit := int64(s.opts.MaxConcurrent); limit > 0 && n > limit {
-		s.concurrent.Add(-1)
-		return false
+	limit := int64(s.opts.MaxConcurrent)
+	var n int64
+	for {
+		cur := s.concurrent.Load()
+		if limit > 0 && cur >= limit {
+			return false
+		}
+		if s.concurrent.CompareAndSwap(cur, cur+1) {
+			n = cur + 1
+			break
+		}
 	}
 	for {
 		m := s.maxConcurrent.Load()
