@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -61,10 +62,6 @@ func (c *Client) statusError(status int, h http.Header, body []byte, key string)
 		e.UpstreamCode = eb.Error.Type
 		e.Message = eb.Error.Message
 	}
-	// 529 is Anthropic's "overloaded for everyone"; it is not in the generic status table.
-	if status == 529 {
-		e.Kind = llm.KindProviderUnavailable
-	}
 	if e.Message == "" {
 		e.Message = fmt.Sprintf("HTTP %d: %s", status, snippet(body))
 	}
@@ -90,7 +87,11 @@ func snippet(b []byte) string {
 	const max = 200
 	s := strings.Join(strings.Fields(string(b)), " ")
 	if len(s) > max {
-		s = s[:max] + "…"
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut-- // never split a character
+		}
+		s = s[:cut] + "…"
 	}
 	if s == "" {
 		s = "(empty body)"

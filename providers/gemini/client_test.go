@@ -262,15 +262,24 @@ func blockingBackend(done chan<- struct{}) http.HandlerFunc {
 	}
 }
 
-// waitDone fails the test unless done is closed within d.
+// waitDone fails the test unless done is closed within d. On failure it waits a while longer
+// to report how late the backend was, which tells a slow path from a missing one.
 func waitDone(t *testing.T, done <-chan struct{}, d time.Duration, what string) {
 	t.Helper()
+	start := time.Now()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-done:
+		return
 	case <-timer.C:
-		t.Fatalf("%s: backend did not see the request end within %s", what, d)
+	}
+	timer.Reset(5 * time.Second)
+	select {
+	case <-done:
+		t.Fatalf("%s: backend saw the request end after %s, want within %s", what, time.Since(start), d)
+	case <-timer.C:
+		t.Fatalf("%s: backend did not see the request end within %s", what, time.Since(start))
 	}
 }
 

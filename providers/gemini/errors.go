@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -134,7 +135,11 @@ func snippet(b []byte) string {
 	const max = 200
 	s := strings.Join(strings.Fields(string(b)), " ")
 	if len(s) > max {
-		s = s[:max] + "…"
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut-- // never split a character
+		}
+		s = s[:cut] + "…"
 	}
 	if s == "" {
 		s = "(empty body)"
