@@ -153,30 +153,69 @@ func TestRelayBytesExact(t *testing.T) {
 	}
 }
 
-// TestUTF8SplitAcrossWrites: a character cut in half by a flush comes out whole.
+// firstReadTransport signals once the client has read the first bytes of a response body.
+type firstReadTransport struct {
+	rt   http.RoundTripper
+	read chan struct{}
+	once sync.Once
+}
+
+func (f *firstReadTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := f.rt.RoundTrip(r)
+	if err == nil {
+		resp.Body = &notifyBody{ReadCloser: resp.Body, f: f}
+	}
+	return resp, err
+}
+
+type notifyBody struct {
+	io.ReadCloser
+	f *firstReadTransport
+}
+
+func (n *notifyBody) Read(p []byte) (int, error) {
+	k, err := n.ReadCloser.Read(p)
+	if k > 0 {
+		n.f.once.Do(func() { close(n.f.read) })
+	}
+	return k, err
+}
+
+// TestUTF8SplitAcrossWrites: a character cut in half by a flush, and read by the client in
+// two reads, comes out whole.
 func TestUTF8SplitAcrossWrites(t *testing.T) {
 	frame := `{"id":"c","choices":[{"index":0,"delta":{"content":"你好🙂"},"finish_reason":null}]}`
 	full := "data: " + frame + "\n\ndata: [DONE]\n\n"
 	cut := strings.Index(full, "好") + 1 // inside the 3-byte character
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, full[:cut])
 		w.(http.Flusher).Flush()
-		<-release // the client has certainly read the first half by itself
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
 		_, _ = io.WriteString(w, full[cut:])
 	}))
 	defer srv.Close()
-	c := newTestClient(t, KindOpenAI, srv.URL)
+	ft := &firstReadTransport{rt: NewTransport(time.Second, 5*time.Second), read: make(chan struct{})}
+	c, err := New(Config{Kind: KindOpenAI, BaseURL: srv.URL, HTTPClient: &http.Client{Transport: ft}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	type result struct {
 		s   llm.Stream
 		err error
 	}
 	opened := make(chan result, 1)
-	go func() { // exits when Open returns, which the second half guarantees
+	go func() { // exits when Open returns, which the second half (or srv.Close) guarantees
 		s, err := c.Open(context.Background(), userRequest(true))
 		opened <- result{s, err}
 	}()
+	<-ft.read // the client holds half a character and no more
 	close(release)
 	r := <-opened
 	if r.err != nil {
