@@ -277,3 +277,44 @@ func TestCountTokens(t *testing.T) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 }
+
+// Under a burst well above the limit, the server never runs more than MaxConcurrent and
+// accounts for every request exactly once.
+func TestConcurrencyBurst(t *testing.T) {
+	const limit, clients = 4, 24
+	srv := newTestServer(Options{MaxConcurrent: limit, Chunks: 5, ChunkInterval: time.Millisecond})
+	ts := serve(t, srv)
+	ts.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = clients
+	statuses := make(chan int, clients)
+	start := make(chan struct{})
+	for range clients {
+		go func() { // exits after one request
+			<-start
+			resp, err := post(context.Background(), t, ts, "/v1/chat/completions", chatStreamBody, "")
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	close(start)
+	ok, limited := 0, 0
+	for range clients {
+		switch <-statuses {
+		case 200:
+			ok++
+		case 429:
+			limited++
+		default:
+			t.Error("a request failed outright")
+		}
+	}
+	st := srv.Stats()
+	if st.MaxConcurrent > limit || st.Concurrent != 0 || st.Requests != clients ||
+		st.Completed != int64(ok) || st.Rejected != int64(limited) || ok == 0 {
+		t.Fatalf("%d ok, %d limited; stats %+v", ok, limited, st)
+	}
+}
