@@ -48,7 +48,7 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 		return nil, c.statusError(resp, b)
 	}
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
-	if !req.Stream || c.isJSONBody(br) {
+	if !req.Stream || isJSONBody(br) {
 		// Qianfan and DashScope answer a stream request they refuse with a plain JSON
 		// error body; reading it whole turns that into an error from Open.
 		defer resp.Body.Close()
@@ -77,7 +77,7 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 
 // isJSONBody sniffs whether a 200 answer to a stream request is a plain JSON document rather
 // than SSE: its first non-blank byte is '{' (an SSE stream starts with a field or a comment).
-func (c *Client) isJSONBody(br *bufio.Reader) bool {
+func isJSONBody(br *bufio.Reader) bool {
 	for {
 		b, err := br.Peek(1)
 		if err != nil {
