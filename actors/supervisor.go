@@ -118,10 +118,10 @@ func (s *supervisor) arrive(c *call) {
 		s.calls[c.id] = c
 	default:
 		c.reply <- admitResult{err: s.busy(kind, c, now)}
-		return
 	}
 	// Arrive may also have started queued calls it could not report (a rate limiter
-	// refilled before our timer fired); the gate then wants a wake-up now.
+	// refilled before our timer fired), whatever it decided for this one; the gate then
+	// wants a wake-up now.
 	if at, ok := s.gate.NextWake(); ok && !at.After(now) {
 		s.dispatch()
 		return
@@ -132,7 +132,11 @@ func (s *supervisor) arrive(c *call) {
 // busy builds a rejection that waiting can fix.
 func (s *supervisor) busy(kind llm.Kind, c *call, now time.Time) *llm.Error {
 	p := s.g.opts.Providers[c.route.p]
-	e := &llm.Error{Kind: kind, Provider: p.Name, RetryAfter: s.g.opts.RetryAfter}
+	wait := s.g.opts.RetryAfter
+	if d := s.gate.RetryAfter(c.route.p, now); d > wait {
+		wait = d // a rate-limited provider knows when its next token comes
+	}
+	e := &llm.Error{Kind: kind, Provider: p.Name, RetryAfter: wait}
 	switch kind {
 	case llm.KindOverloaded:
 		e.Provider = ""

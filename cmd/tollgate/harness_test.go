@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/cmd/internal/app"
+	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// gateway is a Tollgate wired exactly as the binary wires it, served on a loopback listener.
+type gateway struct {
+	*app.App
+	URL string
+}
+
+// startGateway parses a YAML config (defaults and validation included) and serves it. Backends
+// override the adapters of the named providers.
+func startGateway(t *testing.T, yaml string, backends map[string]llm.Backend) *gateway {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	a, err := app.New(context.Background(), cfg, app.Options{Logger: zerolog.Nop(), Backends: backends})
+	if err != nil {
+		t.Fatalf("app: %v", err)
+	}
+	srv := httptest.NewServer(a.Handler)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.Drain(ctx); err != nil {
+			t.Errorf("drain: %v", err)
+		}
+	})
+	return &gateway{App: a, URL: srv.URL}
+}
+
+// waitIdle polls the gateway's state until nothing runs or waits.
+func (g *gateway) waitIdle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		st := g.Gateway.State()
+		if st.Running == 0 && st.Queued == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway not idle 2s after the end: running %d, queued %d", st.Running, st.Queued)
+		}
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// waitQueued polls until n calls wait in the gateway's queues.
+func (g *gateway) waitQueued(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for g.Gateway.State().Queued != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %d queued: %+v", n, g.Gateway.State())
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+}
+
+// noRedirectClient is a plain client for raw HTTP checks.
+var rawClient = &http.Client{Timeout: 10 * time.Second}
