@@ -530,3 +530,22 @@ func TestCloseAfterDoneWithLingeringBackend(t *testing.T) {
 		t.Fatal("backend connection still open after Close")
 	}
 }
+
+// TestHeaderTimeout: a backend that never answers is an upstream error once HeaderTimeout
+// passes, and says so.
+func TestHeaderTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	c, err := New(Config{Kind: KindOpenAI, BaseURL: srv.URL, HeaderTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Open(context.Background(), userRequest(false))
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Kind != llm.KindUpstream || !strings.Contains(e.Message, "timed out") {
+		t.Fatalf("Open against a silent backend = %v", err)
+	}
+}
