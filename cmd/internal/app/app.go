@@ -53,7 +53,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		b, ok := o.Backends[p.Name]
 		if !ok {
 			var err error
-			if b, err = backendFor(p); err != nil {
+			if b, err = backendFor(p, o.Logger); err != nil {
 				errs = append(errs, err)
 				continue
 			}

@@ -3,15 +3,19 @@ package app
 import (
 	"fmt"
 
+	"github.com/rs/zerolog"
 	"github.com/tollgate/tollgate/cmd/internal/config"
+
 	"github.com/tollgate/tollgate/providers/anthropic"
+	"github.com/tollgate/tollgate/providers/cli"
 	"github.com/tollgate/tollgate/providers/fake"
+	"github.com/tollgate/tollgate/providers/gemini"
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/openai"
 )
 
 // backendFor builds the adapter of one configured provider.
-func backendFor(p *config.Provider) (llm.Backend, error) {
+func backendFor(p *config.Provider, log zerolog.Logger) (llm.Backend, error) {
 	modelKeys := map[string][]string{}
 	for _, m := range p.Models {
 		if len(m.Keys) > 0 {
@@ -25,6 +29,10 @@ func backendFor(p *config.Provider) (llm.Backend, error) {
 		return openai.New(openai.Config{Kind: p.Kind, Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys})
 	case p.Kind == "anthropic":
 		return anthropic.New(anthropic.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys})
+	case p.Kind == "gemini":
+		return gemini.New(gemini.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys})
+	case config.IsCLI(p.Kind):
+		return cliBackend(p, log)
 	}
 	return nil, fmt.Errorf("provider %q: kind %q has no adapter in this build", p.Name, p.Kind)
 }
@@ -38,4 +46,22 @@ func fakeBackend(p *config.Provider) *fake.Backend {
 		}
 	}
 	return fake.New(cfg)
+}
+
+func cliBackend(p *config.Provider, log zerolog.Logger) (llm.Backend, error) {
+	models := make([]string, len(p.Models))
+	for i, m := range p.Models {
+		models[i] = m.ID
+	}
+	plog := log.With().Str("provider", p.Name).Logger()
+	return cli.New(cli.Config{
+		Kind: p.Kind, Name: p.Name, Command: p.Command, Args: p.Args, Env: p.Env, Workdir: p.Workdir,
+		KillGrace: p.KillGrace.D(), Models: models,
+		// stderr arrives redacted by the adapter; it explains failures, so it goes to the log.
+		OnStderr: func(stderr string) {
+			if stderr != "" {
+				plog.Debug().Str("stderr", stderr).Msg("cli stderr")
+			}
+		},
+	})
 }
