@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -77,7 +78,7 @@ func (c *Client) streamError(ae *apiError, key string) *llm.Error {
 	kind, _ := kindForType(ae)
 	msg := ae.Message
 	if msg == "" {
-		msg = ae.Type
+		msg = "error event: " + cmp.Or(ae.Type, "no details")
 	}
 	return &llm.Error{Kind: kind, Provider: c.name, UpstreamCode: ae.Type, Message: upstream.Redact(msg, key)}
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/providers/sse"
 )
@@ -41,6 +44,29 @@ func FuzzAnthropicStream(f *testing.F) {
 			if err != nil {
 				return
 			}
+		}
+	})
+}
+
+// FuzzAnthropicBodies feeds arbitrary bytes to the non-streaming decoders: a whole answer and
+// an error body. Neither may panic; an error body always yields a usable error.
+func FuzzAnthropicBodies(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(testdata, "message", "*.response.json"))
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"type":"error","error":{"type":"rate_limit_error","message":"spend limit"}}`))
+	f.Add([]byte(`{"content":[{"type":"tool_use","input":null}]}`))
+	c := &Client{name: "claude", now: time.Now}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if chunks, err := decodeMessage(data); err == nil && len(chunks) != 2 {
+			t.Fatalf("decoded answer has %d chunks, want 2", len(chunks))
+		}
+		e := c.statusError(429, http.Header{"Retry-After": {"2"}}, data, "sk-secret")
+		if e == nil || e.Message == "" || e.Provider != "claude" || strings.Contains(e.Message, "sk-secret") {
+			t.Fatalf("statusError gave %#v", e)
 		}
 	})
 }

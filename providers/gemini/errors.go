@@ -114,8 +114,12 @@ func rateLimit(ae *apiError, h http.Header, now time.Time) (llm.Kind, time.Durat
 func apiErrorToLLM(provider string, ae *apiError, status int, h http.Header, now time.Time, key string) *llm.Error {
 	kind, wait := classify(ae, status, h, now)
 	msg := ae.Message
-	if msg == "" {
+	switch {
+	case msg != "":
+	case ae.Status != "":
 		msg = ae.Status
+	default:
+		msg = fmt.Sprintf("error %d without a message", max(ae.Code, status))
 	}
 	return &llm.Error{Kind: kind, Provider: provider, Message: upstream.Redact(msg, key), RetryAfter: wait,
 		UpstreamStatus: status, UpstreamCode: ae.Status}

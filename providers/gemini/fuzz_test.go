@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/providers/sse"
 )
@@ -41,6 +44,30 @@ func FuzzGeminiStream(f *testing.F) {
 			if err != nil {
 				return
 			}
+		}
+	})
+}
+
+// FuzzGeminiBodies feeds arbitrary bytes to the non-streaming decoders: a whole answer and an
+// error body. Neither may panic; an error body always yields a usable error.
+func FuzzGeminiBodies(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(testdata, "response", "*.response.json"))
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`[{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"retryDelay":"-1s"},{"violations":[{"quotaId":"PerDay"}]}]}}]`))
+	f.Add([]byte(`{"error":{"message":"Please retry in 99999999999999999999s."}}`))
+	c := &Client{name: "gemini", now: time.Now}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = decodeResponse(data, testErrorf)
+		e := c.statusError(429, http.Header{"Retry-After": {"2"}}, data, "secret-key")
+		if e == nil || e.Message == "" || e.Provider != "gemini" || strings.Contains(e.Message, "secret-key") {
+			t.Fatalf("statusError gave %#v", e)
+		}
+		if e.RetryAfter < 0 {
+			t.Fatalf("negative RetryAfter %v", e.RetryAfter)
 		}
 	})
 }
