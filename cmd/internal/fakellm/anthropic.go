@@ -9,7 +9,7 @@ import (
 // fakeSignature is the signature of every thinking block; clients pass it back opaquely.
 const fakeSignature = "ZmFrZWxsbS1zaWduYXR1cmU="
 
-// anthropicStream writes Anthropic Messages events: message_start, a thinking block when the
+// anthropicStream writes Anthropic Messages events: message_start, ping, a thinking block when the
 // answer has reasoning, the text block, message_delta with the stop reason and usage,
 // message_stop.
 type anthropicStream struct {
@@ -43,7 +43,7 @@ func (s *anthropicStream) index(b []byte) []byte {
 }
 
 func (s *anthropicStream) start(e *emitter) error {
-	return s.event(e, "message_start", func(b []byte) []byte {
+	err := s.event(e, "message_start", func(b []byte) []byte {
 		b = append(b, `,"message":{"id":"msg_fakellm_`...)
 		b = append(b, s.c.id...)
 		b = append(b, `","type":"message","role":"assistant","model":`...)
@@ -52,6 +52,11 @@ func (s *anthropicStream) start(e *emitter) error {
 		b = strconv.AppendInt(b, int64(s.c.prompt), 10)
 		return append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}`...)
 	})
+	if err != nil {
+		return err
+	}
+	// Anthropic sends a ping early in every stream; relays must skip it.
+	return s.event(e, "ping", func(b []byte) []byte { return b })
 }
 
 func (s *anthropicStream) openBlock(e *emitter, block string) error {
