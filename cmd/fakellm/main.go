@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -35,6 +36,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		listen = fs.String("listen", "127.0.0.1:0", "address to listen on; port 0 picks a free port")
 		opts   fakellm.Options
 		mode   = fs.String("mode", "", "quirk modes for every request, comma-separated: "+strings.Join(fakellm.ModeNames(), ", "))
+		logReq = fs.Bool("log", false, "log every request (method, path, mode header) on stderr")
 		models = fs.String("models", "", "comma-separated model ids to list (default "+strings.Join(fakellm.DefaultModels, ",")+")")
 	)
 	fs.DurationVar(&opts.Latency, "latency", 0, "delay before the response headers")
@@ -59,7 +61,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: fakellm.New(opts), ReadHeaderTimeout: 10 * time.Second}
+	var h http.Handler = fakellm.New(opts)
+	if *logReq {
+		h = logRequests(h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
 
 	served := make(chan error, 1)
@@ -79,4 +85,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// logRequests logs each request as it arrives; off by default so benchmarks pay nothing.
+func logRequests(next http.Handler) http.Handler {
+	logger := log.New(os.Stderr, "fakellm: ", log.LstdFlags|log.Lmicroseconds)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logger.Printf("%s %s mode=%q", r.Method, r.URL.RequestURI(), r.Header.Get("X-Fakellm-Mode"))
+		next.ServeHTTP(w, r)
+	})
 }
