@@ -38,7 +38,8 @@ const (
 type Config struct {
 	// Name is the provider's name, put on every error.
 	Name string
-	// BaseURL is the API root without /v1. Empty: DefaultBaseURL.
+	// BaseURL is the API root, as in ANTHROPIC_BASE_URL; a trailing /v1 is ignored.
+	// Empty: DefaultBaseURL.
 	BaseURL string
 	// Keys are API keys used in turn, one per call. Empty: no x-api-key header is sent (a
 	// local proxy that adds its own).
@@ -75,7 +76,8 @@ var (
 
 // New returns a Client for cfg.
 func New(cfg Config) (*Client, error) {
-	base := strings.TrimRight(cfg.BaseURL, "/")
+	// A base given OpenAI-style, with /v1, is accepted too: paths here start with /v1.
+	base := strings.TrimSuffix(strings.TrimRight(cfg.BaseURL, "/"), "/v1")
 	if base == "" {
 		base = DefaultBaseURL
 	}

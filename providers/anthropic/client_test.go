@@ -467,3 +467,13 @@ func TestConcurrentCalls(t *testing.T) {
 		}
 	}
 }
+
+func TestBaseURLWithV1(t *testing.T) {
+	c, err := New(Config{Name: "x", BaseURL: "http://127.0.0.1:9/v1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.base != "http://127.0.0.1:9" {
+		t.Errorf("base %q, want the root without /v1", c.base)
+	}
+}

@@ -39,7 +39,8 @@ const (
 type Config struct {
 	// Name is the provider's name, put on every error.
 	Name string
-	// BaseURL is the API root including the version, e.g. .../v1beta. Empty: DefaultBaseURL.
+	// BaseURL is the API root including the version, e.g. .../v1beta; a bare host gets
+	// /v1beta. Empty: DefaultBaseURL.
 	BaseURL string
 	// Keys are API keys used in turn, one per call. Empty: no x-goog-api-key header is sent
 	// (a local proxy that adds its own).
@@ -80,8 +81,12 @@ func New(cfg Config) (*Client, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, fmt.Errorf("gemini provider %q: base_url %q must start with http:// or https://", cfg.Name, cfg.BaseURL)
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("gemini provider %q: base_url %q must be an http:// or https:// URL", cfg.Name, cfg.BaseURL)
+	}
+	if u.Path == "" {
+		base += "/v1beta" // a bare host, as in GOOGLE_GEMINI_BASE_URL: the API version is implied
 	}
 	c := &Client{name: cfg.Name, base: base, keys: newKeyRing(cfg.Keys), http: cfg.HTTPClient,
 		headerTimeout: orDefault(cfg.HeaderTimeout, defaultHeaderTimeout), now: time.Now}

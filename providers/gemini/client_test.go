@@ -469,3 +469,23 @@ func TestConcurrentCalls(t *testing.T) {
 		}
 	}
 }
+
+func TestBaseURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                        DefaultBaseURL,
+		"http://127.0.0.1:9":      "http://127.0.0.1:9/v1beta",
+		"http://127.0.0.1:9/":     "http://127.0.0.1:9/v1beta",
+		"http://127.0.0.1:9/v1/":  "http://127.0.0.1:9/v1",
+		"https://proxy/google/v1": "https://proxy/google/v1",
+	} {
+		c, err := New(Config{Name: "x", BaseURL: in})
+		if err != nil || c.base != want {
+			t.Errorf("New(%q): base %v, err %v; want %q", in, c, err, want)
+		}
+	}
+	for _, bad := range []string{"generativelanguage.googleapis.com", "ftp://x", "http://"} {
+		if _, err := New(Config{Name: "x", BaseURL: bad}); err == nil {
+			t.Errorf("New accepted base_url %q", bad)
+		}
+	}
+}
