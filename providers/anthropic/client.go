@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -156,7 +157,7 @@ func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 	for page := 0; page < 50; page++ { // a bound against a backend that never says "no more"
 		path := "/v1/models?limit=1000"
 		if after != "" {
-			path += "&after_id=" + after
+			path += "&after_id=" + url.QueryEscape(after)
 		}
 		var list struct {
 			Data []struct {
