@@ -351,7 +351,6 @@ providers:
 	newer := postAsync(ctx, g.URL, "a/y", "", false)
 	g.waitQueued(t, 2)
 	close(c1.release) // x still runs one call, y none: y goes first though x's call is older
-	await(t, r1)
 	if c := held.next(t); c.model != "y" {
 		t.Fatalf("started %s first, want the least busy model y", c.model)
 	} else {
@@ -359,8 +358,11 @@ providers:
 	}
 	await(t, newer)
 	close(c2.release)
-	await(t, r2)
 	close(held.next(t).release)
-	await(t, older)
+	for _, r := range []chan answer{r1, r2, older} {
+		if a := await(t, r); a.status != 200 {
+			t.Fatalf("status %d", a.status)
+		}
+	}
 	g.waitIdle(t)
 }
