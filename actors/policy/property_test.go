@@ -63,6 +63,8 @@ type driver struct {
 	last   string         // the last operation, for failure messages
 	stats  map[string]int // how often each case arose, to show the generator reaches it
 	buf    []ID
+	// addModels lets run add models to providers mid-sequence (see models_test.go).
+	addModels bool
 }
 
 func randomConfig(src source) (Limits, []ProviderSpec) {
@@ -128,7 +130,7 @@ func (d *driver) fatalf(format string, args ...any) {
 // run performs n random operations, then ends every request and checks all are accounted for.
 func (d *driver) run(n int) {
 	for d.step = 0; d.step < n && !d.src.done(); d.step++ {
-		switch op := d.src.intn(20); {
+		switch op := d.src.intn(20 + btoi(d.addModels)); {
 		case op < 7:
 			d.arrive()
 		case op < 13:
@@ -137,8 +139,10 @@ func (d *driver) run(n int) {
 			d.cancel()
 		case op < 19:
 			d.advance()
-		default:
+		case op < 20:
 			d.setLanes()
+		default:
+			d.addModel()
 		}
 		d.checkInvariants()
 	}
