@@ -197,12 +197,15 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 		g.system.Root.Send(g.supervisor, &cancelCall{id: c.id})
 		res = <-c.reply // the supervisor answers every call exactly once
 		if res.stream != nil {
-			_ = res.stream.Close()
+			_ = res.stream.Close() // never opened: this only gives the lanes back
 		}
 		return nil, res.queueWait, ctx.Err()
 	}
 	if res.err != nil {
 		return nil, res.queueWait, res.err
+	}
+	if err := res.stream.open(); err != nil {
+		return nil, res.queueWait, err
 	}
 	return res.stream, res.queueWait, nil
 }

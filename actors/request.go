@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -35,14 +36,18 @@ func newRequestActor(g *Gateway, c *call) *requestActor { return &requestActor{g
 func (a *requestActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		base, cancel := context.WithCancelCause(context.Background())
-		bctx, stopTimer := context.WithTimeoutCause(base, a.c.route.timeout, errRunTimeout)
+		// One cancellable context per call; the run timeout is a timer on it rather than a
+		// second context, which halves the per-call context cost on the admission path.
+		bctx, cancel := context.WithCancelCause(context.Background())
+		timer := time.AfterFunc(a.c.route.timeout, func() { cancel(errRunTimeout) })
 		a.cancel = cancel
 		root, self := a.g.system.Root, ctx.Self()
 		// The watcher turns the client's hang-up into a message; stopWatch unregisters it.
 		a.stopWatch = context.AfterFunc(a.c.ctx, func() { root.Send(self, &clientGone{}) })
-		s := &stream{g: a.g, c: a.c, ctx: bctx, stopTimer: stopTimer, self: self}
-		go s.open() // exits when Open returns; Open is bounded by bctx
+		s := &stream{g: a.g, c: a.c, ctx: bctx, timer: timer, self: self}
+		// The caller opens the backend in its own goroutine (see Gateway.Start): nothing
+		// blocks here, and no goroutine is spawned per call.
+		a.c.reply <- admitResult{stream: s, queueWait: a.c.started.Sub(a.c.arrived)}
 	case *clientGone:
 		a.cancel(errClientGone)
 	case *finished:
@@ -60,27 +65,26 @@ func (a *requestActor) Receive(ctx actor.Context) {
 // stream is the running call as the HTTP layer sees it: the backend's stream, with errors
 // explained by why the call was cancelled, and a Close that gives the lanes back.
 type stream struct {
-	g         *Gateway
-	c         *call
-	ctx       context.Context
-	stopTimer context.CancelFunc
-	self      *actor.PID
-	inner     llm.Stream
-	closed    bool
+	g      *Gateway
+	c      *call
+	ctx    context.Context
+	timer  *time.Timer // the run timeout
+	self   *actor.PID
+	inner  llm.Stream // nil until open succeeds
+	closed bool
 }
 
-// open calls the backend and answers the waiting client either way.
-func (s *stream) open() {
-	qw := s.c.started.Sub(s.c.arrived)
+// open calls the backend. On failure the call is over: its lanes are given back and the
+// error is explained by why the call was cancelled, if it was.
+func (s *stream) open() error {
 	inner, err := s.safeOpen()
 	if err != nil {
-		err = s.explain(err)
+		s.closed = true
 		s.finish()
-		s.c.reply <- admitResult{err: err, queueWait: qw}
-		return
+		return s.explain(err)
 	}
 	s.inner = inner
-	s.c.reply <- admitResult{stream: s, queueWait: qw}
+	return nil
 }
 
 // safeOpen turns a panicking adapter into an error instead of a crashed process.
@@ -110,13 +114,16 @@ func (s *stream) Close() error {
 		return nil
 	}
 	s.closed = true
-	err := s.inner.Close()
+	var err error
+	if s.inner != nil {
+		err = s.inner.Close()
+	}
 	s.finish()
 	return err
 }
 
 func (s *stream) finish() {
-	s.stopTimer()
+	s.timer.Stop()
 	root := s.g.system.Root
 	root.Send(s.g.supervisor, &release{id: s.c.id})
 	root.Send(s.self, &finished{})
