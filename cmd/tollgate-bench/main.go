@@ -62,6 +62,7 @@ type options struct {
 	logDir            string // where the children's logs go; "" → a temporary directory
 	out               string // also write the report to this file
 	strict            bool   // a missed performance target fails the run
+	only              string // run only workloads whose name contains this (profiling)
 	args              []string
 }
 
@@ -70,15 +71,16 @@ func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("tollgate-bench", flag.ContinueOnError)
 	fs.StringVar(&o.tollgate, "tollgate", "bin/tollgate", "Tollgate `binary`")
 	fs.StringVar(&o.fakellm, "fakellm", "bin/fakellm", "fake backend `binary`")
-	fs.IntVar(&o.rounds, "rounds", 8, "interleaved measurement rounds")
+	fs.IntVar(&o.rounds, "rounds", 20, "interleaved measurement rounds")
 	fs.IntVar(&o.n1, "n1", 200, "requests per target, workload and round at concurrency 1")
-	fs.IntVar(&o.n50, "n50", 1200, "requests per target, workload and round at the high concurrency")
+	fs.IntVar(&o.n50, "n50", 1000, "requests per target, workload and round at the high concurrency")
 	fs.IntVar(&o.conc, "conc", 50, "the high concurrency")
 	fs.IntVar(&o.chunks, "chunks", 20, "content chunks per streamed answer")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run of a few hundred requests per target")
 	fs.StringVar(&o.profile, "profile", "", "run Tollgate in-process with pprof and write its profiles to `dir`")
 	fs.StringVar(&o.logDir, "logs", "", "keep the children's logs in `dir` (default: a temporary directory, removed after a clean run)")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to `file`")
+	fs.StringVar(&o.only, "only", "", "run only the workloads whose name contains `text`, e.g. \"stream c=50\" (for profiling)")
 	fs.BoolVar(&o.strict, "strict", false, "exit non-zero when a performance target is missed, not only on errors")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -231,12 +233,11 @@ func measure(ctx context.Context, o options, ps *procs, stderr io.Writer) *resul
 		newTarget("proxy", "http://"+ps.proxy.addr, benchModel, o.conc),
 		newTarget("tollgate", "http://"+ps.tollgate.addr, benchProvider+"/"+benchModel, o.conc),
 	}
-	r := &results{quick: o.quick, command: commandLine(o)}
-	for _, stream := range []bool{false, true} {
-		r.workloads = append(r.workloads, workload{stream: stream, conc: 1, n: o.n1})
-	}
-	for _, stream := range []bool{false, true} {
-		r.workloads = append(r.workloads, workload{stream: stream, conc: o.conc, n: o.n50})
+	r := &results{quick: o.quick, command: commandLine(o), loadBefore: loadAverage()}
+	for _, wl := range []workload{{false, 1, o.n1}, {true, 1, o.n1}, {false, o.conc, o.n50}, {true, o.conc, o.n50}} {
+		if o.only == "" || strings.Contains(wl.String(), o.only) {
+			r.workloads = append(r.workloads, wl)
+		}
 	}
 	r.tallies = make([][3]tally, len(r.workloads))
 	sent := [3]int{}
@@ -264,7 +265,17 @@ func measure(ctx context.Context, o options, ps *procs, stderr io.Writer) *resul
 	}
 	r.proxyReqs, r.tollgateReqs = sent[1], sent[2]
 	r.wall = time.Since(start)
+	r.loadAfter = loadAverage()
 	return r
+}
+
+// loadAverage returns the 1-minute load average, or "?".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // commandLine is how the report names the run.
