@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -76,8 +75,7 @@ type route struct {
 type Gateway struct {
 	system     *actor.ActorSystem
 	supervisor *actor.PID
-	routes     map[string]route
-	cards      []llm.ModelCard
+	table      atomic.Pointer[modelTable] // routes, cards, models; see AddModels
 	opts       Options
 	nextID     atomic.Uint64
 	draining   atomic.Bool
@@ -90,8 +88,8 @@ func New(opts Options) (*Gateway, error) {
 	if err := validate(&opts); err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, routes: map[string]route{}}
-	g.buildRoutes()
+	g := &Gateway{opts: opts, log: opts.Logger}
+	g.table.Store(newModelTable(&opts))
 	// protoactor logs through slog; Tollgate logs through zerolog and reports supervision
 	// events itself, so the actor system's own logger is silenced.
 	g.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -146,37 +144,12 @@ func validate(o *Options) error {
 	return errors.Join(errs...)
 }
 
-func (g *Gateway) buildRoutes() {
-	for p, pv := range g.opts.Providers {
-		for m, mv := range pv.Models {
-			id := pv.Name + "/" + mv.Name
-			r := route{p: p, m: m, provider: pv.Name, model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout}
-			g.routes[id] = r
-			for _, a := range mv.Aliases {
-				g.routes[a] = r
-			}
-			card := mv.Card
-			card.Provider, card.Kind = pv.Name, pv.Kind
-			card.Lanes, card.ModelLanes = pv.Lanes, mv.Lanes
-			card.RunTimeoutMs = pv.RunTimeout.Milliseconds()
-			if card.PriorityDefault == "" {
-				card.PriorityDefault = llm.Interactive.String()
-			}
-			if card.Fallbacks == nil {
-				card.Fallbacks = []string{}
-			}
-			g.cards = append(g.cards, llm.ModelCard{ID: id, Object: "model", OwnedBy: pv.Name, Spec: card})
-		}
-	}
-	sort.Slice(g.cards, func(i, j int) bool { return g.cards[i].ID < g.cards[j].ID })
-}
-
 // Start admits a call and blocks until it is running or turned away. On success the caller
 // owns the returned stream and must Close it; that gives the lanes back once the backend has
 // stopped. The returned queue wait is valid also with an error. If ctx ends first, Start
 // withdraws the call and returns ctx's error.
 func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Stream, time.Duration, error) {
-	r, ok := g.routes[model]
+	r, ok := g.table.Load().routes[model]
 	if !ok {
 		return nil, 0, g.notFound(model)
 	}
@@ -225,7 +198,7 @@ func (g *Gateway) notFound(model string) error {
 }
 
 // Models returns the model cards, sorted by id.
-func (g *Gateway) Models() []llm.ModelCard { return g.cards }
+func (g *Gateway) Models() []llm.ModelCard { return g.table.Load().cards }
 
 // RetryAfter is the configured default wait for "busy" answers.
 func (g *Gateway) RetryAfter() time.Duration { return g.opts.RetryAfter }

@@ -32,12 +32,10 @@ func (a *laneActor) Receive(ctx actor.Context) {
 		}
 		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newRequestActor(a.g, msg.c) }))
 	case *panicNow:
-		pv := a.g.opts.Providers[a.p]
-		panic(fmt.Sprintf("injected fault in lane %s/%s", pv.Name, pv.Models[a.m].Name))
+		panic(fmt.Sprintf("injected fault in lane %s/%s", a.g.opts.Providers[a.p].Name, a.g.model(a.p, a.m).Name))
 	case *actor.Started:
 		if a.restarts > 0 {
-			pv := a.g.opts.Providers[a.p]
-			a.g.log.Warn().Str("provider", pv.Name).Str("model", pv.Models[a.m].Name).
+			a.g.log.Warn().Str("provider", a.g.opts.Providers[a.p].Name).Str("model", a.g.model(a.p, a.m).Name).
 				Int("restarts", a.restarts).Msg("lane actor restarted")
 			ctx.Send(a.parent, &restarted{p: a.p, m: a.m})
 		}

@@ -30,13 +30,18 @@ func newProviderProducer(g *Gateway, p int, parent *actor.PID) actor.Producer {
 func (a *providerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *startCall:
+		if msg.c.route.m >= len(a.lanes) { // a model added since this incarnation started
+			a.spawnLanes(ctx, len(a.g.table.Load().models[a.p]))
+		}
 		ctx.Send(a.lanes[msg.c.route.m], msg)
+	case *addLanes:
+		a.spawnLanes(ctx, msg.n)
 	case *panicNow:
 		if msg.model == "" {
 			panic(fmt.Sprintf("injected fault in provider %s", a.g.opts.Providers[a.p].Name))
 		}
-		for m, mv := range a.g.opts.Providers[a.p].Models {
-			if mv.Name == msg.model {
+		for m, mv := range a.g.table.Load().models[a.p] {
+			if mv.Name == msg.model && m < len(a.lanes) {
 				ctx.Send(a.lanes[m], msg)
 			}
 		}
@@ -44,11 +49,7 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		ctx.Send(a.parent, msg)
 	case *actor.Started:
 		pv := a.g.opts.Providers[a.p]
-		for m := range pv.Models {
-			props := actor.PropsFromProducer(newLaneProducer(a.g, a.p, m, ctx.Self()),
-				actor.WithSupervisor(requestStrategy()))
-			a.lanes = append(a.lanes, ctx.Spawn(props))
-		}
+		a.spawnLanes(ctx, len(a.g.table.Load().models[a.p]))
 		if a.restarts > 0 {
 			a.g.log.Warn().Str("provider", pv.Name).Int("restarts", a.restarts).Msg("provider actor restarted")
 			ctx.Send(a.parent, &restarted{p: a.p, m: -1})

@@ -78,6 +78,8 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		msg.reply <- s.state()
 	case *restarted:
 		s.redeliver(ctx, msg.p, msg.m)
+	case *addModels:
+		ctx.Respond(&addModelsDone{err: s.addModels(ctx, msg)})
 	case *pidsQuery:
 		m := make(map[string]*actor.PID, len(s.providers))
 		for i, p := range s.g.opts.Providers {
