@@ -26,7 +26,9 @@ type heldCall struct {
 	once    sync.Once
 }
 
-func newHeld(name string) *heldBackend { return &heldBackend{name: name, opened: make(chan *heldCall, 256)} }
+func newHeld(name string) *heldBackend {
+	return &heldBackend{name: name, opened: make(chan *heldCall, 256)}
+}
 
 func (b *heldBackend) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 	c := &heldCall{backend: b.name, model: req.Model, ctx: ctx, release: make(chan struct{}), closed: make(chan struct{})}
