@@ -75,16 +75,29 @@ type tappedFake struct {
 	URL string
 
 	arrived chan string // the model of each generation call, as it arrives
+	// follow maps a model to another: a call for the first is held open, before fakellm
+	// answers it, until a call for the second is in flight too (or followWait passes). How
+	// soon each CLI gets to its call varies with the machine's load; holding the call makes
+	// "both models' CLIs talked to the backend at once" a question of lanes, not of timing.
+	follow map[string]string
 
 	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced whenever inFlight changes
 	inFlight map[string]int
 	maxIn    map[string]int // highest inFlight per model
 	calls    map[string]int
 	mixed    bool // calls of two models were in flight at the same moment
 }
 
-func newTappedFake(t *testing.T, opts fakellm.Options) *tappedFake {
-	f := &tappedFake{Server: fakellm.New(opts), arrived: make(chan string, 64),
+// followWait bounds how long a following call is held: a gateway that never runs the two
+// models together fails the test on "mixed" instead of hanging it.
+const followWait = 20 * time.Second
+
+// newTappedFake serves fakellm with opts behind the tap; follow is tappedFake.follow (set
+// here, before the server runs: the calls reach it from other processes, out of sight of
+// the race detector).
+func newTappedFake(t *testing.T, opts fakellm.Options, follow map[string]string) *tappedFake {
+	f := &tappedFake{Server: fakellm.New(opts), follow: follow, arrived: make(chan string, 64), changed: make(chan struct{}),
 		inFlight: map[string]int{}, maxIn: map[string]int{}, calls: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(srv.Close)
@@ -112,7 +125,37 @@ func (f *tappedFake) serve(w http.ResponseWriter, r *http.Request) {
 	case f.arrived <- req.Model:
 	default:
 	}
+	if other, ok := f.follow[req.Model]; ok {
+		f.awaitInFlight(r.Context(), other)
+	}
 	f.Server.ServeHTTP(w, r)
+}
+
+// awaitInFlight returns once a call for model is in flight, ctx ends or followWait passes.
+func (f *tappedFake) awaitInFlight(ctx context.Context, model string) {
+	timeout := time.NewTimer(followWait)
+	defer timeout.Stop()
+	for {
+		f.mu.Lock()
+		busy, changed := f.inFlight[model] > 0, f.changed
+		f.mu.Unlock()
+		if busy {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		case <-timeout.C:
+			return
+		}
+	}
+}
+
+// notify wakes the calls waiting in awaitInFlight; f.mu is held.
+func (f *tappedFake) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
 }
 
 func (f *tappedFake) enter(model string) {
@@ -128,12 +171,14 @@ func (f *tappedFake) enter(model string) {
 		}
 	}
 	f.mixed = f.mixed || busy > 1
+	f.notify()
 }
 
 func (f *tappedFake) leave(model string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inFlight[model]--
+	f.notify()
 }
 
 // tapCounts is what the tap saw, copied.
@@ -174,6 +219,7 @@ const markerVar = "TOLLGATE_TEST_MARKER"
 // ANTHROPIC_BASE_URL; both get a private empty HOME so no login or setting of this machine
 // takes part.
 func cliConfig(t *testing.T, k cliKind, fakeURL, marker string) string {
+	t.Helper()
 	home := t.TempDir()
 	var args []string
 	env := map[string]string{"HOME": home, markerVar: marker}
@@ -300,7 +346,7 @@ func readStream(s interface {
 func TestCLIAnswers(t *testing.T) {
 	for _, k := range cliKinds {
 		t.Run(k.name, func(t *testing.T) {
-			fake := newTappedFake(t, fakellm.Options{Reply: cliReply, Chunks: cliChunks, ChunkInterval: 5 * time.Millisecond})
+			fake := newTappedFake(t, fakellm.Options{Reply: cliReply, Chunks: cliChunks, ChunkInterval: 5 * time.Millisecond}, nil)
 			marker := newMarker(t)
 			g := startGateway(t, cliConfig(t, k, fake.URL, marker), nil)
 			c := sdkClient(g.URL)
@@ -354,7 +400,7 @@ func TestCLIHangUpEndsTheProcess(t *testing.T) {
 	for _, k := range cliKinds {
 		t.Run(k.name, func(t *testing.T) {
 			// 400 chunks 50 ms apart: a 20 s answer, far from over when the client leaves.
-			fake := newTappedFake(t, fakellm.Options{Chunks: 400, ChunkInterval: 50 * time.Millisecond})
+			fake := newTappedFake(t, fakellm.Options{Chunks: 400, ChunkInterval: 50 * time.Millisecond}, nil)
 			marker := newMarker(t)
 			g := startGateway(t, cliConfig(t, k, fake.URL, marker), nil)
 			c := sdkClient(g.URL)
@@ -479,12 +525,15 @@ func (s *laneSamples) add(st adminState, provider string) {
 // TestCLIModelLanes: four requests at once for one model of a CLI run one at a time
 // (model_lanes 1) while another model of the same CLI runs beside them. The evidence is
 // sampled, never timed: /admin/state while they run, and the calls fakellm saw per model.
+// model-b's calls are held open until a model-a call is in flight (tappedFake.follow): a
+// gateway that ran the models one after the other would leave them waiting for nothing.
 func TestCLIModelLanes(t *testing.T) {
 	for _, k := range cliKinds {
 		t.Run(k.name, func(t *testing.T) {
 			// 10 chunks 50 ms apart: each call lasts about half a second or more, long
 			// enough for the others to queue behind it and for samples to see it.
-			fake := newTappedFake(t, fakellm.Options{Reply: cliReply, Chunks: 10, ChunkInterval: 50 * time.Millisecond})
+			fake := newTappedFake(t, fakellm.Options{Reply: cliReply, Chunks: 10, ChunkInterval: 50 * time.Millisecond},
+				map[string]string{"model-b": "model-a"})
 			marker := newMarker(t)
 			g := startGateway(t, cliConfig(t, k, fake.URL, marker), nil)
 			c := sdkClient(g.URL)
@@ -530,7 +579,8 @@ func TestCLIModelLanes(t *testing.T) {
 				t.Errorf("want model-a running 1 with 3 queued, model-b running 2 beside it, provider ≤ 3 lanes")
 			}
 
-			// The backend agrees: the CLIs for model-a never overlapped, model-b's ran beside them.
+			// The backend agrees: model-a's CLIs never called at the same time; model-b's
+			// called while one of them did.
 			tc := fake.counts()
 			t.Logf("fakellm calls %v, most in flight at once %v, models overlapped %v", tc.calls, tc.maxIn, tc.mixed)
 			if tc.calls["model-a"] != 4 || tc.calls["model-b"] != 2 || tc.maxIn["model-a"] != 1 ||
