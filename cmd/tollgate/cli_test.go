@@ -298,6 +298,7 @@ func waitNoProcesses(t *testing.T, marker string, within time.Duration) time.Dur
 // streamed is what a streamed chat answer carried.
 type streamed struct {
 	text, reasoning string
+	chunks          int // all chunks
 	content         int // chunks with content
 	finish          string
 	usage           oai.CompletionUsage
@@ -314,6 +315,7 @@ func readStream(s interface {
 	var text, reasoning strings.Builder
 	for s.Next() {
 		ch := s.Current()
+		r.chunks++
 		if ch.Usage.TotalTokens > 0 {
 			r.usage = ch.Usage
 		}
@@ -329,9 +331,9 @@ func readStream(s interface {
 			text.WriteString(d.Content)
 		}
 		if rc, ok := d.JSON.ExtraFields["reasoning_content"]; ok {
-			var s string
-			_ = json.Unmarshal([]byte(rc.Raw()), &s)
-			reasoning.WriteString(s)
+			var v string
+			_ = json.Unmarshal([]byte(rc.Raw()), &v)
+			reasoning.WriteString(v)
 		}
 		if f := ch.Choices[0].FinishReason; f != "" {
 			r.finish = f
@@ -359,16 +361,18 @@ func TestCLIAnswers(t *testing.T) {
 			if r.err != nil {
 				t.Fatalf("stream: %v (after %q)", r.err, r.text)
 			}
-			if r.text != cliReply || r.content < k.minContent || r.finish != "stop" {
-				t.Errorf("stream: text %q in %d content chunks, finish %q; want %q in ≥%d, stop",
-					r.text, r.content, r.finish, cliReply, k.minContent)
+			// Beside the content: the role, the reasoning (both CLIs ask for it and fakellm
+			// then thinks aloud), the finish and the usage each come in a chunk.
+			if r.text != cliReply || r.content < k.minContent || r.finish != "stop" || r.reasoning == "" || r.chunks < r.content+3 {
+				t.Errorf("stream: text %q in %d content chunks of %d, reasoning %q, finish %q; want %q in ≥%d, reasoning, stop",
+					r.text, r.content, r.chunks, r.reasoning, r.finish, cliReply, k.minContent)
 			}
 			// One completion token per fakellm chunk: the usage is the backend's, relayed.
 			if r.usage.CompletionTokens < cliChunks {
 				t.Errorf("stream usage %+v, want ≥ %d completion tokens", r.usage, cliChunks)
 			}
-			t.Logf("stream: %d content chunks, reasoning %q, usage %d+%d",
-				r.content, r.reasoning, r.usage.PromptTokens, r.usage.CompletionTokens)
+			t.Logf("stream: %d chunks, %d with content, reasoning %q, usage %d+%d",
+				r.chunks, r.content, r.reasoning, r.usage.PromptTokens, r.usage.CompletionTokens)
 
 			res, err := c.Chat.Completions.New(ctx, userParams(k.name+"/model-a"))
 			if err != nil {
