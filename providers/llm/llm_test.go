@@ -1,0 +1,116 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestContentJSON(t *testing.T) {
+	cases := []struct {
+		in, text, out string
+		parts         int
+		bad           bool
+	}{
+		{in: `"hi"`, text: "hi", out: `"hi"`},
+		{in: `null`, text: "", out: `""`},
+		{in: `[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:,"}},{"type":"text","text":"b"}]`,
+			text: "ab", parts: 3, out: `[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:,"}},{"type":"text","text":"b"}]`},
+		{in: `[]`, text: "", out: `[]`},
+		{in: `5`, bad: true},
+		{in: `{"type":"text"}`, bad: true},
+	}
+	for _, tc := range cases {
+		var c Content
+		err := json.Unmarshal([]byte(tc.in), &c)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%s: accepted", tc.in)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if c.PlainText() != tc.text || len(c.Parts) != tc.parts {
+			t.Errorf("%s: text %q parts %d", tc.in, c.PlainText(), len(c.Parts))
+		}
+		out, _ := json.Marshal(c)
+		if string(out) != tc.out {
+			t.Errorf("%s: re-encoded as %s, want %s", tc.in, out, tc.out)
+		}
+	}
+}
+
+func TestStopJSON(t *testing.T) {
+	for in, want := range map[string]int{`"x"`: 1, `["a","b"]`: 2, `null`: 0} {
+		var s Stop
+		if err := json.Unmarshal([]byte(in), &s); err != nil || len(s) != want {
+			t.Errorf("%s: %v %v", in, s, err)
+		}
+	}
+	var s Stop
+	if err := json.Unmarshal([]byte(`7`), &s); err == nil {
+		t.Error("a number was accepted as stop")
+	}
+}
+
+func TestRequestHelpers(t *testing.T) {
+	seven, nine := 7, 9
+	r := Request{MaxTokens: &seven}
+	if r.OutputLimit() != 7 || r.WantsUsage() {
+		t.Fatal(r.OutputLimit(), r.WantsUsage())
+	}
+	r.MaxCompletionTokens = &nine
+	r.StreamOptions = &StreamOptions{IncludeUsage: true}
+	if r.OutputLimit() != 9 || !r.WantsUsage() {
+		t.Fatal(r.OutputLimit(), r.WantsUsage())
+	}
+}
+
+func TestPriority(t *testing.T) {
+	for s, want := range map[string]Priority{"": Interactive, "interactive": Interactive, "normal": Normal, "background": Background} {
+		if p, err := ParsePriority(s); err != nil || p != want || (s != "" && p.String() != s) {
+			t.Errorf("%q: %v %v", s, p, err)
+		}
+	}
+	if _, err := ParsePriority("urgent"); err == nil {
+		t.Error("unknown priority accepted")
+	}
+}
+
+func TestErrorKinds(t *testing.T) {
+	err := error(&Error{Kind: KindQueueFull, Provider: "p", Message: "full"})
+	wrapped := errors.Join(errors.New("context"), err)
+	if KindOf(wrapped) != KindQueueFull || KindOf(errors.New("x")) != KindUpstream {
+		t.Fatal("KindOf")
+	}
+	for k := KindUpstream; k <= KindBatchImpossible; k++ {
+		if k.String() == "" || k.String()[0] == 'K' {
+			t.Errorf("kind %d has no SPEC code", int(k))
+		}
+	}
+	if err.Error() != "provider_queue_full: p: full" {
+		t.Errorf("message %q", err.Error())
+	}
+}
+
+func FuzzContent(f *testing.F) {
+	f.Add([]byte(`"hi"`))
+	f.Add([]byte(`[{"type":"text","text":"a"}]`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c Content
+		if json.Unmarshal(data, &c) != nil {
+			return
+		}
+		out, err := json.Marshal(c)
+		if err != nil {
+			t.Fatalf("decoded %q but cannot encode: %v", data, err)
+		}
+		var back Content
+		if err := json.Unmarshal(out, &back); err != nil || back.PlainText() != c.PlainText() {
+			t.Fatalf("round trip of %q lost text: %v", data, err)
+		}
+	})
+}
