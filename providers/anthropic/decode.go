@@ -212,6 +212,13 @@ func decodeMessage(body []byte) ([]llm.Chunk, error) {
 	if m.Type != "" && m.Type != "message" {
 		return nil, &llm.Error{Kind: llm.KindUpstream, Message: fmt.Sprintf("unexpected answer of type %q", m.Type)}
 	}
+	if m.Type == "" && len(m.Content) == 0 && m.StopReason == "" {
+		// Not a message: a proxy's or a vendor's own body ({"code":…}, {"error_code":…}) in a
+		// 200. Relayed as an empty success it would hide the failure. No snippet: the body
+		// may quote our key.
+		return nil, &llm.Error{Kind: llm.KindUpstream,
+			Message: "backend answered 200 with a JSON body that is not a message (no type, content or stop_reason)"}
+	}
 	c := llm.Chunk{Role: "assistant", FinishReason: finishReason(m.StopReason)}
 	for _, b := range m.Content {
 		switch b.Type {
