@@ -104,6 +104,10 @@ func quirkCases() []quirkCase {
 		quirkCase{provider: "qwen", mode: "error-200-dashscope", status: 429, code: "upstream_rate_limited", retryAfter: "1"},
 		quirkCase{provider: "ernie", mode: "error-200-qianfan", status: 429, code: "upstream_rate_limited", retryAfter: "1"},
 		quirkCase{provider: "ollama", mode: "ollama-reasoning", status: 200, reasoning: true},
+		// The same vendor bodies reaching the Anthropic adapter (vendors serve Anthropic-compatible
+		// endpoints too) are not messages: a failure, never an empty success.
+		quirkCase{provider: "anthropic", mode: "error-200-dashscope", status: 502, code: "upstream_error"},
+		quirkCase{provider: "anthropic", mode: "error-200-qianfan", status: 502, code: "upstream_error"},
 		// Gemini's nested errors: RetryInfo gives the wait; a per-day quota is not a wait.
 		quirkCase{provider: "gemini", mode: "gemini-nested-error", status: 429, code: "upstream_rate_limited", retryAfter: "7"},
 		quirkCase{provider: "gemini", mode: "gemini-daily-quota", status: 402, code: "upstream_quota_exhausted", shouldRetry: "false"},
