@@ -6,7 +6,6 @@ type AdminState struct {
 	Queued      int             `json:"queued"`
 	MaxRunning  int             `json:"max_running"`
 	MaxAdmitted int             `json:"max_admitted"`
-	Draining    bool            `json:"draining"`
 	Providers   []ProviderState `json:"providers"`
 }
 

@@ -249,7 +249,7 @@ func (s *supervisor) stopping() {
 func (s *supervisor) state() AdminState {
 	snap := s.gate.Snapshot()
 	st := AdminState{Running: snap.Running, Queued: snap.Queued, MaxRunning: snap.MaxRunning,
-		MaxAdmitted: snap.MaxAdmitted, Draining: s.g.Draining(), Providers: make([]ProviderState, len(snap.Providers))}
+		MaxAdmitted: snap.MaxAdmitted, Providers: make([]ProviderState, len(snap.Providers))}
 	for i, p := range snap.Providers {
 		ps := ProviderState{Name: p.Name, Kind: s.g.opts.Providers[i].Kind, Lanes: p.Lanes, EffectiveLanes: p.EffectiveLanes,
 			Running: p.Running, Queued: p.Queued, QueueLength: p.QueueLength, Models: make([]ModelState, len(p.Models))}
