@@ -24,6 +24,7 @@ type App struct {
 	Handler http.Handler
 	Config  *config.Config
 	log     zerolog.Logger
+	refresh *refresher
 }
 
 // Options tune New beyond the configuration. Zero values are fine.
@@ -32,13 +33,14 @@ type Options struct {
 	// Backends, when it has an entry for a provider name, replaces the adapter the
 	// configuration would build (tests inject instrumented backends this way).
 	Backends map[string]llm.Backend
-	// DiscoveryTimeout bounds the start-up model listing of HTTP providers without
-	// configured models; 0 → 5s.
+	// DiscoveryTimeout bounds each reading of an HTTP backend's model list, at start and
+	// at every refresh; 0 → 5s.
 	DiscoveryTimeout time.Duration
 }
 
-// New builds the adapters, lists the models of providers that did not configure theirs,
-// and starts the actor system.
+// New builds the adapters, merges each HTTP provider's configured models with the
+// backend's own list, starts the actor system and the model list refreshes (see
+// models.go). Drain stops the refreshes.
 func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	if o.DiscoveryTimeout <= 0 {
 		o.DiscoveryTimeout = 5 * time.Second
@@ -47,6 +49,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		MaxRunning: cfg.Limits.MaxRunning, MaxAdmitted: cfg.Limits.MaxAdmitted,
 		RetryAfter: cfg.Limits.RetryAfter.D(), Logger: o.Logger,
 	}
+	backends := make([]llm.Backend, len(cfg.Providers))
 	var errs []error
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
@@ -58,14 +61,22 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 				continue
 			}
 		}
-		models := p.Models
-		if len(models) == 0 {
-			models = discoverModels(ctx, b, p, o)
-		}
-		gopts.Providers = append(gopts.Providers, toProvider(p, models, b))
+		backends[i] = b
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	ls := listers(cfg, backends)
+	listed := listAll(ctx, ls, o)
+	known := make(map[*config.Provider]map[string]bool, len(cfg.Providers))
+	for i := range cfg.Providers {
+		p := &cfg.Providers[i]
+		models := mergeModels(p, listed[p])
+		known[p] = make(map[string]bool, len(models))
+		for _, m := range models {
+			known[p][m.Name] = true
+		}
+		gopts.Providers = append(gopts.Providers, toProvider(p, models, backends[i]))
 	}
 	g, err := actors.New(gopts)
 	if err != nil {
@@ -75,64 +86,23 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		APIKeys: cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
 	})
-	return &App{Gateway: g, Handler: h, Config: cfg, log: o.Logger}, nil
+	return &App{Gateway: g, Handler: h, Config: cfg, log: o.Logger, refresh: startRefresh(g, ls, known, o)}, nil
 }
 
-// discoverModels asks a backend that can list its models; failures leave the provider
-// without models (its requests answer model_not_found) and are logged.
-func discoverModels(ctx context.Context, b llm.Backend, p *config.Provider, o Options) []config.Model {
-	lister, ok := b.(llm.ModelLister)
-	if !ok {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.DiscoveryTimeout)
-	defer cancel()
-	infos, err := lister.ListModels(ctx)
-	if err != nil {
-		o.Logger.Warn().Str("provider", p.Name).Err(err).Msg("could not list the backend's models; it serves none until restarted")
-		return nil
-	}
-	models := make([]config.Model, 0, len(infos))
-	for _, in := range infos {
-		m := config.Model{ID: in.ID, ModelLanes: p.ModelLanes}
-		if in.ContextWindow > 0 {
-			cw := in.ContextWindow
-			m.ContextWindow = &cw
-		}
-		if in.MaxOutputTokens > 0 {
-			mo := in.MaxOutputTokens
-			m.MaxOutputTokens = &mo
-		}
-		models = append(models, m)
-	}
-	o.Logger.Info().Str("provider", p.Name).Int("models", len(models)).Msg("listed the backend's models")
-	return models
-}
-
-func toProvider(p *config.Provider, models []config.Model, b llm.Backend) actors.Provider {
+func toProvider(p *config.Provider, models []actors.Model, b llm.Backend) actors.Provider {
 	ap := actors.Provider{
 		Name: p.Name, Kind: p.Kind, Backend: b, Lanes: p.Lanes, QueueLength: p.QueueLength,
-		QueueTimeout: p.QueueTimeout.D(), RunTimeout: p.RunTimeout.D(),
+		QueueTimeout: p.QueueTimeout.D(), RunTimeout: p.RunTimeout.D(), Models: models,
 	}
 	if p.RateLimit != nil {
 		ap.RPM = p.RateLimit.RPM
 	}
-	for _, m := range models {
-		lanes := m.ModelLanes
-		if lanes <= 0 {
-			lanes = p.ModelLanes
-		}
-		ap.Models = append(ap.Models, actors.Model{
-			Name: m.ID, Aliases: m.Aliases, Lanes: lanes,
-			Card: llm.Spec{ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens,
-				Reasoning: m.Reasoning, Tools: m.Tools, Vision: m.Vision, Fallbacks: m.Fallbacks},
-		})
-	}
 	return ap
 }
 
-// Drain stops admitting, waits until nothing runs or ctx ends, then stops the actors.
+// Drain stops the model list refreshes and admitting, waits until nothing runs or ctx ends, then stops the actors.
 func (a *App) Drain(ctx context.Context) error {
+	a.refresh.stop() // no model is added to a gateway on its way down
 	a.Gateway.Drain()
 	for {
 		st := a.Gateway.State()
