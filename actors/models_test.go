@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tollgate/tollgate/providers/fake"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -279,6 +280,31 @@ func TestAddedLaneRestarts(t *testing.T) {
 	close(c.release)
 	if text, err := drain(t, recv(t, res).stream); err != nil || text != "ok b" {
 		t.Fatalf("%q %v", text, err)
+	}
+	waitState(t, g, "idle", idle)
+}
+
+// With the scripted fake backend, the way the demo provider runs: a model added at
+// runtime answers, and shows in Models and State.
+func TestAddModelsWithFakeBackend(t *testing.T) {
+	b := fake.New(fake.Config{Name: "demo", Default: fake.Script{Reply: "fresh answer"}})
+	g := newTestGateway(t, 10, 16, testProvider("demo", b, "echo"))
+	if err := g.AddModels("demo", []Model{{Name: "late", Lanes: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := g.Start(context.Background(), "demo/late", llm.Interactive, &llm.Request{Model: "demo/late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.State()
+	if m, ok := modelState(st, "demo/late"); !ok || m.Running != 1 {
+		t.Errorf("state while it runs: %+v", st)
+	}
+	if text, err := drain(t, s); err != nil || text != "fresh answer" {
+		t.Fatalf("got %q, %v", text, err)
+	}
+	if got := cardIDs(g); !slices.Equal(got, []string{"demo/echo", "demo/late"}) {
+		t.Errorf("cards %v", got)
 	}
 	waitState(t, g, "idle", idle)
 }
