@@ -80,8 +80,9 @@ func (s *stream) open() error {
 	inner, err := s.safeOpen()
 	if err != nil {
 		s.closed = true
+		err = s.explain(err) // before finish: the request actor's stop cancels the context
 		s.finish()
-		return s.explain(err)
+		return err
 	}
 	s.inner = inner
 	return nil
