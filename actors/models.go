@@ -138,11 +138,11 @@ type addModelsDone struct{ err error }
 // the lane actors it lacks.
 type addLanes struct{ n int }
 
-// addModels grows the gate and the model table together, so a model's index is the same
+// grow adds models to the gate and the model table together, so a model's index is the same
 // in both, then publishes the table and has the provider actor spawn the new lanes. A
 // call for a new model can only reach the provider actor after addLanes: both are sent by
 // the supervisor, in that order.
-func (s *supervisor) addModels(ctx actor.Context, msg *addModels) error {
+func (s *supervisor) grow(ctx actor.Context, msg *addModels) error {
 	if !s.alive {
 		return errors.New("the gateway is shutting down")
 	}

@@ -79,7 +79,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *restarted:
 		s.redeliver(ctx, msg.p, msg.m)
 	case *addModels:
-		ctx.Respond(&addModelsDone{err: s.addModels(ctx, msg)})
+		ctx.Respond(&addModelsDone{err: s.grow(ctx, msg)})
 	case *pidsQuery:
 		m := make(map[string]*actor.PID, len(s.providers))
 		for i, p := range s.g.opts.Providers {
