@@ -155,6 +155,27 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
+func TestWorkloadMatches(t *testing.T) {
+	tests := []struct {
+		w    workload
+		only string
+		want bool
+	}{
+		{workload{stream: true, conc: 50}, "", true},
+		{workload{stream: true, conc: 50}, "stream c=50", true},
+		{workload{stream: false, conc: 50}, "stream c=50", false},
+		{workload{stream: false, conc: 50}, "c=50", true},
+		{workload{stream: false, conc: 1}, "non-stream", true},
+		{workload{stream: true, conc: 1}, "non-stream", false},
+		{workload{stream: true, conc: 1}, "c=5", false},
+	}
+	for _, tt := range tests {
+		if got := tt.w.matches(tt.only); got != tt.want {
+			t.Errorf("%v matches %q = %v, want %v", tt.w, tt.only, got, tt.want)
+		}
+	}
+}
+
 func TestAddressLines(t *testing.T) {
 	tests := []struct {
 		find addrFinder

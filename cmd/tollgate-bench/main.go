@@ -41,6 +41,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	opts, err := parseOptions(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the usage is printed
+	}
 	if err != nil {
 		return err
 	}
@@ -62,7 +65,7 @@ type options struct {
 	logDir            string // where the children's logs go; "" → a temporary directory
 	out               string // also write the report to this file
 	strict            bool   // a missed performance target fails the run
-	only              string // run only workloads whose name contains this (profiling)
+	only              string // run only the workloads matching these words (profiling)
 	args              []string
 }
 
@@ -80,7 +83,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.profile, "profile", "", "run Tollgate in-process with pprof and write its profiles to `dir`")
 	fs.StringVar(&o.logDir, "logs", "", "keep the children's logs in `dir` (default: a temporary directory, removed after a clean run)")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to `file`")
-	fs.StringVar(&o.only, "only", "", "run only the workloads whose name contains `text`, e.g. \"stream c=50\" (for profiling)")
+	fs.StringVar(&o.only, "only", "", "run only the workloads named by `words`: \"stream c=50\", \"non-stream\", \"c=1\" (for profiling)")
 	fs.BoolVar(&o.strict, "strict", false, "exit non-zero when a performance target is missed, not only on errors")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -90,6 +93,10 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.rounds < 1 || o.n1 < 1 || o.n50 < o.conc || o.conc < 2 || o.chunks < 1 {
 		return o, errors.New("need --rounds ≥ 1, --n1 ≥ 1, --conc ≥ 2, --n50 ≥ --conc and --chunks ≥ 1")
+	}
+	if !(workload{stream: true, conc: 1}.matches(o.only) || workload{stream: false, conc: 1}.matches(o.only) ||
+		workload{stream: true, conc: o.conc}.matches(o.only) || workload{stream: false, conc: o.conc}.matches(o.only)) {
+		return o, fmt.Errorf("--only %q names no workload (stream, non-stream, c=1, c=%d)", o.only, o.conc)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -235,7 +242,7 @@ func measure(ctx context.Context, o options, ps *procs, stderr io.Writer) *resul
 	}
 	r := &results{quick: o.quick, command: commandLine(o), loadBefore: loadAverage()}
 	for _, wl := range []workload{{false, 1, o.n1}, {true, 1, o.n1}, {false, o.conc, o.n50}, {true, o.conc, o.n50}} {
-		if o.only == "" || strings.Contains(wl.String(), o.only) {
+		if wl.matches(o.only) {
 			r.workloads = append(r.workloads, wl)
 		}
 	}

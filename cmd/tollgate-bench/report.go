@@ -32,6 +32,17 @@ func (w workload) String() string {
 	return fmt.Sprintf("%s c=%d", kind, w.conc)
 }
 
+// matches reports whether every word of only ("stream", "non-stream", "c=50") names w.
+func (w workload) matches(only string) bool {
+	words := strings.Fields(w.String())
+	for _, f := range strings.Fields(only) {
+		if !slices.Contains(words, f) {
+			return false
+		}
+	}
+	return true
+}
+
 // tally accumulates one target's batches for one workload over all rounds.
 type tally struct {
 	samples []sample
