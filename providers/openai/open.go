@@ -47,7 +47,7 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 		_ = resp.Body.Close()
 		return nil, c.statusError(resp, b)
 	}
-	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	br := bufio.NewReaderSize(resp.Body, sse.BufferSize) // shared with the SSE reader, not wrapped twice
 	if !req.Stream || isJSONBody(br) {
 		// Qianfan and DashScope answer a stream request they refuse with a plain JSON
 		// error body; reading it whole turns that into an error from Open.

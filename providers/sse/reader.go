@@ -40,9 +40,16 @@ type Reader struct {
 	Comments int
 }
 
-// NewReader returns a Reader on r.
+// BufferSize is the Reader's read buffer. Lines longer than it are assembled across reads, so
+// it bounds nothing but memory: a relay holds one per open stream, and a 32 KiB buffer was 61%
+// of the gateway's allocated bytes in the relay benchmark (docs/benchmarks.md), for chunks
+// that are typically a few hundred bytes.
+const BufferSize = 4 << 10
+
+// NewReader returns a Reader on r. An r that is already a *bufio.Reader of at least
+// BufferSize is used as it is.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 32<<10)}
+	return &Reader{r: bufio.NewReaderSize(r, BufferSize)}
 }
 
 // Next returns the next event. At the end of the stream it returns io.EOF; an event that was
