@@ -108,6 +108,13 @@ func (s *stream) Next() (llm.Chunk, error) {
 	return ch, nil
 }
 
+// Buffered reports whether the backend's next chunk has already arrived, when the adapter can
+// tell (an optional capability of llm.Stream); false otherwise.
+func (s *stream) Buffered() bool {
+	b, ok := s.inner.(interface{ Buffered() bool })
+	return ok && b.Buffered()
+}
+
 // Close stops the backend if needed, waits until it has stopped, and only then gives the
 // lanes back. It is safe to call more than once.
 func (s *stream) Close() error {

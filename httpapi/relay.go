@@ -12,45 +12,29 @@ import (
 
 var doneData = []byte("[DONE]")
 
+// buffered is the optional capability of a stream that can tell whether its next chunk has
+// already arrived (the OpenAI-compatible adapter can; translating adapters cannot).
+type buffered interface{ Buffered() bool }
+
 // relayStream writes the backend's chunks as OpenAI SSE. Once the first byte is out a failure
 // can only end the stream: with one error event, never a half event.
 //
-// No event is ever held back while the relay waits for the backend: it flushes whenever the
-// next chunk is not already there. Chunks that arrived together (a backend burst, or a
-// client slower than its backend) go out in one write, as httputil.ReverseProxy sends
-// whatever one read returned; flushing each event separately cost a syscall and a client
-// wake-up per chunk and made streams ~1.5× dearer than the bare proxy (docs/benchmarks.md).
+// An event is flushed as soon as it is written unless the stream says its next chunk is
+// already here: chunks that arrived together then share one write, as httputil.ReverseProxy
+// sends whatever one read returned, and no event ever waits unflushed for the backend.
+// Flushing each of them separately cost a syscall and a client wake-up per chunk and made
+// streams ~1.5× dearer than a bare proxy (docs/benchmarks.md).
 func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	out := sse.NewWriter(struct{ io.Writer }{w}) // hides the Flusher: flushing is ours
 	enc := newChunkEncoder(rec.id, req.Model, s.opts.Now())
-	// Until the first event is out the relay reads the stream itself, so the first event is
-	// flushed without a hand-off between goroutines (~13 µs at concurrency 1); then the pump
-	// takes over reading.
-	var p *pump
-	defer func() {
-		if p != nil {
-			p.stop()
-		}
-	}()
-	next, ready := st.Next, func() bool { return false }
+	hint, _ := st.(buffered)
 	var usage *llm.Usage // a structured stream's usage, sent last when the client asked for it
-	first, unflushed := true, false
+	first := true
 	for {
-		if unflushed && !ready() {
-			if err := rc.Flush(); err != nil {
-				rec.clientGone = true
-				return
-			}
-			unflushed = false
-			if p == nil {
-				p = startPump(st)
-				next, ready = p.next, p.ready
-			}
-		}
-		ch, err := next()
+		ch, err := st.Next()
 		if err == io.EOF {
 			break
 		}
@@ -86,7 +70,12 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stre
 			rec.clientGone = true
 			return
 		}
-		unflushed = true
+		if hint == nil || !hint.Buffered() {
+			if err := rc.Flush(); err != nil {
+				rec.clientGone = true
+				return
+			}
+		}
 	}
 	if usage != nil && req.WantsUsage() {
 		if err := out.Data(enc.usage(usage)); err != nil {
@@ -97,61 +86,6 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stre
 	if err := out.Data(doneData); err != nil || rc.Flush() != nil {
 		rec.clientGone = true
 	}
-}
-
-// pump reads a stream ahead on its own goroutine, so that the relay can tell "the next chunk
-// is already here" from "the next chunk must be waited for".
-type pump struct {
-	ch   chan pumped
-	quit chan struct{}
-	done chan struct{}
-}
-
-type pumped struct {
-	chunk llm.Chunk
-	err   error
-}
-
-// pumpDepth bounds how far the pump reads ahead of a slow client.
-const pumpDepth = 8
-
-func startPump(st llm.Stream) *pump {
-	p := &pump{ch: make(chan pumped, pumpDepth), quit: make(chan struct{}), done: make(chan struct{})}
-	// The goroutine exits after passing on the stream's end (io.EOF or an error), or at stop.
-	go p.run(st)
-	return p
-}
-
-func (p *pump) run(st llm.Stream) {
-	defer close(p.done)
-	for {
-		ch, err := st.Next()
-		select {
-		case p.ch <- pumped{chunk: ch, err: err}:
-		case <-p.quit:
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// next returns the stream's next chunk or its end; call it no more after an error.
-func (p *pump) next() (llm.Chunk, error) {
-	v := <-p.ch
-	return v.chunk, v.err
-}
-
-// ready reports whether next will return without waiting.
-func (p *pump) ready() bool { return len(p.ch) > 0 }
-
-// stop ends the pump and waits until it no longer calls the stream, so that the stream can
-// be closed. A pump blocked in Next is freed by the end of the call: the gateway cancels the
-// backend call when the client goes away, the only reason the relay stops early.
-func (p *pump) stop() {
-	close(p.quit)
-	<-p.done
 }
 
 // endStream reports a failure after the headers went out, unless the client is gone.

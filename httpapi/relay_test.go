@@ -41,6 +41,16 @@ func (s *script) Close() error { s.closed = true; return nil }
 
 type stubGateway struct{ s *script }
 
+// stubStreamGateway admits every call with the given stream.
+type stubStreamGateway struct{ st llm.Stream }
+
+func (g stubStreamGateway) Start(context.Context, string, llm.Priority, *llm.Request) (llm.Stream, time.Duration, error) {
+	return g.st, 0, nil
+}
+func (stubStreamGateway) Models() []llm.ModelCard   { return nil }
+func (stubStreamGateway) Draining() bool            { return false }
+func (stubStreamGateway) RetryAfter() time.Duration { return time.Second }
+
 func (g stubGateway) Start(context.Context, string, llm.Priority, *llm.Request) (llm.Stream, time.Duration, error) {
 	return g.s, 3 * time.Millisecond, nil
 }

@@ -44,6 +44,12 @@ func (s *stream) Next() (llm.Chunk, error) {
 	return ch, err
 }
 
+// Buffered reports whether the next chunk has already arrived in full, so Next will not wait
+// for the backend. The relay uses it to let chunks that arrived together share one flush.
+func (s *stream) Buffered() bool {
+	return s.pending != nil || (s.err == nil && s.r.Ready())
+}
+
 // drainWait bounds how long Close reads what follows [DONE] (normally just the end of the
 // chunked body, already received) so the connection can go back to the keep-alive pool.
 const drainWait = 50 * time.Millisecond

@@ -152,3 +152,36 @@ func (r *Reader) readLine() ([]byte, error) {
 		}
 	}
 }
+
+// Ready reports whether a data event is already buffered in full, so the next call to Next
+// will return it without waiting for the network. A relay uses it to decide whether to flush
+// now or to let the next event share the write. It looks only at buffered bytes and never
+// reads; blocks without data (comments, keep-alives) are skipped as Next skips them.
+func (r *Reader) Ready() bool {
+	buf, _ := r.r.Peek(r.r.Buffered())
+	if r.skipLF && len(buf) > 0 && buf[0] == '\n' {
+		buf = buf[1:]
+	}
+	hasData := false // Next consumes whole events, so the buffer starts at an event's start
+	for len(buf) > 0 {
+		i := bytes.IndexAny(buf, "\r\n")
+		if i < 0 {
+			return false // the rest is a line still arriving
+		}
+		line := buf[:i]
+		next := buf[i+1:]
+		if buf[i] == '\r' && len(next) > 0 && next[0] == '\n' {
+			next = next[1:]
+		}
+		switch {
+		case len(line) == 0:
+			if hasData {
+				return true
+			}
+		case bytes.HasPrefix(line, []byte("data")) && (len(line) == 4 || line[4] == ':'):
+			hasData = true
+		}
+		buf = next
+	}
+	return false
+}

@@ -1,0 +1,76 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// flushCounter records, for every flush, how many events had been written by then.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	flushes []int
+}
+
+func (f *flushCounter) Flush() {
+	f.flushes = append(f.flushes, strings.Count(f.Body.String(), "\n\n"))
+	f.ResponseRecorder.Flush()
+}
+
+// hinted is a script whose chunks say whether the next one has already arrived.
+type hinted struct {
+	script
+	ready []bool // ready[i]: after chunk i is returned, is the next one buffered?
+	n     int
+}
+
+func (h *hinted) Next() (llm.Chunk, error) {
+	c, err := h.script.Next()
+	if err == nil {
+		h.n++
+	}
+	return c, err
+}
+
+func (h *hinted) Buffered() bool { return h.n > 0 && h.n <= len(h.ready) && h.ready[h.n-1] }
+
+func TestFlushOnlyWhenNothingIsBuffered(t *testing.T) {
+	raw := func(s string) llm.Chunk {
+		return llm.Chunk{Raw: []byte(`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + s + `"}}]}`)}
+	}
+	cases := []struct {
+		name string
+		st   llm.Stream
+		want []int // events written at each flush
+	}{
+		// Chunks 1 and 2 arrived together, 3 alone; [DONE] is always flushed.
+		{"hinted", &hinted{script: script{chunks: []llm.Chunk{raw("a"), raw("b"), raw("c")}}, ready: []bool{true, false, false}}, []int{2, 3, 4}},
+		// A stream that cannot tell is flushed after every event.
+		{"no hint", &script{chunks: []llm.Chunk{raw("a"), raw("b"), raw("c")}}, []int{1, 2, 3, 4}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Options{Gateway: stubStreamGateway{tc.st}, Logger: zerolog.Nop()})
+			w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+			req := httptest.NewRequest("POST", "/v1/chat/completions",
+				strings.NewReader(`{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			s.ServeHTTP(w, req)
+			if w.Code != http.StatusOK || !strings.HasSuffix(w.Body.String(), "data: [DONE]\n\n") {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			if len(w.flushes) != len(tc.want) {
+				t.Fatalf("flushes after %v events, want %v", w.flushes, tc.want)
+			}
+			for i := range tc.want {
+				if w.flushes[i] != tc.want[i] {
+					t.Fatalf("flushes after %v events, want %v", w.flushes, tc.want)
+				}
+			}
+		})
+	}
+}
