@@ -75,6 +75,7 @@ type route struct {
 type Gateway struct {
 	system     *actor.ActorSystem
 	supervisor *actor.PID
+	dispatch   *poolDispatcher            // runs every actor's mailbox
 	table      atomic.Pointer[modelTable] // routes, cards, models; see AddModels
 	opts       Options
 	nextID     atomic.Uint64
@@ -82,6 +83,10 @@ type Gateway struct {
 	log        zerolog.Logger
 	providers  map[string]*actor.PID // filled by the supervisor before New returns
 }
+
+// mailboxThroughput is how many messages an actor handles before yielding its worker;
+// protoactor's own default.
+const mailboxThroughput = 300
 
 // New validates opts, starts the actor system and returns a running Gateway.
 func New(opts Options) (*Gateway, error) {
@@ -95,9 +100,10 @@ func New(opts Options) (*Gateway, error) {
 	g.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
+	g.dispatch = newPoolDispatcher(mailboxThroughput)
 	sup := newSupervisor(g)
 	props := actor.PropsFromProducer(func() actor.Actor { return sup.reincarnate() },
-		actor.WithSupervisor(providerStrategy()))
+		actor.WithSupervisor(providerStrategy()), actor.WithDispatcher(g.dispatch))
 	pid, err := g.system.Root.SpawnNamed(props, "supervisor")
 	if err != nil {
 		return nil, fmt.Errorf("start supervisor: %w", err)
@@ -219,8 +225,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	select {
 	case err := <-done:
 		g.system.Shutdown()
+		g.dispatch.stop()
 		return err
 	case <-ctx.Done():
+		g.dispatch.stop() // what still runs gets goroutines of its own from now on
 		return ctx.Err()
 	}
 }

@@ -30,7 +30,8 @@ func (a *laneActor) Receive(ctx actor.Context) {
 		if !msg.c.taken.CompareAndSwap(false, true) {
 			return // a duplicate re-sent after a restart, or answered at shutdown
 		}
-		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newRequestActor(a.g, msg.c) }))
+		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newRequestActor(a.g, msg.c) },
+			actor.WithDispatcher(a.g.dispatch)))
 	case *panicNow:
 		panic(fmt.Sprintf("injected fault in lane %s/%s", a.g.opts.Providers[a.p].Name, a.g.model(a.p, a.m).Name))
 	case *actor.Started:

@@ -191,7 +191,7 @@ func (s *supervisor) grow(ctx actor.Context, msg *addModels) error {
 func (a *providerActor) spawnLanes(ctx actor.Context, n int) {
 	for m := len(a.lanes); m < n; m++ {
 		props := actor.PropsFromProducer(newLaneProducer(a.g, a.p, m, ctx.Self()),
-			actor.WithSupervisor(requestStrategy()))
+			actor.WithSupervisor(requestStrategy()), actor.WithDispatcher(a.g.dispatch))
 		a.lanes = append(a.lanes, ctx.Spawn(props))
 	}
 }

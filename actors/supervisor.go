@@ -99,7 +99,8 @@ func (s *supervisor) Receive(ctx actor.Context) {
 func (s *supervisor) spawnProviders(ctx actor.Context) {
 	s.providers = s.providers[:0]
 	for i := range s.g.opts.Providers {
-		props := actor.PropsFromProducer(newProviderProducer(s.g, i, s.self), actor.WithSupervisor(laneStrategy()))
+		props := actor.PropsFromProducer(newProviderProducer(s.g, i, s.self),
+			actor.WithSupervisor(laneStrategy()), actor.WithDispatcher(s.g.dispatch))
 		s.providers = append(s.providers, ctx.Spawn(props))
 	}
 }

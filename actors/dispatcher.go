@@ -1,0 +1,76 @@
+package actors
+
+import (
+	"runtime"
+	"sync"
+)
+
+// poolDispatcher runs actor mailboxes on a few long-lived goroutines instead of protoactor's
+// default of a new goroutine each time a mailbox gets work. A fresh goroutine starts with a
+// small stack and grows it on every call path through Receive; in the admission benchmark
+// that stack growth was a third of all CPU. Pool workers keep their grown stacks.
+//
+// Schedule never blocks: when every worker is busy and the queue is full, or after stop, it
+// falls back to a goroutine of its own, so a sender inside Receive cannot deadlock the pool.
+type poolDispatcher struct {
+	work       chan func()
+	quit       chan struct{}
+	wg         sync.WaitGroup
+	throughput int
+	stopOnce   sync.Once
+}
+
+// newPoolDispatcher starts GOMAXPROCS workers. throughput is how many messages a mailbox
+// processes before it yields its worker (protoactor's default is 300).
+func newPoolDispatcher(throughput int) *poolDispatcher {
+	d := &poolDispatcher{work: make(chan func(), 1024), quit: make(chan struct{}), throughput: throughput}
+	n := runtime.GOMAXPROCS(0)
+	d.wg.Add(n)
+	for range n {
+		go d.worker() // exits at stop
+	}
+	return d
+}
+
+func (d *poolDispatcher) worker() {
+	defer d.wg.Done()
+	for {
+		select {
+		case fn := <-d.work:
+			fn()
+		case <-d.quit:
+			for { // run what was queued before stop, then exit
+				select {
+				case fn := <-d.work:
+					fn()
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// Schedule runs fn on a worker, or on a goroutine of its own when none can take it now.
+func (d *poolDispatcher) Schedule(fn func()) {
+	select {
+	case <-d.quit:
+		go fn() // after stop: late messages (dead letters) still get delivered
+		return
+	default:
+	}
+	select {
+	case d.work <- fn:
+	default:
+		go fn()
+	}
+}
+
+// Throughput is the mailbox batch size.
+func (d *poolDispatcher) Throughput() int { return d.throughput }
+
+// stop ends the workers once they have run what was queued; later Schedules spawn goroutines.
+func (d *poolDispatcher) stop() {
+	d.stopOnce.Do(func() { close(d.quit) })
+	d.wg.Wait()
+}
