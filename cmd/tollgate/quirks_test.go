@@ -169,6 +169,7 @@ func TestQuirksThroughGateway(t *testing.T) {
 					waitClientGone(t, fk, gone+1)
 				}
 				g.waitIdle(t)
+				waitBackendIdle(t, fk)
 			})
 		}
 	}
@@ -345,6 +346,19 @@ func waitClientGone(t *testing.T, fk *fakellm.Server, n int64) {
 	for fk.Stats().ClientGone < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("the backend never saw the gateway hang up: %+v", fk.Stats())
+		}
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// waitBackendIdle: once the gateway is idle no backend call may be left running (the lane
+// is given back only after the backend stopped).
+func waitBackendIdle(t *testing.T, fk *fakellm.Server) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for fk.Stats().Concurrent != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a backend call outlived its client: %+v", fk.Stats())
 		}
 		time.Sleep(2 * time.Millisecond) // polling with a deadline
 	}
