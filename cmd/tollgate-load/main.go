@@ -26,6 +26,8 @@ import (
 	"runtime/pprof"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/cmd/internal/app"
 )
 
 func main() {
@@ -36,6 +38,7 @@ func main() {
 		}
 		return
 	}
+	app.TuneGC() // the in-process gateway runs as cmd/tollgate does
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	code, err := run(ctx, os.Args[1:], os.Stdout)

@@ -42,6 +42,7 @@ func run(args []string) error {
 		return err
 	}
 	log := newLogger()
+	app.TuneGC()
 
 	var cfg *config.Config
 	if *cfgPath != "" {
