@@ -1,5 +1,7 @@
-// Package upstream holds what every HTTP adapter needs to read a backend's failure the same
-// way: the wait it advises (RetryHint), the error kind its status means (KindForStatus), a
-// capped read of its error body and scrubbing of keys from anything that may reach a client.
-// It depends on the standard library and providers/llm only.
+// Package upstream holds what every HTTP adapter needs to call a backend and read its failure
+// the same way: the keys to send in turn (KeyRing), a pooled client that never follows
+// redirects (NewHTTPClient), one call with a bounded wait for headers (Send) and its failure
+// explained (TransportError), the wait a backend advises (RetryHint), the error kind its
+// status means (KindForStatus), a capped read of its error body and scrubbing of keys from
+// anything that may reach a client. It depends on the standard library and providers/llm only.
 package upstream

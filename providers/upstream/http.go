@@ -1,0 +1,131 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// NewTransport returns a pooled keep-alive HTTP/1.1 transport for LLM backends; connect bounds
+// dialing and the TLS handshake (zero or negative: none). There is deliberately no whole-call
+// timeout and no response-header timeout: a stream may run for many minutes and is bounded by
+// its context, and a non-streaming answer only sends its headers once it is complete, so the
+// wait for headers is bounded per call, by Send, for streams only. Compression is off so a
+// gzip layer never holds back stream events. Setting DialContext keeps it on HTTP/1.1: one
+// connection per running call, so one slow stream never stalls another's frames.
+func NewTransport(connect time.Duration) *http.Transport {
+	d := &net.Dialer{KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256, // enough idle connections for every lane of a busy provider
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+	if connect > 0 {
+		d.Timeout = connect
+		t.TLSHandshakeTimeout = connect
+	}
+	return t
+}
+
+// NewHTTPClient returns a client over NewTransport(connect) that never follows redirects.
+// A redirect then fails the call as an answer that is not 2xx. Following it would send the
+// API key to wherever the redirect points: Go strips Authorization on a cross-host redirect,
+// but not a provider's own key header (x-api-key, x-goog-api-key).
+func NewHTTPClient(connect time.Duration) *http.Client {
+	return &http.Client{Transport: NewTransport(connect), CheckRedirect: noRedirects}
+}
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// Clients are shared per connect timeout, so every provider with the same setting draws on
+// one connection pool (idle connections are kept per host anyway).
+var (
+	sharedMu      sync.Mutex
+	sharedClients = map[time.Duration]*http.Client{}
+)
+
+// SharedHTTPClient returns the process-wide NewHTTPClient(connect).
+func SharedHTTPClient(connect time.Duration) *http.Client {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if c, ok := sharedClients[connect]; ok {
+		return c
+	}
+	c := NewHTTPClient(connect)
+	sharedClients[connect] = c
+	return c
+}
+
+// Timeout returns def for zero, 0 (none) for negative values and d otherwise: the reading of
+// the adapters' timeout settings.
+func Timeout(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// ErrHeaderTimeout is the cause of a call Send aborted for want of response headers.
+var ErrHeaderTimeout = errors.New("timed out: no response headers")
+
+// Send makes one HTTP call on a context of its own, derived from ctx, that the returned cancel
+// ends; the caller calls it once it has closed the body (it also ends a body still open).
+// With headerTimeout > 0 the call is aborted when no headers arrived within it; the error
+// then wraps ErrHeaderTimeout. A cancelled ctx comes back as ctx's error, so the caller can
+// tell its own client's disconnect from a backend failure; other errors are the client's.
+// req's body should be replayable (GetBody set, as http.NewRequest does for a bytes.Reader)
+// so the transport can retry it on a dead keep-alive connection.
+func Send(ctx context.Context, client *http.Client, req *http.Request, headerTimeout time.Duration) (*http.Response, context.CancelFunc, error) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	req = req.WithContext(callCtx)
+	var timer *time.Timer
+	if headerTimeout > 0 {
+		timer = time.AfterFunc(headerTimeout, func() { cancel(ErrHeaderTimeout) })
+	}
+	resp, err := client.Do(req)
+	if timer != nil && !timer.Stop() && err == nil {
+		// The timer fired as the headers arrived: the call's context is cancelled, so the
+		// body is useless.
+		resp.Body.Close()
+		err = ErrHeaderTimeout
+	}
+	if err != nil {
+		cancel(nil)
+		switch {
+		case ctx.Err() != nil:
+			return nil, nil, ctx.Err()
+		case errors.Is(context.Cause(callCtx), ErrHeaderTimeout) || errors.Is(err, ErrHeaderTimeout):
+			return nil, nil, fmt.Errorf("%w within %s", ErrHeaderTimeout, headerTimeout)
+		}
+		return nil, nil, err
+	}
+	return resp, func() { cancel(nil) }, nil
+}
+
+// TransportError explains a failed HTTP exchange (no answer, or a body that broke off) as an
+// upstream *llm.Error naming provider, with the keys scrubbed from the message. The caller's
+// cancellation is returned as its context error: a client that went away is not the
+// backend's fault and must not count against it.
+func TransportError(ctx context.Context, provider, what string, err error, secrets ...string) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	msg := err.Error()
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() && !errors.Is(err, ErrHeaderTimeout) {
+		msg = "timed out waiting for the backend: " + msg
+	}
+	return &llm.Error{Kind: llm.KindUpstream, Provider: provider, Message: Redact(what+": "+msg, secrets...), Err: err}
+}

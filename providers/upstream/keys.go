@@ -1,0 +1,72 @@
+package upstream
+
+import "sync/atomic"
+
+// KeyRing hands out a provider's API keys round-robin, one per call, with per-model
+// overrides (NVIDIA, for one, issues a key per model). It is safe for concurrent use: the
+// counters are shared by all goroutines, so concurrent calls spread over the keys.
+type KeyRing struct {
+	all      ring
+	models   map[string]*ring
+	anyModel *ring    // the keys of the alphabetically first model, for calls that name none
+	secrets  []string // every key, for Redact
+}
+
+// ring is one list of keys and its turn counter.
+type ring struct {
+	keys []string
+	next atomic.Uint64
+}
+
+// pick returns the next key, or "" when there are none.
+func (r *ring) pick() string {
+	if len(r.keys) == 0 {
+		return ""
+	}
+	n := r.next.Add(1) - 1
+	return r.keys[n%uint64(len(r.keys))]
+}
+
+// NewKeyRing returns a ring over keys, with modelKeys replacing keys for the models it lists
+// (an empty list overrides nothing). The slices are copied. An empty key stands for "send no
+// key" (a local server, or a proxy that adds its own).
+func NewKeyRing(keys []string, modelKeys map[string][]string) *KeyRing {
+	k := &KeyRing{all: ring{keys: append([]string(nil), keys...)}}
+	k.secrets = append(k.secrets, keys...)
+	first := ""
+	for model, ks := range modelKeys {
+		if len(ks) == 0 {
+			continue
+		}
+		if k.models == nil {
+			k.models = make(map[string]*ring, len(modelKeys))
+		}
+		r := &ring{keys: append([]string(nil), ks...)}
+		k.models[model] = r
+		k.secrets = append(k.secrets, ks...)
+		if k.anyModel == nil || model < first {
+			k.anyModel, first = r, model
+		}
+	}
+	return k
+}
+
+// For returns the key for a call to the backend model, or "" for none.
+func (k *KeyRing) For(model string) string {
+	if r, ok := k.models[model]; ok {
+		return r.pick()
+	}
+	return k.all.pick()
+}
+
+// ForListing returns the key for a call that names no model, such as listing models. A
+// provider configured with per-model keys only borrows one of those: any valid key may list.
+func (k *KeyRing) ForListing() string {
+	if key := k.all.pick(); key != "" || k.anyModel == nil {
+		return key
+	}
+	return k.anyModel.pick()
+}
+
+// Secrets returns every key the ring holds, for Redact. The caller must not change it.
+func (k *KeyRing) Secrets() []string { return k.secrets }
