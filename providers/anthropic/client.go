@@ -7,14 +7,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -63,8 +60,7 @@ type Config struct {
 type Client struct {
 	name          string
 	base          string
-	keys          *keyRing
-	modelKeys     map[string]*keyRing
+	keys          *upstream.KeyRing
 	http          *http.Client
 	headerTimeout time.Duration
 	now           func() time.Time // clock for Retry-After dates; a test seam
@@ -85,19 +81,10 @@ func New(cfg Config) (*Client, error) {
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
 		return nil, fmt.Errorf("anthropic provider %q: base_url %q must start with http:// or https://", cfg.Name, cfg.BaseURL)
 	}
-	c := &Client{name: cfg.Name, base: base, keys: newKeyRing(cfg.Keys), http: cfg.HTTPClient,
-		headerTimeout: orDefault(cfg.HeaderTimeout, defaultHeaderTimeout), now: time.Now}
+	c := &Client{name: cfg.Name, base: base, keys: upstream.NewKeyRing(cfg.Keys, cfg.ModelKeys),
+		http: cfg.HTTPClient, headerTimeout: upstream.Timeout(cfg.HeaderTimeout, defaultHeaderTimeout), now: time.Now}
 	if c.http == nil {
-		c.http = newHTTPClient(orDefault(cfg.ConnectTimeout, defaultConnectTimeout))
-	}
-	for model, keys := range cfg.ModelKeys {
-		if len(keys) == 0 {
-			continue
-		}
-		if c.modelKeys == nil {
-			c.modelKeys = map[string]*keyRing{}
-		}
-		c.modelKeys[model] = newKeyRing(keys)
+		c.http = upstream.SharedHTTPClient(upstream.Timeout(cfg.ConnectTimeout, defaultConnectTimeout))
 	}
 	return c, nil
 }
@@ -113,8 +100,8 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: encoding request: %w", err)
 	}
-	key := c.keyFor(req.Model)
-	callCtx, resp, cancel, err := c.send(ctx, http.MethodPost, "/v1/messages", data, key, req.Stream)
+	key := c.keys.For(req.Model)
+	resp, cancel, err := c.send(ctx, http.MethodPost, "/v1/messages", data, key, req.Stream)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +113,7 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 	}
 	errorf := func(ae *apiError) *llm.Error { return c.streamError(ae, key) }
 	if req.Stream {
-		s := &stream{ctx: callCtx, provider: c.name, cancel: cancel, body: resp.Body,
+		s := &stream{ctx: ctx, provider: c.name, cancel: cancel, body: resp.Body,
 			events: sse.NewReader(resp.Body), dec: newDecoder(errorf)}
 		if err := s.prime(); err != nil {
 			return nil, err
@@ -137,7 +124,7 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMessageBody))
 	if err != nil {
-		return nil, c.transportError(ctx, callCtx, "reading answer", err, key)
+		return nil, upstream.TransportError(ctx, c.name, "reading answer", err, c.keys.Secrets()...)
 	}
 	var eb errorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error != nil {
@@ -147,7 +134,7 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 	if err != nil {
 		return nil, withProvider(err, c.name)
 	}
-	return &stream{ctx: callCtx, provider: c.name, pending: chunks, err: io.EOF}, nil
+	return &stream{ctx: ctx, provider: c.name, pending: chunks, err: io.EOF}, nil
 }
 
 // ListModels returns the models the API lists for the first key.
@@ -184,8 +171,8 @@ func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 
 // getJSON GETs path and decodes a 2xx JSON answer into v.
 func (c *Client) getJSON(ctx context.Context, path string, v any) error {
-	key := c.keys.pick()
-	_, resp, cancel, err := c.send(ctx, http.MethodGet, path, nil, key, true)
+	key := c.keys.ForListing()
+	resp, cancel, err := c.send(ctx, http.MethodGet, path, nil, key, true)
 	if err != nil {
 		return err
 	}
@@ -200,21 +187,17 @@ func (c *Client) getJSON(ctx context.Context, path string, v any) error {
 	return nil
 }
 
-var errHeaderTimeout = errors.New("no response headers in time")
-
-// send makes one HTTP call on a context of its own, derived from ctx, that the returned
-// cancel ends; the caller calls it after closing the body. With headerTimeout set the call
-// is aborted when no headers arrived within c.headerTimeout.
-func (c *Client) send(ctx context.Context, method, path string, body []byte, key string, headerTimeout bool) (context.Context, *http.Response, context.CancelFunc, error) {
-	callCtx, cancel := context.WithCancelCause(ctx)
+// send makes one HTTP call; see upstream.Send. The caller calls the returned cancel once it
+// has closed the body. With headerTimeout set the call is aborted when no headers arrived
+// within c.headerTimeout.
+func (c *Client) send(ctx context.Context, method, path string, body []byte, key string, headerTimeout bool) (*http.Response, context.CancelFunc, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body) // fresh per call, so the transport can replay it on a dead connection
 	}
-	hreq, err := http.NewRequestWithContext(callCtx, method, c.base+path, rd)
+	hreq, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		cancel(nil)
-		return nil, nil, nil, fmt.Errorf("anthropic: building request: %w", err)
+		return nil, nil, fmt.Errorf("anthropic: building request: %w", err)
 	}
 	hreq.Header.Set("anthropic-version", apiVersion)
 	if body != nil {
@@ -223,88 +206,13 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, key
 	if key != "" {
 		hreq.Header.Set("x-api-key", key)
 	}
-	var timer *time.Timer
-	if headerTimeout && c.headerTimeout > 0 {
-		timer = time.AfterFunc(c.headerTimeout, func() { cancel(errHeaderTimeout) })
+	var wait time.Duration
+	if headerTimeout {
+		wait = c.headerTimeout
 	}
-	resp, err := c.http.Do(hreq)
-	if timer != nil && !timer.Stop() && err == nil {
-		// The timer fired as the headers arrived: the call's context is cancelled, so the body
-		// is useless.
-		resp.Body.Close()
-		err = errHeaderTimeout
-	}
+	resp, cancel, err := upstream.Send(ctx, c.http, hreq, wait)
 	if err != nil {
-		err = c.transportError(ctx, callCtx, "calling backend", err, key)
-		cancel(nil)
-		return nil, nil, nil, err
+		return nil, nil, upstream.TransportError(ctx, c.name, "calling backend", err, c.keys.Secrets()...)
 	}
-	return callCtx, resp, func() { cancel(nil) }, nil
-}
-
-// transportError explains a failed HTTP exchange. The caller's cancellation is returned as
-// its context error: a client that went away is not the backend's fault.
-func (c *Client) transportError(ctx, callCtx context.Context, what string, err error, key string) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
-	msg := what + ": " + err.Error()
-	if errors.Is(context.Cause(callCtx), errHeaderTimeout) || errors.Is(err, errHeaderTimeout) {
-		msg = fmt.Sprintf("%s: no response headers within %s", what, c.headerTimeout)
-	}
-	return &llm.Error{Kind: llm.KindUpstream, Provider: c.name, Message: upstream.Redact(msg, key), Err: err}
-}
-
-func (c *Client) keyFor(model string) string {
-	if r, ok := c.modelKeys[model]; ok {
-		return r.pick()
-	}
-	return c.keys.pick()
-}
-
-// keyRing hands out keys round-robin.
-type keyRing struct {
-	keys []string
-	next atomic.Uint64
-}
-
-func newKeyRing(keys []string) *keyRing { return &keyRing{keys: keys} }
-
-// pick returns the next key, or "" when there are none.
-func (r *keyRing) pick() string {
-	if len(r.keys) == 0 {
-		return ""
-	}
-	n := r.next.Add(1) - 1
-	return r.keys[n%uint64(len(r.keys))]
-}
-
-// newHTTPClient returns a client with a pooled keep-alive transport: connections are reused
-// across calls, and enough are kept idle for every lane of a busy provider.
-func newHTTPClient(connectTimeout time.Duration) *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	d := &net.Dialer{KeepAlive: 30 * time.Second}
-	if connectTimeout > 0 {
-		d.Timeout = connectTimeout
-		t.TLSHandshakeTimeout = connectTimeout
-	}
-	t.DialContext = d.DialContext
-	t.MaxIdleConnsPerHost = 32
-	return &http.Client{Transport: t, CheckRedirect: noRedirects}
-}
-
-// noRedirects stops the client at a redirect, which then fails the call as an answer that is
-// not 2xx. Following it would send the API key header to wherever the redirect points: Go
-// strips Authorization on a cross-host redirect, but not a provider's own key header.
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-// orDefault returns def for zero, 0 (none) for negative values and d otherwise.
-func orDefault(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
+	return resp, cancel, nil
 }
