@@ -347,9 +347,27 @@ func (e *env) checkBackends(r *result) {
 func (b *backend) host() string { return strings.TrimPrefix(b.http.URL, "http://") }
 
 // baseline is the goroutine count before the load; settle checks it comes back.
-func baseline() int {
+//
+// Idle connections are closed first, as checkGoroutines closes them: connections left from
+// start-up (the gateway lists each backend's models) would otherwise count in the baseline and
+// be gone at the end, hiding as many leaked goroutines. Their goroutines end asynchronously, so
+// it polls until the count holds still (bounded).
+func (e *env) baseline() int {
+	if e.local != nil {
+		e.client.CloseIdleConnections()
+		e.local.upstream.CloseIdleConnections()
+	}
 	runtime.GC()
-	return runtime.NumGoroutine()
+	n, deadline := runtime.NumGoroutine(), time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+		m := runtime.NumGoroutine()
+		if m == n {
+			break
+		}
+		n = m
+	}
+	return n
 }
 
 // goroutineSlack allows for runtime and library goroutines that come and go on their own

@@ -79,7 +79,7 @@ func runLocal(ctx context.Context, scen string, s setup, conns int, body func(*e
 		return r
 	}
 	defer e.close()
-	base := baseline()
+	base := e.baseline()
 	if l, ok := loadAverage(); ok {
 		r.Figures["machine_load_1m"] = l // other processes on the machine skew the timings
 	}

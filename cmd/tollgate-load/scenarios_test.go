@@ -110,7 +110,7 @@ func TestCheckGoroutinesSeesLeak(t *testing.T) {
 	defer e.close()
 	defer func(d time.Duration) { settleWithin = d }(settleWithin)
 	settleWithin = 100 * time.Millisecond
-	base := baseline()
+	base := e.baseline()
 	stop := make(chan struct{})
 	for range goroutineSlack + 3 {
 		go func() { <-stop }() // exits when the test closes stop
