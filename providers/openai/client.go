@@ -7,12 +7,10 @@ package openai
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -61,26 +59,29 @@ type Config struct {
 	// ModelKeys, when it has an entry for the backend model of a call, replaces Keys for it
 	// (NVIDIA issues a key per model).
 	ModelKeys map[string][]string
-	// HTTPClient is used for every call; nil → a shared pooled client built by NewTransport
-	// with the timeouts below. Its Timeout should stay zero: streams run for minutes.
+	// HTTPClient is used for every call; nil → upstream.SharedHTTPClient(ConnectTimeout), a
+	// pooled client that never follows redirects. Its Timeout should stay zero: streams run
+	// for minutes.
 	HTTPClient *http.Client
-	// ConnectTimeout bounds dialing and the TLS handshake; 0 → 10s.
+	// ConnectTimeout bounds dialing and the TLS handshake; 0 → 10s; negative → none.
 	ConnectTimeout time.Duration
-	// HeaderTimeout bounds the wait for response headers; 0 → 60s, or 5m for lmstudio and
-	// ollama, which load a model on first use before answering.
+	// HeaderTimeout bounds the wait for response headers of a streaming call; 0 → 60s, or 5m
+	// for lmstudio and ollama, which load a model on first use before answering; negative →
+	// none. It is applied per call (upstream.Send), so it holds with a given HTTPClient too.
+	// Non-streaming calls are not bounded by it: their headers only come with the whole
+	// answer, which a reasoning model may take minutes to write.
 	HeaderTimeout time.Duration
 }
 
 // Client calls one OpenAI-compatible provider. It is safe for concurrent use.
 type Client struct {
-	kind, name  string
-	base        string // without trailing slash
-	http        *http.Client
-	keys        *keyRing
-	modelKeys   map[string]*keyRing
-	anyModelKey *keyRing // the per-model keys of the alphabetically first model, or nil
-	secrets     []string // every key, for Redact
-	now         func() time.Time
+	kind, name    string
+	base          string // without trailing slash
+	http          *http.Client
+	headerTimeout time.Duration // for streaming calls; 0: none
+	keys          *upstream.KeyRing
+	secrets       []string // every key, for Redact
+	now           func() time.Time
 }
 
 var (
@@ -106,68 +107,29 @@ func New(cfg Config) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("provider %q: base_url %q: want an absolute http(s) URL", name, base)
 	}
+	header := 60 * time.Second
+	if cfg.Kind == KindLMStudio || cfg.Kind == KindOllama {
+		header = 5 * time.Minute
+	}
+	keys := upstream.NewKeyRing(cfg.Keys, cfg.ModelKeys)
 	c := &Client{
 		kind: cfg.Kind, name: name, base: strings.TrimRight(base, "/"),
-		http: cfg.HTTPClient, keys: newKeyRing(cfg.Keys), now: time.Now,
-	}
-	c.secrets = append(c.secrets, cfg.Keys...)
-	if len(cfg.ModelKeys) > 0 {
-		c.modelKeys = make(map[string]*keyRing, len(cfg.ModelKeys))
-		first := ""
-		for m, ks := range cfg.ModelKeys {
-			if len(ks) > 0 {
-				c.modelKeys[m] = newKeyRing(ks)
-				c.secrets = append(c.secrets, ks...)
-				if c.anyModelKey == nil || m < first {
-					c.anyModelKey, first = c.modelKeys[m], m
-				}
-			}
-		}
+		http: cfg.HTTPClient, headerTimeout: upstream.Timeout(cfg.HeaderTimeout, header),
+		keys: keys, secrets: keys.Secrets(), now: time.Now,
 	}
 	if c.http == nil {
-		connect, header := cfg.ConnectTimeout, cfg.HeaderTimeout
-		if connect <= 0 {
-			connect = 10 * time.Second
-		}
-		if header <= 0 {
-			header = 60 * time.Second
-			if cfg.Kind == KindLMStudio || cfg.Kind == KindOllama {
-				header = 5 * time.Minute
-			}
-		}
-		c.http = sharedClient(connect, header)
+		c.http = upstream.SharedHTTPClient(upstream.Timeout(cfg.ConnectTimeout, 10*time.Second))
 	}
 	return c, nil
-}
-
-// keyRing hands out keys round-robin; its counter is shared by all goroutines.
-type keyRing struct {
-	keys []string
-	next atomic.Uint64
-}
-
-func newKeyRing(keys []string) *keyRing {
-	if len(keys) == 0 {
-		keys = []string{""}
-	}
-	return &keyRing{keys: append([]string(nil), keys...)}
-}
-
-func (r *keyRing) pick() string {
-	n := r.next.Add(1) - 1
-	return r.keys[n%uint64(len(r.keys))]
 }
 
 // keyFor returns the key for a call to model. A call for no model (ListModels) on a provider
 // that only has per-model keys borrows one of those: any valid key may list models.
 func (c *Client) keyFor(model string) string {
-	if r, ok := c.modelKeys[model]; ok {
-		return r.pick()
+	if model == "" {
+		return c.keys.ForListing()
 	}
-	if k := c.keys.pick(); k != "" || model != "" || c.anyModelKey == nil {
-		return k
-	}
-	return c.anyModelKey.pick()
+	return c.keys.For(model)
 }
 
 // newRequest builds a request to path with the auth and content headers every call carries.
@@ -193,17 +155,17 @@ func (c *Client) newRequest(ctx context.Context, method, path, model string, bod
 	return req, nil
 }
 
-// transportError wraps a failure to get a response at all. Cancellation by our own caller is
-// returned as is: it is not the backend's fault and must not count against it.
-func (c *Client) transportError(ctx context.Context, op string, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+// send makes the call hr (built by newRequest) through upstream.Send, bounding the wait for
+// headers when stream is set. The caller calls the returned cancel once it has closed the
+// body. A failure is the caller's context error or an upstream *llm.Error.
+func (c *Client) send(ctx context.Context, op string, hr *http.Request, stream bool) (*http.Response, context.CancelFunc, error) {
+	var wait time.Duration
+	if stream {
+		wait = c.headerTimeout
 	}
-	msg := upstream.Redact(err.Error(), c.secrets...)
-	kind := llm.KindUpstream
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.Timeout() {
-		msg = "timed out waiting for the backend: " + msg
+	resp, cancel, err := upstream.Send(ctx, c.http, hr, wait)
+	if err != nil {
+		return nil, nil, upstream.TransportError(ctx, c.name, op, err, c.secrets...)
 	}
-	return &llm.Error{Kind: kind, Provider: c.name, Message: op + ": " + msg, Err: err}
+	return resp, cancel, nil
 }

@@ -65,10 +65,9 @@ func TestDefaults(t *testing.T) {
 	}
 	local, _ := New(Config{Kind: KindOllama})
 	cloud, _ := New(Config{Kind: KindOpenAI})
-	lt := local.http.Transport.(*http.Transport)
 	ct := cloud.http.Transport.(*http.Transport)
-	if lt.ResponseHeaderTimeout != 5*time.Minute || ct.ResponseHeaderTimeout != 60*time.Second {
-		t.Errorf("header timeouts: local %v, cloud %v", lt.ResponseHeaderTimeout, ct.ResponseHeaderTimeout)
+	if local.headerTimeout != 5*time.Minute || cloud.headerTimeout != 60*time.Second {
+		t.Errorf("header timeouts: local %v, cloud %v", local.headerTimeout, cloud.headerTimeout)
 	}
 	if ct.MaxIdleConnsPerHost < 100 || local.http.Timeout != 0 {
 		t.Errorf("pool: MaxIdleConnsPerHost %d, whole-call timeout %v", ct.MaxIdleConnsPerHost, local.http.Timeout)
@@ -531,8 +530,8 @@ func TestCloseAfterDoneWithLingeringBackend(t *testing.T) {
 	}
 }
 
-// TestHeaderTimeout: a backend that never answers is an upstream error once HeaderTimeout
-// passes, and says so.
+// TestHeaderTimeout: a backend that never answers a stream request is an upstream error once
+// HeaderTimeout passes, and says so. (A non-streaming call is bounded by its context only.)
 func TestHeaderTimeout(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -543,9 +542,37 @@ func TestHeaderTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Open(context.Background(), userRequest(false))
+	_, err = c.Open(context.Background(), userRequest(true))
 	var e *llm.Error
 	if !errors.As(err, &e) || e.Kind != llm.KindUpstream || !strings.Contains(e.Message, "timed out") {
 		t.Fatalf("Open against a silent backend = %v", err)
+	}
+}
+
+// TestHeaderTimeoutSparesWholeAnswers: a non-streaming answer whose headers come only with
+// the whole body, later than HeaderTimeout, is not cut off.
+func TestHeaderTimeoutSparesWholeAnswers(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select { // a backend still writing the answer, well past the header timeout
+		case <-time.After(200 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+	}))
+	defer srv.Close()
+	c, err := New(Config{Kind: KindOpenAI, BaseURL: srv.URL, HeaderTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Open(context.Background(), userRequest(false))
+	if err != nil {
+		t.Fatalf("non-streaming Open with a slow whole answer = %v", err)
+	}
+	defer s.Close()
+	if ch, err := s.Next(); err != nil || !ch.Complete {
+		t.Errorf("Next = %+v, %v", ch, err)
 	}
 }

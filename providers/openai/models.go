@@ -17,10 +17,11 @@ func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 		return nil, err
 	}
 	hr.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(hr)
+	resp, cancel, err := c.send(ctx, "list models", hr, false)
 	if err != nil {
-		return nil, c.transportError(ctx, "list models", err)
+		return nil, err
 	}
+	defer cancel()
 	defer resp.Body.Close()
 	body := upstream.ReadBody(resp.Body, maxCompletion)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {

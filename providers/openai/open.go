@@ -38,19 +38,21 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 	} else {
 		hr.Header.Set("Accept", "application/json")
 	}
-	resp, err := c.http.Do(hr)
+	resp, cancel, err := c.send(ctx, "call backend", hr, req.Stream)
 	if err != nil {
-		return nil, c.transportError(ctx, "call backend", err)
+		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b := upstream.ReadBody(resp.Body, upstream.DefaultErrorBody)
 		_ = resp.Body.Close()
+		cancel()
 		return nil, c.statusError(resp, b)
 	}
 	br := bufio.NewReaderSize(resp.Body, sse.BufferSize) // shared with the SSE reader, not wrapped twice
 	if !req.Stream || isJSONBody(br) {
 		// Qianfan and DashScope answer a stream request they refuse with a plain JSON
 		// error body; reading it whole turns that into an error from Open.
+		defer cancel()
 		defer resp.Body.Close()
 		ch, err := c.readComplete(ctx, resp.Header, br)
 		if err != nil {
@@ -61,7 +63,7 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 		}
 		return &chunkList{chunks: []llm.Chunk{ch}}, nil
 	}
-	s := &stream{c: c, ctx: ctx, header: resp.Header, body: resp.Body, r: sse.NewReader(br)}
+	s := &stream{c: c, ctx: ctx, cancel: cancel, header: resp.Header, body: resp.Body, r: sse.NewReader(br)}
 	first, err := s.next()
 	if err != nil && err != io.EOF {
 		_ = s.Close()

@@ -18,6 +18,7 @@ import (
 type stream struct {
 	c       *Client
 	ctx     context.Context
+	cancel  context.CancelFunc // ends the call's own context once the body is closed
 	header  http.Header
 	body    io.ReadCloser
 	r       *sse.Reader
@@ -62,6 +63,9 @@ func (s *stream) Close() error {
 			s.drain()
 		}
 		_ = s.body.Close()
+		if s.cancel != nil {
+			s.cancel()
+		}
 	})
 	return nil
 }
