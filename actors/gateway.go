@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,7 +76,9 @@ type route struct {
 type Gateway struct {
 	system     *actor.ActorSystem
 	supervisor *actor.PID
-	dispatch   *poolDispatcher            // runs every actor's mailbox
+	dispatch   *poolDispatcher // runs every actor's mailbox
+	stopped    chan struct{}   // closed once the supervisor has stopped (Shutdown)
+	stopOnce   sync.Once
 	table      atomic.Pointer[modelTable] // routes, cards, models; see AddModels
 	opts       Options
 	nextID     atomic.Uint64
@@ -93,7 +96,7 @@ func New(opts Options) (*Gateway, error) {
 	if err := validate(&opts); err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: opts, log: opts.Logger}
+	g := &Gateway{opts: opts, log: opts.Logger, stopped: make(chan struct{})}
 	g.table.Store(newModelTable(&opts))
 	// protoactor logs through slog; Tollgate logs through zerolog and reports supervision
 	// events itself, so the actor system's own logger is silenced.
@@ -174,11 +177,13 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 	case res = <-c.reply:
 	case <-ctx.Done():
 		g.system.Root.Send(g.supervisor, &cancelCall{id: c.id})
-		res = <-c.reply // the supervisor answers every call exactly once
+		res = g.await(c) // the supervisor answers every call exactly once
 		if res.stream != nil {
 			_ = res.stream.Close() // never opened: this only gives the lanes back
 		}
 		return nil, res.queueWait, ctx.Err()
+	case <-g.stopped:
+		res = g.await(c)
 	}
 	if res.err != nil {
 		return nil, res.queueWait, res.err
@@ -187,6 +192,22 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 		return nil, res.queueWait, err
 	}
 	return res.stream, res.queueWait, nil
+}
+
+// await waits for a call's one answer. A call sent after the supervisor stopped (Start racing
+// Shutdown) reaches nobody; it is answered gateway_draining instead of waiting forever.
+func (g *Gateway) await(c *call) admitResult {
+	select {
+	case res := <-c.reply:
+		return res
+	case <-g.stopped:
+		select {
+		case res := <-c.reply: // answered just before the stop
+			return res
+		default:
+			return admitResult{err: &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}}
+		}
+	}
 }
 
 func (g *Gateway) notFound(model string) error {
@@ -224,6 +245,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	go func() { done <- f.Wait() }() // exits when the supervisor has stopped
 	select {
 	case err := <-done:
+		g.stopOnce.Do(func() { close(g.stopped) })
 		g.system.Shutdown()
 		g.dispatch.stop()
 		return err

@@ -331,3 +331,32 @@ func TestShutdownAnswersEveryone(t *testing.T) {
 	}
 	s.Close()
 }
+
+func TestStartRacingShutdownNeverHangs(t *testing.T) {
+	g, err := New(Options{MaxRunning: 4, MaxAdmitted: 8, Providers: []Provider{
+		testProvider("p", fake.New(fake.Config{Name: "p", Default: fake.Script{Reply: "x"}}), "m")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A Start that passed the draining check just before Shutdown sends its call to a
+	// supervisor that no longer exists: it must still get an answer.
+	g.draining.Store(false)
+	done := make(chan error, 1)
+	go func() { // ends when Start answers
+		_, _, err := g.Start(context.Background(), "p/m", llm.Interactive, &llm.Request{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if kindOf(t, err) != llm.KindDraining {
+			t.Fatalf("got %v, want gateway_draining", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start after the supervisor stopped never returned")
+	}
+}
