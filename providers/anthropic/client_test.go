@@ -217,6 +217,44 @@ func TestStatusErrors(t *testing.T) {
 	}
 }
 
+// TestErrorBeforeContent: an error event before any content, even after message_start's role
+// chunk, comes back from Open, so the gateway can answer 503 and the client's SDK retries.
+func TestErrorBeforeContent(t *testing.T) {
+	const (
+		overloaded = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+		rateLimit  = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow down\"}}\n\n"
+		ping       = "event: ping\ndata: {\"type\":\"ping\"}\n\n"
+		emptyText  = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	)
+	tests := []struct {
+		name   string
+		events string
+		kind   llm.Kind
+	}{
+		{"overloaded right after message_start", sseMessageStart + overloaded, llm.KindProviderUnavailable},
+		{"overloaded after a ping", sseMessageStart + ping + overloaded, llm.KindProviderUnavailable},
+		{"overloaded in an empty text block", sseMessageStart + emptyText + overloaded, llm.KindProviderUnavailable},
+		{"rate limited right after message_start", sseMessageStart + rateLimit, llm.KindUpstreamRateLimited},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+				drain(r)
+				w.Header().Set("content-type", "text/event-stream")
+				_, _ = io.WriteString(w, tt.events)
+			}, nil)
+			s, err := c.Open(t.Context(), userRequest(true))
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded")
+			}
+			if e, ok := errors.AsType[*llm.Error](err); !ok || e.Kind != tt.kind || e.Provider != "claude" {
+				t.Errorf("Open error %#v, want kind %v", err, tt.kind)
+			}
+		})
+	}
+}
+
 func TestInStreamErrorAfter200(t *testing.T) {
 	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
 		writeSSE(t, w, "error_overloaded.sse")
@@ -231,14 +269,26 @@ func TestInStreamErrorAfter200(t *testing.T) {
 	}
 }
 
-// blockingBackend answers with message_start and then holds the stream open until the
-// request's context ends, which it reports on done.
-func blockingBackend(done chan<- struct{}) http.HandlerFunc {
+// Event stream openings for blockingBackend: message_start yields only a role chunk, so
+// Open is still reading after it; a text delta is the first content, after which Open returns.
+const (
+	sseMessageStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\n"
+	sseFirstText    = sseMessageStart +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+)
+
+// blockingBackend answers with the events of opening, reports on sent that they are flushed,
+// and then holds the stream open until the request's context ends, which it reports on done.
+func blockingBackend(opening string, sent, done chan<- struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		drain(r)
 		w.Header().Set("content-type", "text/event-stream")
-		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\n")
+		_, _ = io.WriteString(w, opening)
 		w.(http.Flusher).Flush()
+		if sent != nil {
+			close(sent)
+		}
 		<-r.Context().Done()
 		close(done)
 	}
@@ -269,33 +319,73 @@ func waitDone(t *testing.T, done <-chan struct{}, d time.Duration, what string) 
 	}
 }
 
+// TestCancelStopsBackend: cancelling the call's context stops the backend within 100 ms,
+// whether Open is still waiting for the first content (after message_start) or has returned
+// and Next is waiting.
 func TestCancelStopsBackend(t *testing.T) {
-	done := make(chan struct{})
-	c := newTestClient(t, blockingBackend(done), nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	s, err := c.Open(ctx, userRequest(true))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name    string
+		opening string
+		opened  bool // Open returns before the cancel
+	}{
+		{name: "Open waiting after message_start", opening: sseMessageStart},
+		{name: "Next waiting after content", opening: sseFirstText, opened: true},
 	}
-	defer s.Close()
-	if ch, err := s.Next(); err != nil || ch.Role != "assistant" {
-		t.Fatalf("first chunk %+v, %v", ch, err)
-	}
-	next := make(chan error, 1)
-	go func() { // exits when Next returns, which the cancel below forces
-		_, err := s.Next()
-		next <- err
-	}()
-	cancel()
-	waitDone(t, done, 100*time.Millisecond, "cancel")
-	if err := <-next; !errors.Is(err, context.Canceled) {
-		t.Errorf("Next after cancel: %v, want context.Canceled", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sent, done := make(chan struct{}), make(chan struct{})
+			c := newTestClient(t, blockingBackend(tt.opening, sent, done), nil)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			type result struct {
+				s   llm.Stream
+				err error
+			}
+			opened := make(chan result, 1)
+			go func() { // exits when Open returns, which the content or the cancel below forces
+				s, err := c.Open(ctx, userRequest(true))
+				opened <- result{s, err}
+			}()
+			<-sent
+			next := make(chan error, 1)
+			if tt.opened {
+				r := <-opened
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				defer r.s.Close()
+				for _, want := range []string{"", "Hi"} { // the role chunk, then the text
+					if ch, err := r.s.Next(); err != nil || ch.Content != want {
+						t.Fatalf("chunk %+v, %v; want content %q", ch, err, want)
+					}
+				}
+				go func() { // exits when Next returns, which the cancel below forces
+					_, err := r.s.Next()
+					next <- err
+				}()
+			}
+			cancel()
+			waitDone(t, done, 100*time.Millisecond, "cancel")
+			if !tt.opened {
+				r := <-opened
+				if r.err == nil {
+					r.s.Close()
+				}
+				if !errors.Is(r.err, context.Canceled) {
+					t.Errorf("Open after cancel: %v, want context.Canceled", r.err)
+				}
+				return
+			}
+			if err := <-next; !errors.Is(err, context.Canceled) {
+				t.Errorf("Next after cancel: %v, want context.Canceled", err)
+			}
+		})
 	}
 }
 
 func TestCloseStopsBackend(t *testing.T) {
 	done := make(chan struct{})
-	c := newTestClient(t, blockingBackend(done), nil)
+	c := newTestClient(t, blockingBackend(sseFirstText, nil, done), nil)
 	s, err := c.Open(t.Context(), userRequest(true))
 	if err != nil {
 		t.Fatal(err)

@@ -38,15 +38,19 @@ func (s *stream) Next() (llm.Chunk, error) {
 	return c, nil
 }
 
-// prime reads until the first chunk, so that an error the backend sends right after its
-// 200 headers (an overload, a quota) comes back from Open, before the gateway has answered
-// its client, where it can still be retried or answered with its own status. On such an
-// error the stream is closed.
+// prime reads until the first chunk that carries something of the answer, so that an error
+// the backend sends right after its 200 headers (an overload, a quota) comes back from Open,
+// before the gateway has answered its client, where it can still be retried or answered with
+// its own status. Every real stream starts with message_start, which only yields a role
+// chunk, so stopping at the first chunk would let an overloaded_error right after it reach
+// the client as a 200 stream. The chunks read on the way stay pending for Next. On such an
+// error the stream is closed. Cancelling the call's context ends the wait: the body read
+// fails and Open returns the context's error.
 func (s *stream) prime() error {
-	for len(s.pending) == 0 && s.err == nil {
+	for !carriesAnswer(s.pending) && s.err == nil {
 		s.fill()
 	}
-	if len(s.pending) == 0 && s.err != nil && !errors.Is(s.err, io.EOF) {
+	if !carriesAnswer(s.pending) && s.err != nil && !errors.Is(s.err, io.EOF) {
 		err := s.err
 		s.Close()
 		return err
@@ -54,7 +58,18 @@ func (s *stream) prime() error {
 	return nil
 }
 
-// fill reads events until one yields chunks or the stream ends.
+// carriesAnswer reports whether any of chunks holds more than a role: text, reasoning, a tool
+// call, a finish reason or usage.
+func carriesAnswer(chunks []llm.Chunk) bool {
+	for _, c := range chunks {
+		if c.Content != "" || c.ReasoningContent != "" || len(c.ToolCalls) > 0 || c.FinishReason != "" || c.Usage != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// fill reads one event, adding the chunks it yields to the pending ones, or ends the stream.
 func (s *stream) fill() {
 	if s.dec == nil || s.dec.done || s.closed {
 		s.err = io.EOF
@@ -68,7 +83,8 @@ func (s *stream) fill() {
 		s.err = withProvider(s.readError(err), s.provider)
 		return
 	}
-	s.pending, err = s.dec.event(ev, s.pending[:0])
+	// Appended to what is pending: empty in Next, the role chunk and the like in prime.
+	s.pending, err = s.dec.event(ev, s.pending)
 	s.err = withProvider(err, s.provider)
 }
 
