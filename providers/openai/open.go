@@ -120,7 +120,7 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (
 	if b[0] != '{' || !json.Valid(b) {
 		return llm.Chunk{}, c.upstreamError("backend answered 200 with a body that is not a JSON object: "+snippet(b), nil)
 	}
-	if c.kind == KindOllama && bytes.Contains(b, []byte(`"reasoning"`)) {
+	if hasBareReasoning(b) {
 		b = renameReasoning(b, "message")
 	}
 	ch := llm.Chunk{Raw: b, Complete: true}

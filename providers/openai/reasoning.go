@@ -5,10 +5,24 @@ import (
 	"encoding/json"
 )
 
-// renameReasoning rewrites Ollama's choices[].<field>.reasoning into the reasoning_content
-// every other backend (and SPEC §3) uses. field is "delta" for stream chunks, "message" for a
-// whole completion. It decodes and re-encodes, so it runs only for Ollama and only when the
-// key is present; on anything unexpected the chunk is relayed unchanged.
+var (
+	reasoningKey        = []byte(`"reasoning"`)
+	reasoningContentKey = []byte(`"reasoning_content"`)
+)
+
+// hasBareReasoning reports whether a frame or body may carry "reasoning" without
+// "reasoning_content": Ollama, vLLM, LM Studio and OpenRouter-style servers name the
+// model's thinking "reasoning", whatever kind they are configured as. Two byte searches, the
+// first of which fails on almost every chunk, so the hot path stays as it was. (Quotes in
+// the model's own text are escaped, so they never match the key.)
+func hasBareReasoning(b []byte) bool {
+	return bytes.Contains(b, reasoningKey) && !bytes.Contains(b, reasoningContentKey)
+}
+
+// renameReasoning rewrites choices[].<field>.reasoning into the reasoning_content DeepSeek,
+// Qwen and the others (and SPEC §3) use. field is "delta" for stream chunks, "message" for a
+// whole completion. It decodes and re-encodes, so it runs only when hasBareReasoning says
+// the key is there; on anything unexpected the chunk is relayed unchanged.
 func renameReasoning(raw []byte, field string) []byte {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(raw, &top) != nil {

@@ -114,7 +114,7 @@ func (s *stream) next() (llm.Chunk, error) {
 			return llm.Chunk{}, s.c.upstreamError("backend sent a stream frame that is not a JSON object: "+snippet(data), nil)
 		}
 		ch := llm.Chunk{Raw: append([]byte(nil), data...)}
-		if s.c.kind == KindOllama && bytes.Contains(data, []byte(`"reasoning"`)) {
+		if hasBareReasoning(data) {
 			ch.Raw = renameReasoning(ch.Raw, "delta")
 		}
 		inspect(&ch)
