@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tollgate/tollgate/providers/sse"
 )
 
 // FuzzAnthropicStream feeds arbitrary bytes to the stream decoder: it must never panic and
@@ -27,8 +25,7 @@ func FuzzAnthropicStream(f *testing.F) {
 	f.Add([]byte("data: {\"type\":\"content_block_delta\",\"index\":-1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"x\"}}\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := newDecoder(testErrorf)
-		s := &stream{ctx: context.Background(), provider: "claude", body: io.NopCloser(bytes.NewReader(data)),
-			events: sse.NewReader(bytes.NewReader(data)), dec: dec}
+		s := newStream(context.Background(), "claude", io.NopCloser(bytes.NewReader(data)), nil, dec)
 		defer s.Close()
 		for i := 0; ; i++ {
 			if i > len(data)+10 {

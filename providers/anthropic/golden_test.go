@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/providers/llm"
-	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/anthropic")
@@ -171,8 +171,7 @@ func TestStreamGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := &stream{ctx: t.Context(), provider: "claude", body: io.NopCloser(bytes.NewReader(raw)),
-				events: sse.NewReader(bytes.NewReader(raw)), dec: newDecoder(testErrorf)}
+			s := newStream(t.Context(), "claude", io.NopCloser(bytes.NewReader(raw)), nil, newDecoder(testErrorf))
 			defer s.Close()
 			checkGolden(t, strings.TrimSuffix(in, ".sse")+".golden.jsonl", transcript(t, s))
 		})
@@ -192,7 +191,7 @@ func TestMessageGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decodeMessage: %v", err)
 			}
-			s := &stream{ctx: t.Context(), pending: chunks, err: io.EOF}
+			s := upstream.Chunks(chunks, io.EOF)
 			checkGolden(t, strings.TrimSuffix(in, ".response.json")+".golden.jsonl", transcript(t, s))
 		})
 	}

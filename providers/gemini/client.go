@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/providers/llm"
-	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/upstream"
 )
 
@@ -97,7 +96,7 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 	body, err := buildRequest(req)
 	if err != nil {
-		return nil, withProvider(err, c.name)
+		return nil, upstream.WithProvider(err, c.name)
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
@@ -123,9 +122,8 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 		return apiErrorToLLM(c.name, ae, 0, nil, c.now(), key)
 	}
 	if req.Stream {
-		s := &stream{ctx: ctx, provider: c.name, cancel: cancel, body: resp.Body,
-			events: sse.NewReader(resp.Body), dec: newDecoder(errorf)}
-		if err := s.prime(); err != nil {
+		s := newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf))
+		if err := s.Prime(); err != nil {
 			return nil, err
 		}
 		return s, nil
@@ -138,9 +136,9 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 	}
 	chunks, err := decodeResponse(b, errorf)
 	if err != nil {
-		return nil, withProvider(err, c.name)
+		return nil, upstream.WithProvider(err, c.name)
 	}
-	return &stream{ctx: ctx, provider: c.name, pending: chunks, err: io.EOF}, nil
+	return upstream.Chunks(chunks, io.EOF), nil
 }
 
 // ListModels returns the models that can generate content, for the first key.

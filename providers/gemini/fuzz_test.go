@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tollgate/tollgate/providers/sse"
 )
 
 // FuzzGeminiStream feeds arbitrary bytes to the stream decoder: it must never panic and must
@@ -27,8 +25,7 @@ func FuzzGeminiStream(f *testing.F) {
 	f.Add([]byte("data: [{\"error\":{}}]\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := newDecoder(testErrorf)
-		s := &stream{ctx: context.Background(), provider: "gemini", body: io.NopCloser(bytes.NewReader(data)),
-			events: sse.NewReader(bytes.NewReader(data)), dec: dec}
+		s := newStream(context.Background(), "gemini", io.NopCloser(bytes.NewReader(data)), nil, dec)
 		defer s.Close()
 		for i := 0; ; i++ {
 			if i > len(data)+10 {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/providers/llm"
-	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/gemini")
@@ -171,8 +171,7 @@ func TestStreamGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := &stream{ctx: t.Context(), provider: "gemini", body: io.NopCloser(bytes.NewReader(raw)),
-				events: sse.NewReader(bytes.NewReader(raw)), dec: newDecoder(testErrorf)}
+			s := newStream(t.Context(), "gemini", io.NopCloser(bytes.NewReader(raw)), nil, newDecoder(testErrorf))
 			defer s.Close()
 			checkGolden(t, strings.TrimSuffix(in, ".sse")+".golden.jsonl", transcript(t, s))
 		})
@@ -188,13 +187,11 @@ func TestResponseGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var s llm.Stream = &stream{ctx: t.Context(), err: io.EOF}
 			chunks, err := decodeResponse(raw, testErrorf)
-			if err != nil {
-				s = &stream{ctx: t.Context(), err: err} // an error answer: the golden shows it
-			} else {
-				s.(*stream).pending = chunks
-			}
+			if err == nil {
+				err = io.EOF
+			} // else an error answer: the golden shows it
+			s := upstream.Chunks(chunks, err)
 			checkGolden(t, strings.TrimSuffix(in, ".response.json")+".golden.jsonl", transcript(t, s))
 		})
 	}
