@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -64,7 +63,7 @@ func (c *Client) statusError(status int, h http.Header, body []byte, key string)
 		e.Message = eb.Error.Message
 	}
 	if e.Message == "" {
-		e.Message = fmt.Sprintf("HTTP %d: %s", status, snippet(body))
+		e.Message = fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body))
 	}
 	e.Message = upstream.Redact(e.Message, key)
 	if e.Kind == llm.KindUpstreamRateLimited || e.Kind == llm.KindProviderUnavailable {
@@ -81,21 +80,4 @@ func (c *Client) streamError(ae *apiError, key string) *llm.Error {
 		msg = "error event: " + cmp.Or(ae.Type, "no details")
 	}
 	return &llm.Error{Kind: kind, Provider: c.name, UpstreamCode: ae.Type, Message: upstream.Redact(msg, key)}
-}
-
-// snippet is the start of a body for an error message, on one line.
-func snippet(b []byte) string {
-	const max = 200
-	s := strings.Join(strings.Fields(string(b)), " ")
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut-- // never split a character
-		}
-		s = s[:cut] + "…"
-	}
-	if s == "" {
-		s = "(empty body)"
-	}
-	return s
 }

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -131,22 +130,5 @@ func (c *Client) statusError(status int, h http.Header, body []byte, key string)
 		return apiErrorToLLM(c.name, ae, status, h, c.now(), key)
 	}
 	return upstream.StatusError(c.name, status, h, "",
-		upstream.Redact(fmt.Sprintf("HTTP %d: %s", status, snippet(body)), key), c.now())
-}
-
-// snippet is the start of a body for an error message, on one line.
-func snippet(b []byte) string {
-	const max = 200
-	s := strings.Join(strings.Fields(string(b)), " ")
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut-- // never split a character
-		}
-		s = s[:cut] + "…"
-	}
-	if s == "" {
-		s = "(empty body)"
-	}
-	return s
+		upstream.Redact(fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body)), key), c.now())
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // DefaultErrorBody is a sensible cap for reading a backend's error body: enough for any real
@@ -36,6 +37,24 @@ func Redact(s string, secrets ...string) string {
 	sort.Slice(keep, func(i, j int) bool { return len(keep[i]) > len(keep[j]) })
 	for _, k := range keep {
 		s = strings.ReplaceAll(s, k, "[redacted]")
+	}
+	return s
+}
+
+// Snippet is the start of a body for an error message, on one line: whitespace runs become
+// one space, and past 200 bytes it is cut, never inside a character, and ends with "…".
+func Snippet(b []byte) string {
+	const max = 200
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut-- // never split a character
+		}
+		s = s[:cut] + "…"
+	}
+	if s == "" {
+		s = "(empty body)"
 	}
 	return s
 }

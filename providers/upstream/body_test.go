@@ -53,3 +53,20 @@ func TestRedact(t *testing.T) {
 		})
 	}
 }
+
+func TestSnippet(t *testing.T) {
+	long := strings.Repeat("a", 199) + "é and more"
+	tests := []struct{ in, want string }{
+		{"", "(empty body)"},
+		{" \n\t ", "(empty body)"},
+		{"<html>\n  <body>Bad Gateway</body>\n</html>", "<html> <body>Bad Gateway</body> </html>"},
+		{strings.Repeat("x", 200), strings.Repeat("x", 200)},
+		{strings.Repeat("x", 201), strings.Repeat("x", 200) + "…"},
+		{long, strings.Repeat("a", 199) + "…"}, // é straddles the cut: dropped whole
+	}
+	for _, tt := range tests {
+		if got := Snippet([]byte(tt.in)); got != tt.want {
+			t.Errorf("Snippet(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
