@@ -21,9 +21,10 @@ var (
 // finished, from a stream's Close to its request actor: the backend has stopped.
 type finished struct{}
 
-// requestActor owns one running call. It opens the backend call (in a goroutine, never in
-// Receive), bounds it by run_timeout, and turns the client's hang-up, or its own stopping
-// (a lane restart, a shutdown), into cancellation of the backend.
+// requestActor owns one running call. It creates the call's context, bounds it by run_timeout,
+// hands the waiting Start the stream (which opens the backend in the caller's goroutine, never
+// in Receive), and turns the client's hang-up, or its own stopping (a lane restart, a
+// shutdown), into cancellation of the backend.
 type requestActor struct {
 	g         *Gateway
 	c         *call
