@@ -76,3 +76,12 @@ func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
 			message: msg}.write(w)
 	}
 }
+
+// queueHeader gives every chat answer an X-Gateway-Queue-Ms (SPEC §3), also those refused
+// before the chat handler runs (auth); the handler replaces it with the real wait.
+func queueHeader(next httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		w.Header().Set("X-Gateway-Queue-Ms", "0")
+		next(w, r, ps)
+	}
+}

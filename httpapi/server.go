@@ -58,7 +58,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, router: httprouter.New()}
 	r := s.router
-	r.POST("/v1/chat/completions", s.auth(s.opts.APIKeys, s.chat))
+	r.POST("/v1/chat/completions", queueHeader(s.auth(s.opts.APIKeys, s.chat)))
 	r.GET("/v1/models", s.auth(s.opts.APIKeys, s.listModels))
 	r.GET("/v1/models/*id", s.auth(s.opts.APIKeys, s.getModel))
 	admin := s.opts.AdminKeys
