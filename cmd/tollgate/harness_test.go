@@ -21,14 +21,20 @@ type gateway struct {
 }
 
 // startGateway parses a YAML config (defaults and validation included) and serves it. Backends
-// override the adapters of the named providers.
+// override the adapters of the named providers. The gateway's logs are dropped.
 func startGateway(t *testing.T, yaml string, backends map[string]llm.Backend) *gateway {
+	t.Helper()
+	return serveGateway(t, yaml, backends, zerolog.Nop())
+}
+
+// serveGateway is startGateway with the gateway's logger chosen by the caller.
+func serveGateway(t *testing.T, yaml string, backends map[string]llm.Backend, log zerolog.Logger) *gateway {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	a, err := app.New(context.Background(), cfg, app.Options{Logger: zerolog.Nop(), Backends: backends})
+	a, err := app.New(context.Background(), cfg, app.Options{Logger: log, Backends: backends})
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}

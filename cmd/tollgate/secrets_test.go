@@ -15,8 +15,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/tollgate/tollgate/cmd/internal/app"
-	"github.com/tollgate/tollgate/cmd/internal/config"
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
@@ -58,25 +56,7 @@ func (s *syncBuffer) String() string {
 // startGatewayLogged is startGateway with the gateway's logs (start-up included) going to w.
 func startGatewayLogged(t *testing.T, yaml string, w io.Writer) *gateway {
 	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	a, err := app.New(context.Background(), cfg, app.Options{Logger: zerolog.New(w).Level(zerolog.TraceLevel)})
-	if err != nil {
-		t.Fatalf("app: %v", err)
-	}
-	srv := httptest.NewServer(a.Handler)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := a.Drain(ctx); err != nil {
-			t.Errorf("drain: %v", err)
-		}
-	})
-	return &gateway{App: a, URL: srv.URL}
+	return serveGateway(t, yaml, nil, zerolog.New(w).Level(zerolog.TraceLevel))
 }
 
 // keySeen records every credential the backends received, so the test knows the keys it
