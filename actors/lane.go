@@ -14,6 +14,7 @@ type laneActor struct {
 	p, m     int
 	parent   *actor.PID
 	restarts int
+	stopping bool // see providerActor.stopping
 }
 
 func newLaneProducer(g *Gateway, p, m int, parent *actor.PID) actor.Producer {
@@ -26,12 +27,20 @@ func newLaneProducer(g *Gateway, p, m int, parent *actor.PID) actor.Producer {
 
 func (a *laneActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
+	case *actor.Stopping:
+		a.stopping = true
 	case *startCall:
-		if !msg.c.taken.CompareAndSwap(false, true) {
+		c := msg.c
+		if a.stopping || !c.taken.CompareAndSwap(false, true) {
 			return // a duplicate re-sent after a restart, or answered at shutdown
 		}
-		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newRequestActor(a.g, msg.c) },
+		// The call's stream is made here and answered at once, so the waiting Start does not
+		// also wait for the request actor's first message; the request actor owns the call's
+		// cancellation from its start on.
+		s, cancel := newStream(a.g, c)
+		s.self = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newRequestActor(a.g, c, cancel) },
 			actor.WithDispatcher(a.g.dispatch)))
+		c.reply <- admitResult{stream: s, queueWait: c.started.Sub(c.arrived)}
 	case *panicNow:
 		panic(fmt.Sprintf("injected fault in lane %s/%s", a.g.opts.Providers[a.p].Name, a.g.model(a.p, a.m).Name))
 	case *actor.Started:

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -47,6 +49,14 @@ type wake struct{}
 
 // startCall, from the supervisor to a provider actor and on to a lane actor: run it now.
 type startCall struct{ c *call }
+
+// lanesReady, from a provider actor to the supervisor whenever it has spawned lanes: the
+// supervisor then hands started calls to the lane directly, one hop shorter.
+type lanesReady struct {
+	p     int
+	from  *actor.PID // the provider actor; a report from an incarnation since replaced is ignored
+	lanes []*actor.PID
+}
 
 // clientGone, from a request's context watcher to its request actor.
 type clientGone struct{}

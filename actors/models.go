@@ -187,11 +187,13 @@ func (s *supervisor) grow(ctx actor.Context, msg *addModels) error {
 	return nil
 }
 
-// spawnLanes spawns lane actors until the provider has one per model in [0, n).
+// spawnLanes spawns lane actors until the provider has one per model in [0, n), and tells
+// the supervisor the lanes it now has.
 func (a *providerActor) spawnLanes(ctx actor.Context, n int) {
 	for m := len(a.lanes); m < n; m++ {
 		props := actor.PropsFromProducer(newLaneProducer(a.g, a.p, m, ctx.Self()),
 			actor.WithSupervisor(requestStrategy()), actor.WithDispatcher(a.g.dispatch))
 		a.lanes = append(a.lanes, ctx.Spawn(props))
 	}
+	ctx.Send(a.parent, &lanesReady{p: a.p, from: ctx.Self(), lanes: append([]*actor.PID(nil), a.lanes...)})
 }

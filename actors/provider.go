@@ -15,6 +15,10 @@ type providerActor struct {
 	parent   *actor.PID
 	lanes    []*actor.PID
 	restarts int
+	// stopping is set once the actor is stopping: protoactor still delivers user messages
+	// while it waits for its children to stop, and a child spawned then would never be told
+	// to stop, so the actor would never finish stopping.
+	stopping bool
 }
 
 // newProviderProducer returns the producer of provider p's actor. The producer counts
@@ -29,13 +33,20 @@ func newProviderProducer(g *Gateway, p int, parent *actor.PID) actor.Producer {
 
 func (a *providerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
+	case *actor.Stopping:
+		a.stopping = true
 	case *startCall:
+		if a.stopping {
+			return // the supervisor answered every call not yet taken when it began to stop
+		}
 		if msg.c.route.m >= len(a.lanes) { // a model added since this incarnation started
 			a.spawnLanes(ctx, len(a.g.table.Load().models[a.p]))
 		}
 		ctx.Send(a.lanes[msg.c.route.m], msg)
 	case *addLanes:
-		a.spawnLanes(ctx, msg.n)
+		if !a.stopping {
+			a.spawnLanes(ctx, msg.n)
+		}
 	case *panicNow:
 		if msg.model == "" {
 			panic(fmt.Sprintf("injected fault in provider %s", a.g.opts.Providers[a.p].Name))

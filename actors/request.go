@@ -21,10 +21,10 @@ var (
 // finished, from a stream's Close to its request actor: the backend has stopped.
 type finished struct{}
 
-// requestActor owns one running call. It creates the call's context, bounds it by run_timeout,
-// hands the waiting Start the stream (which opens the backend in the caller's goroutine, never
-// in Receive), and turns the client's hang-up, or its own stopping (a lane restart, a
-// shutdown), into cancellation of the backend.
+// requestActor owns one running call's cancellation: it turns the client's hang-up, or its own
+// stopping (a lane restart, a shutdown), into cancellation of the backend. The call's context,
+// its run_timeout and its stream are made by the lane actor (newStream), which answers the
+// waiting Start; Start opens the backend in the caller's goroutine, never in Receive.
 type requestActor struct {
 	g         *Gateway
 	c         *call
@@ -32,23 +32,17 @@ type requestActor struct {
 	stopWatch func() bool
 }
 
-func newRequestActor(g *Gateway, c *call) *requestActor { return &requestActor{g: g, c: c} }
+func newRequestActor(g *Gateway, c *call, cancel context.CancelCauseFunc) *requestActor {
+	return &requestActor{g: g, c: c, cancel: cancel}
+}
 
 func (a *requestActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		// One cancellable context per call; the run timeout is a timer on it rather than a
-		// second context, which halves the per-call context cost on the admission path.
-		bctx, cancel := context.WithCancelCause(context.Background())
-		timer := time.AfterFunc(a.c.route.timeout, func() { cancel(errRunTimeout) })
-		a.cancel = cancel
 		root, self := a.g.system.Root, ctx.Self()
-		// The watcher turns the client's hang-up into a message; stopWatch unregisters it.
+		// The watcher turns the client's hang-up into a message (at once if the client has
+		// already gone); stopWatch unregisters it.
 		a.stopWatch = context.AfterFunc(a.c.ctx, func() { root.Send(self, &clientGone{}) })
-		s := &stream{g: a.g, c: a.c, ctx: bctx, timer: timer, self: self}
-		// The caller opens the backend in its own goroutine (see Gateway.Start): nothing
-		// blocks here, and no goroutine is spawned per call.
-		a.c.reply <- admitResult{stream: s, queueWait: a.c.started.Sub(a.c.arrived)}
 	case *clientGone:
 		a.cancel(errClientGone)
 	case *finished:
@@ -57,10 +51,16 @@ func (a *requestActor) Receive(ctx actor.Context) {
 		if a.stopWatch != nil {
 			a.stopWatch()
 		}
-		if a.cancel != nil {
-			a.cancel(errStopped) // a no-op when the call already ended
-		}
+		a.cancel(errStopped) // a no-op when the call already ended
 	}
+}
+
+// newStream makes a started call's context (cancellable with a cause; the run_timeout is a
+// timer on it rather than a second context) and its stream.
+func newStream(g *Gateway, c *call) (*stream, context.CancelCauseFunc) {
+	bctx, cancel := context.WithCancelCause(context.Background())
+	timer := time.AfterFunc(c.route.timeout, func() { cancel(errRunTimeout) })
+	return &stream{g: g, c: c, ctx: bctx, timer: timer}, cancel
 }
 
 // stream is the running call as the HTTP layer sees it: the backend's stream, with errors

@@ -18,6 +18,7 @@ type supervisor struct {
 	gate      *policy.Gate
 	calls     map[policy.ID]*call // queued, and started but not yet released
 	providers []*actor.PID
+	lanes     [][]*actor.PID // per provider, as its actor last reported them (lanesReady)
 	timer     *time.Timer
 	wakeAt    time.Time
 	buf       []policy.ID
@@ -78,6 +79,10 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		msg.reply <- s.state()
 	case *restarted:
 		s.redeliver(ctx, msg.p, msg.m)
+	case *lanesReady:
+		if msg.p < len(s.providers) && msg.from.Equal(s.providers[msg.p]) {
+			s.lanes[msg.p] = msg.lanes
+		}
 	case *addModels:
 		ctx.Respond(&addModelsDone{err: s.grow(ctx, msg)})
 	case *pidsQuery:
@@ -98,6 +103,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 
 func (s *supervisor) spawnProviders(ctx actor.Context) {
 	s.providers = s.providers[:0]
+	s.lanes = make([][]*actor.PID, len(s.g.opts.Providers))
 	for i := range s.g.opts.Providers {
 		props := actor.PropsFromProducer(newProviderProducer(s.g, i, s.self),
 			actor.WithSupervisor(laneStrategy()), actor.WithDispatcher(s.g.dispatch))
@@ -152,9 +158,16 @@ func (s *supervisor) busy(kind llm.Kind, c *call, now time.Time) *llm.Error {
 	return e
 }
 
+// start hands a call to its model's lane actor, or to its provider actor while the lanes are
+// not known yet (just spawned, or a model just added); the provider passes it on. A call sent
+// to a lane that a provider restart has just stopped is lost with it and re-sent by redeliver.
 func (s *supervisor) start(c *call, now time.Time) {
 	c.started = now
-	s.root.Send(s.providers[c.route.p], &startCall{c: c})
+	to := s.providers[c.route.p]
+	if lanes := s.lanes[c.route.p]; c.route.m < len(lanes) {
+		to = lanes[c.route.m]
+	}
+	s.root.Send(to, &startCall{c: c})
 }
 
 func (s *supervisor) release(id policy.ID) {
