@@ -12,7 +12,7 @@ import (
 // supervisor is the root of the gateway's actors. It owns the admission state: every arrival,
 // start, release, cancellation and queue expiry is decided here, one message at a time, by
 // the pure policy.Gate. It never blocks: rejections are answered on the call's reply channel,
-// starts are handed to provider actors.
+// starts are handed to the calls' lane actors.
 type supervisor struct {
 	g         *Gateway
 	gate      *policy.Gate
