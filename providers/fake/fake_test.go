@@ -376,9 +376,9 @@ func TestTokenize(t *testing.T) {
 		{"你好 世界 🎉", []string{"你好", " 世界", " 🎉"}},
 	}
 	for _, tt := range tests {
-		got := tokenize(tt.in)
+		got := Tokenize(tt.in)
 		if strings.Join(got, "|") != strings.Join(tt.want, "|") || len(got) != len(tt.want) {
-			t.Errorf("tokenize(%q) = %q, want %q", tt.in, got, tt.want)
+			t.Errorf("Tokenize(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -388,7 +388,7 @@ func FuzzTokenize(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		toks := tokenize(s)
+		toks := Tokenize(s)
 		if strings.Join(toks, "") != s {
 			t.Fatalf("tokens %q do not rebuild %q", toks, s)
 		}

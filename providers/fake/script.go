@@ -54,9 +54,10 @@ type Config struct {
 // demoGreeting starts the reply of a Script with no Reply.
 const demoGreeting = "Hello from Tollgate's demo backend."
 
-// tokenize splits s into tokens that concatenate back to s exactly: each token is a word
-// with the whitespace before it; whitespace at the end sticks to the last token.
-func tokenize(s string) []string {
+// Tokenize splits s into tokens that concatenate back to s exactly: each token is a word
+// with the whitespace before it; whitespace at the end sticks to the last token. The fake
+// backends stream one token per chunk and count tokens this way.
+func Tokenize(s string) []string {
 	var toks []string
 	start, inWord := 0, false
 	for i, r := range s {

@@ -41,10 +41,10 @@ type stream struct {
 
 func newStream(ctx context.Context, b *Backend, req *llm.Request, sc Script) *stream {
 	s := &stream{ctx: ctx, b: b, pos: -1, failAt: -1, finish: llm.FinishStop, first: sc.FirstTokenDelay}
-	for _, t := range tokenize(sc.Reasoning) {
+	for _, t := range Tokenize(sc.Reasoning) {
 		s.toks = append(s.toks, token{text: t, reasoning: true})
 	}
-	for _, t := range tokenize(replyFor(sc, req)) {
+	for _, t := range Tokenize(replyFor(sc, req)) {
 		s.toks = append(s.toks, token{text: t})
 	}
 	if limit := req.OutputLimit(); limit > 0 && len(s.toks) > limit {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/providers/fake"
 )
 
 // api is the wire format a request came in.
@@ -228,28 +230,8 @@ func countFields(s string) int {
 	return n
 }
 
-// tokenize splits s into pieces that concatenate back to s: each is a word with the
-// whitespace before it; trailing whitespace sticks to the last piece.
-func tokenize(s string) []string {
-	var toks []string
-	start, inWord := 0, false
-	for i, r := range s {
-		space := unicode.IsSpace(r)
-		if space && inWord {
-			toks = append(toks, s[start:i])
-			start = i
-		}
-		inWord = !space
-	}
-	if start < len(s) {
-		if len(toks) > 0 && strings.TrimSpace(s[start:]) == "" {
-			toks[len(toks)-1] += s[start:]
-		} else {
-			toks = append(toks, s[start:])
-		}
-	}
-	return toks
-}
+// tokenize splits s as the in-process fake does, so both fakes count tokens alike.
+var tokenize = fake.Tokenize
 
 // group joins toks into at most n pieces of near-equal token counts, in order.
 func group(toks []string, n int) []string {
