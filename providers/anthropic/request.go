@@ -254,13 +254,10 @@ func assistantBlocks(m llm.Message, i int) ([]block, error) {
 		return nil, err
 	}
 	for j, tc := range m.ToolCalls {
-		input := json.RawMessage(`{}`)
-		if args := strings.TrimSpace(tc.Function.Arguments); args != "" {
-			if !json.Valid([]byte(args)) || args[0] != '{' {
-				return nil, invalid(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j),
-					"arguments must be a JSON object")
-			}
-			input = json.RawMessage(args)
+		input, ok := tc.Function.ArgumentsObject()
+		if !ok {
+			return nil, invalid(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j),
+				"arguments must be a JSON object")
 		}
 		blocks = append(blocks, block{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
 	}

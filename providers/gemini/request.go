@@ -258,13 +258,10 @@ func modelParts(m llm.Message, i int, signature bool) ([]part, error) {
 		return nil, err
 	}
 	for j, tc := range m.ToolCalls {
-		args := json.RawMessage(`{}`)
-		if a := strings.TrimSpace(tc.Function.Arguments); a != "" {
-			if !json.Valid([]byte(a)) || a[0] != '{' {
-				return nil, invalid(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j),
-					"arguments must be a JSON object")
-			}
-			args = json.RawMessage(a)
+		args, ok := tc.Function.ArgumentsObject()
+		if !ok {
+			return nil, invalid(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j),
+				"arguments must be a JSON object")
 		}
 		p := part{FunctionCall: &functionCall{Name: tc.Function.Name, Args: args}}
 		if signature {

@@ -114,3 +114,13 @@ func FuzzContent(f *testing.F) {
 		}
 	})
 }
+
+func TestArgumentsObject(t *testing.T) {
+	for in, want := range map[string]string{"": "{}", "  ": "{}", `{"a":1}`: `{"a":1}`, ` {"a":1} `: `{"a":1}`,
+		`[1]`: "", `"x"`: "", `{"a":`: "", `7`: ""} {
+		got, ok := FunctionCall{Arguments: in}.ArgumentsObject()
+		if ok != (want != "") || string(got) != want {
+			t.Errorf("%q: %s %v, want %q", in, got, ok, want)
+		}
+	}
+}

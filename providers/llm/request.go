@@ -190,3 +190,17 @@ type FunctionCall struct {
 	Name      string `json:"name,omitempty"`
 	Arguments string `json:"arguments"`
 }
+
+// ArgumentsObject returns the call's arguments as a JSON object, `{}` when they are empty.
+// ok is false when they are not a JSON object, which backends that take arguments as a
+// structured value (Anthropic, Gemini) refuse.
+func (f FunctionCall) ArgumentsObject() (args json.RawMessage, ok bool) {
+	a := bytes.TrimSpace([]byte(f.Arguments))
+	if len(a) == 0 {
+		return json.RawMessage(`{}`), true
+	}
+	if a[0] != '{' || !json.Valid(a) {
+		return nil, false
+	}
+	return json.RawMessage(a), true
+}
