@@ -35,13 +35,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 	rec.queue = wait
 	w.Header().Set("X-Gateway-Queue-Ms", strconv.FormatInt(wait.Milliseconds(), 10))
 	if err != nil {
-		if r.Context().Err() != nil {
-			rec.clientGone = true
-			return
+		if a, ok := s.answerError(r, err, rec); ok {
+			a.write(w)
 		}
-		a := toAPIError(err, s.opts.Gateway.RetryAfter())
-		rec.fail(a)
-		a.write(w)
 		return
 	}
 	defer func() {

@@ -39,7 +39,7 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stre
 			break
 		}
 		if err != nil {
-			s.endStream(r.Context(), out, err, rec)
+			s.endStream(r, out, err, rec)
 			_ = rc.Flush()
 			return
 		}
@@ -88,16 +88,25 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stre
 	}
 }
 
-// endStream reports a failure after the headers went out, unless the client is gone.
-func (s *Server) endStream(ctx context.Context, out *sse.Writer, err error, rec *record) {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+// answerError maps a failure before the headers went out to the client's answer and records
+// it, unless the call ended because the client left: then nothing is written (a 499 in the
+// log, and never the backend's fault).
+func (s *Server) answerError(r *http.Request, err error, rec *record) (apiError, bool) {
+	if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
 		rec.clientGone = true
-		return
+		return apiError{}, false
 	}
 	a := toAPIError(err, s.opts.Gateway.RetryAfter())
-	a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
 	rec.fail(a)
-	_ = out.Data(a.event())
+	return a, true
+}
+
+// endStream reports a failure after the headers went out: one error event, then the end.
+func (s *Server) endStream(r *http.Request, out *sse.Writer, err error, rec *record) {
+	if a, ok := s.answerError(r, err, rec); ok {
+		a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
+		_ = out.Data(a.event())
+	}
 }
 
 // relayWhole answers a non-streaming request with one chat.completion.
@@ -109,13 +118,9 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, st llm.Strea
 			break
 		}
 		if err != nil {
-			if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
-				rec.clientGone = true
-				return
+			if a, ok := s.answerError(r, err, rec); ok {
+				a.write(w)
 			}
-			a := toAPIError(err, s.opts.Gateway.RetryAfter())
-			rec.fail(a)
-			a.write(w)
 			return
 		}
 		if ch.Usage != nil {
