@@ -66,12 +66,15 @@ func newStream(g *Gateway, c *call) (*stream, context.CancelCauseFunc) {
 // stream is the running call as the HTTP layer sees it: the backend's stream, with errors
 // explained by why the call was cancelled, and a Close that gives the lanes back.
 type stream struct {
-	g      *Gateway
-	c      *call
-	ctx    context.Context
-	timer  *time.Timer // the run timeout
-	self   *actor.PID
-	inner  llm.Stream // nil until open succeeds
+	g     *Gateway
+	c     *call
+	ctx   context.Context
+	timer *time.Timer // the run timeout
+	self  *actor.PID
+	inner llm.Stream // nil until open succeeds
+	// hint is inner's optional Buffered capability, looked up once at open: the relay asks
+	// after every chunk.
+	hint   interface{ Buffered() bool }
 	closed bool
 }
 
@@ -86,6 +89,7 @@ func (s *stream) open() error {
 		return err
 	}
 	s.inner = inner
+	s.hint, _ = inner.(interface{ Buffered() bool })
 	return nil
 }
 
@@ -111,10 +115,7 @@ func (s *stream) Next() (llm.Chunk, error) {
 
 // Buffered reports whether the backend's next chunk has already arrived, when the adapter can
 // tell (an optional capability of llm.Stream); false otherwise.
-func (s *stream) Buffered() bool {
-	b, ok := s.inner.(interface{ Buffered() bool })
-	return ok && b.Buffered()
-}
+func (s *stream) Buffered() bool { return s.hint != nil && s.hint.Buffered() }
 
 // Close stops the backend if needed, waits until it has stopped, and only then gives the
 // lanes back. It is safe to call more than once.
