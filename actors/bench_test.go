@@ -87,7 +87,8 @@ func BenchmarkAdmission(b *testing.B) {
 				for pb.Next() {
 					id := ids[i%len(ids)]
 					i++
-					s, _, err := g.Start(ctx, id, llm.Interactive, req)
+					sv, err := g.Start(ctx, id, llm.Interactive, req)
+					s := sv.Stream
 					if err != nil {
 						b.Errorf("start %s: %v", id, err)
 						return

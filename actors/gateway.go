@@ -155,15 +155,16 @@ func validate(o *Options) error {
 
 // Start admits a call and blocks until it is running or turned away. On success the caller
 // owns the returned stream and must Close it; that gives the lanes back once the backend has
-// stopped. The returned queue wait is valid also with an error. If ctx ends first, Start
-// withdraws the call and returns ctx's error.
-func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Stream, time.Duration, error) {
+// stopped. The returned Served describes the call also with an error. If ctx ends first,
+// Start withdraws the call and returns ctx's error.
+func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Served, error) {
 	r, ok := g.table.Load().routes[model]
 	if !ok {
-		return nil, 0, g.notFound(model)
+		return llm.Served{}, g.notFound(model)
 	}
+	sv := llm.Served{Model: r.id, Provider: r.provider}
 	if g.draining.Load() {
-		return nil, 0, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down and admits no new requests"}
+		return sv, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down and admits no new requests"}
 	}
 	breq := *req
 	breq.Model = r.model
@@ -181,17 +182,21 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 		if res.stream != nil {
 			_ = res.stream.Close() // never opened: this only gives the lanes back
 		}
-		return nil, res.queueWait, ctx.Err()
+		sv.QueueWait = res.queueWait
+		return sv, ctx.Err()
 	case <-g.stopped:
 		res = g.await(c)
 	}
+	sv.QueueWait = res.queueWait
 	if res.err != nil {
-		return nil, res.queueWait, res.err
+		return sv, res.err
 	}
+	sv.Attempts = 1
 	if err := res.stream.open(); err != nil {
-		return nil, res.queueWait, err
+		return sv, err
 	}
-	return res.stream, res.queueWait, nil
+	sv.Stream = res.stream
+	return sv, nil
 }
 
 // await waits for a call's one answer. A call sent after the supervisor stopped (Start racing

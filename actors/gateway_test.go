@@ -30,7 +30,8 @@ func kindOf(t *testing.T, err error) llm.Kind {
 func TestStreamsThroughActors(t *testing.T) {
 	b := fake.New(fake.Config{Name: "demo", Default: fake.Script{Reply: "hello there world"}})
 	g := newTestGateway(t, 10, 16, testProvider("demo", b, "echo"))
-	s, wait, err := g.Start(context.Background(), "demo/echo", llm.Interactive, &llm.Request{Model: "demo/echo"})
+	sv, err := g.Start(context.Background(), "demo/echo", llm.Interactive, &llm.Request{Model: "demo/echo"})
+	s, wait := sv.Stream, sv.QueueWait
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestStreamsThroughActors(t *testing.T) {
 func TestUnknownModel(t *testing.T) {
 	g := newTestGateway(t, 10, 16, testProvider("demo", newHeld(), "echo"))
 	for _, id := range []string{"demo/nope", "nope/echo", "echo"} {
-		_, _, err := g.Start(context.Background(), id, llm.Interactive, &llm.Request{})
+		_, err := g.Start(context.Background(), id, llm.Interactive, &llm.Request{})
 		if k := kindOf(t, err); k != llm.KindModelNotFound {
 			t.Errorf("%s: kind %v", id, k)
 		}
@@ -65,7 +66,7 @@ func TestRejections(t *testing.T) {
 		first := b.next(t)
 		queued := startAsync(ctx, g, "p/m", llm.Interactive)
 		waitState(t, g, "one queued", func(s AdminState) bool { return s.Queued == 1 })
-		_, _, err := g.Start(ctx, "p/m", llm.Interactive, &llm.Request{})
+		_, err := g.Start(ctx, "p/m", llm.Interactive, &llm.Request{})
 		if k := kindOf(t, err); k != llm.KindQueueFull {
 			t.Fatalf("kind %v, want queue full", k)
 		}
@@ -94,7 +95,7 @@ func TestRejections(t *testing.T) {
 		c1 := b.next(t)
 		r2 := startAsync(ctx, g, "p/m", llm.Interactive)
 		waitState(t, g, "one queued", func(s AdminState) bool { return s.Queued == 1 })
-		_, _, err := g.Start(ctx, "p/m", llm.Interactive, &llm.Request{})
+		_, err := g.Start(ctx, "p/m", llm.Interactive, &llm.Request{})
 		if k := kindOf(t, err); k != llm.KindOverloaded {
 			t.Fatalf("kind %v, want overloaded", k)
 		}
@@ -110,7 +111,8 @@ func TestRejections(t *testing.T) {
 		g := newTestGateway(t, 10, 16, p)
 		r1 := startAsync(ctx, g, "p/m", llm.Interactive)
 		c1 := b.next(t)
-		_, wait, err := g.Start(ctx, "p/m", llm.Interactive, &llm.Request{})
+		sv, err := g.Start(ctx, "p/m", llm.Interactive, &llm.Request{})
+		wait := sv.QueueWait
 		if k := kindOf(t, err); k != llm.KindQueueTimeout {
 			t.Fatalf("kind %v, want queue timeout", k)
 		}
@@ -181,10 +183,11 @@ func TestRunTimeout(t *testing.T) {
 	p := testProvider("p", b, "m")
 	p.RunTimeout = 20 * time.Millisecond
 	g := newTestGateway(t, 10, 16, p)
-	s, _, err := g.Start(context.Background(), "p/m", llm.Interactive, &llm.Request{})
+	sv, err := g.Start(context.Background(), "p/m", llm.Interactive, &llm.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := sv.Stream
 	b.next(t)
 	_, err = s.Next()
 	if k := kindOf(t, err); k != llm.KindRunTimeout {
@@ -348,7 +351,7 @@ func TestStartRacingShutdownNeverHangs(t *testing.T) {
 	g.draining.Store(false)
 	done := make(chan error, 1)
 	go func() { // ends when Start answers
-		_, _, err := g.Start(context.Background(), "p/m", llm.Interactive, &llm.Request{})
+		_, err := g.Start(context.Background(), "p/m", llm.Interactive, &llm.Request{})
 		done <- err
 	}()
 	select {

@@ -138,8 +138,8 @@ type result struct {
 func startAsync(ctx context.Context, g *Gateway, model string, prio llm.Priority) chan result {
 	ch := make(chan result, 1)
 	go func() {
-		s, w, err := g.Start(ctx, model, prio, &llm.Request{Model: model, Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}})
-		ch <- result{s, w, err}
+		sv, err := g.Start(ctx, model, prio, &llm.Request{Model: model, Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}})
+		ch <- result{sv.Stream, sv.QueueWait, err}
 	}()
 	return ch
 }

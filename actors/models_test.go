@@ -54,7 +54,7 @@ func TestAddModelsServesAtOnce(t *testing.T) {
 	p.Lanes = 2
 	g := newTestGateway(t, 10, 16, p, testProvider("q", newHeld(), "z"))
 
-	if _, _, err := g.Start(ctx, "p/b", llm.Interactive, &llm.Request{}); kindOf(t, err) != llm.KindModelNotFound {
+	if _, err := g.Start(ctx, "p/b", llm.Interactive, &llm.Request{}); kindOf(t, err) != llm.KindModelNotFound {
 		t.Fatalf("p/b before it was added: %v", err)
 	}
 	err := g.AddModels("p", []Model{{Name: "b", Lanes: 1, Aliases: []string{"bee"},
@@ -239,7 +239,7 @@ func TestAddModelsConcurrentReaders(t *testing.T) {
 			for _, c := range g.Models() {
 				_ = c.Spec.Lanes
 			}
-			_, _, _ = g.Start(context.Background(), "p/none", llm.Interactive, &llm.Request{})
+			_, _ = g.Start(context.Background(), "p/none", llm.Interactive, &llm.Request{})
 		}
 	}()
 	for i := 1; i <= 20; i++ {
@@ -292,7 +292,8 @@ func TestAddModelsWithFakeBackend(t *testing.T) {
 	if err := g.AddModels("demo", []Model{{Name: "late", Lanes: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := g.Start(context.Background(), "demo/late", llm.Interactive, &llm.Request{Model: "demo/late"})
+	sv, err := g.Start(context.Background(), "demo/late", llm.Interactive, &llm.Request{Model: "demo/late"})
+	s := sv.Stream
 	if err != nil {
 		t.Fatal(err)
 	}

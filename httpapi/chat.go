@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -29,17 +28,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 		return
 	}
 	rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
-	rec.provider, _, _ = strings.Cut(req.Model, "/")
 
-	st, wait, err := s.opts.Gateway.Start(r.Context(), req.Model, prio, req)
-	rec.queue = wait
-	w.Header().Set("X-Gateway-Queue-Ms", strconv.FormatInt(wait.Milliseconds(), 10))
+	sv, err := s.opts.Gateway.Start(r.Context(), req.Model, prio, req)
+	rec.served(sv)
+	servedHeaders(w.Header(), sv)
 	if err != nil {
 		if a, ok := s.answerError(r, err, rec); ok {
 			a.write(w)
 		}
 		return
 	}
+	st := sv.Stream
 	defer func() {
 		if cerr := st.Close(); cerr != nil && rec.code == "" {
 			s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
@@ -131,15 +130,37 @@ func parseChat(body []byte) (*llm.Request, *apiError) {
 	return req, nil
 }
 
+// servedHeaders sets the SPEC §3 headers every chat answer carries: the queue wait, and the
+// model that served the call with the backend attempts it took (when a model was chosen).
+func servedHeaders(h http.Header, sv llm.Served) {
+	h.Set("X-Gateway-Queue-Ms", strconv.FormatInt(sv.QueueWait.Milliseconds(), 10))
+	if sv.Model != "" {
+		h.Set("X-Gateway-Model", sv.Model)
+		h.Set("X-Gateway-Attempts", strconv.Itoa(sv.Attempts))
+	}
+}
+
 // record is what the request's log line says.
 type record struct {
 	id, model, provider, code string
+	servedBy                  string // the model that served (or refused) it: not the asked one after a fallback or a route
+	fallbacks                 []string
+	attempts                  int
 	prio                      llm.Priority
 	stream, clientGone        bool
 	status                    int
 	start                     time.Time
 	queue, ttfb               time.Duration
 	usage                     llm.Usage
+}
+
+// served records what the gateway said about the call.
+func (r *record) served(sv llm.Served) {
+	r.queue, r.attempts, r.fallbacks = sv.QueueWait, sv.Attempts, sv.Fallbacks
+	if sv.Provider != "" {
+		r.provider = sv.Provider
+	}
+	r.servedBy = sv.Model
 }
 
 func (r *record) fail(a apiError) {
@@ -166,6 +187,7 @@ func (s *Server) logChat(r *record) {
 		Int64("queue_ms", r.queue.Milliseconds()).Int64("ttfb_ms", r.ttfb.Milliseconds()).
 		Int64("duration_ms", s.opts.Now().Sub(r.start).Milliseconds()).
 		Int("tokens_in", r.usage.PromptTokens).Int("tokens_out", r.usage.CompletionTokens).
-		Int("attempts", 1).Str("fallback", "").Bool("client_disconnect", r.clientGone).
+		Int("attempts", r.attempts).Str("served_model", r.servedBy).Strs("fallbacks", r.fallbacks).
+		Bool("client_disconnect", r.clientGone).
 		Msg("chat")
 }

@@ -44,15 +44,15 @@ type stubGateway struct{ s *script }
 // stubStreamGateway admits every call with the given stream.
 type stubStreamGateway struct{ st llm.Stream }
 
-func (g stubStreamGateway) Start(context.Context, string, llm.Priority, *llm.Request) (llm.Stream, time.Duration, error) {
-	return g.st, 0, nil
+func (g stubStreamGateway) Start(_ context.Context, model string, _ llm.Priority, _ *llm.Request) (llm.Served, error) {
+	return llm.Served{Stream: g.st, Model: model, Attempts: 1}, nil
 }
 func (stubStreamGateway) Models() []llm.ModelCard   { return nil }
 func (stubStreamGateway) Draining() bool            { return false }
 func (stubStreamGateway) RetryAfter() time.Duration { return time.Second }
 
-func (g stubGateway) Start(context.Context, string, llm.Priority, *llm.Request) (llm.Stream, time.Duration, error) {
-	return g.s, 3 * time.Millisecond, nil
+func (g stubGateway) Start(_ context.Context, model string, _ llm.Priority, _ *llm.Request) (llm.Served, error) {
+	return llm.Served{Stream: g.s, Model: model, Attempts: 1, QueueWait: 3 * time.Millisecond}, nil
 }
 func (stubGateway) Models() []llm.ModelCard   { return nil }
 func (stubGateway) Draining() bool            { return false }

@@ -18,7 +18,8 @@ import (
 // Gateway is what the HTTP layer needs from the admission machinery.
 type Gateway interface {
 	// Start admits a call and blocks until it runs or is turned away; see actors.Gateway.Start.
-	Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Stream, time.Duration, error)
+	// The Served it returns describes the call also with an error.
+	Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Served, error)
 	// Models lists the model cards.
 	Models() []llm.ModelCard
 	// Draining reports that the gateway admits nothing new.

@@ -104,8 +104,8 @@ func queueInProcess(ctx context.Context, e *env, n int) (func(), error) {
 			defer wg.Done()
 			req := &llm.Request{Model: "gpu/qwen", Messages: []llm.Message{{Role: "user",
 				Content: llm.Content{Text: "tag:q" + strconv.Itoa(i) + " say something short"}}}}
-			if s, _, err := g.Start(cctx, "gpu/qwen", llm.Interactive, req); err == nil {
-				_ = s.Close()
+			if sv, err := g.Start(cctx, "gpu/qwen", llm.Interactive, req); err == nil {
+				_ = sv.Stream.Close()
 			}
 		}()
 	}

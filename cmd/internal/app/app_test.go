@@ -229,11 +229,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func chatOnce(t *testing.T, a *App, b *backend, id, wantModel string) {
 	t.Helper()
-	s, _, err := a.Gateway.Start(context.Background(), id, llm.Interactive,
+	sv, err := a.Gateway.Start(context.Background(), id, llm.Interactive,
 		&llm.Request{Model: id, Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}})
 	if err != nil {
 		t.Fatalf("%s: %v", id, err)
 	}
+	s := sv.Stream
 	defer s.Close()
 	ch, err := s.Next()
 	if err != nil || !strings.Contains(string(ch.Raw), "hi from "+wantModel) {
