@@ -13,9 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,12 +76,42 @@ type dialect struct {
 	args       func(model, effort string) []string
 	tail       []string
 	newDecoder func() decoder
+	// aliases are other spellings the CLI accepts for flags that args builds, such as
+	// codex's -m for --model; repeatable lists built flags the CLI takes more than once, so
+	// passing them again in Config.Args is no conflict (codex's -c key=value).
+	aliases    map[string]string
+	repeatable []string
 }
 
 var dialects = map[string]dialect{
 	KindCodex:  codexDialect,
 	KindClaude: claudeDialect,
 	KindGemini: geminiDialect,
+}
+
+// BuiltFlags returns the flags this package passes to a CLI of the given kind (with the
+// CLI's other spellings of them), sorted: a Config.Args entry repeating one of them makes the
+// CLI refuse to run (codex: "the argument '--skip-git-repo-check' cannot be used multiple
+// times") or overrides a setting Tollgate relies on, so configuration rejects it. Flags the
+// CLI accepts more than once are not listed. Nil for an unknown kind.
+func BuiltFlags(kind string) []string {
+	d, ok := dialects[kind]
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, a := range append(d.args("model", "high"), d.tail...) {
+		name, _, _ := strings.Cut(a, "=")
+		if len(name) > 1 && name[0] == '-' && !slices.Contains(d.repeatable, name) {
+			seen[name] = true
+		}
+	}
+	for alias, flag := range d.aliases {
+		if seen[flag] {
+			seen[alias] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Backend runs one configured CLI. It implements llm.Backend and llm.ModelLister, and is

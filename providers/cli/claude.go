@@ -31,6 +31,7 @@ var claudeDialect = dialect{
 		return a
 	},
 	newDecoder: func() decoder { return &claudeDecoder{} },
+	aliases:    map[string]string{"--print": "-p"},
 }
 
 // claudeMaxRetries is how many of Claude Code's own retries of a retryable API error

@@ -25,6 +25,8 @@ var codexDialect = dialect{
 	},
 	tail:       []string{"-"},
 	newDecoder: func() decoder { return &codexDecoder{} },
+	aliases:    map[string]string{"-m": "--model", "-s": "--sandbox", "--experimental-json": "--json"},
+	repeatable: []string{"-c"},
 }
 
 // codexEvent is one line of `codex exec --json`; fields of all event types, all optional.

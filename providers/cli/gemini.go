@@ -19,6 +19,7 @@ var geminiDialect = dialect{
 		return a
 	},
 	newDecoder: func() decoder { return &geminiDecoder{} },
+	aliases:    map[string]string{"-m": "--model", "-o": "--output-format"},
 }
 
 type geminiLine struct {

@@ -22,6 +22,16 @@ type Config struct {
 	Auth      Auth       `yaml:"auth"`
 	Limits    Limits     `yaml:"limits"`
 	Providers []Provider `yaml:"providers"`
+	// Metrics configures GET /metrics.
+	Metrics Metrics `yaml:"metrics"`
+	// DrainDelay is how long, after SIGTERM, /readyz answers 503 "draining" while the
+	// gateway still accepts and serves everything, so a load balancer stops sending before
+	// connections are refused; omitted → 5s, an explicit 0s → no delay. SIGINT skips it.
+	DrainDelay Duration `yaml:"drain_delay"`
+	// DrainGrace is how long running requests get to finish once the listener has closed;
+	// at its end what still runs is stopped and every open stream gets the final
+	// gateway_draining error. Omitted → 30s; must be positive.
+	DrainGrace Duration `yaml:"drain_grace"`
 	// Source names where the config came from: the file name, or "embedded default".
 	Source string `yaml:"-"`
 }
@@ -49,6 +59,14 @@ type Limits struct {
 	RetryAfter Duration `yaml:"retry_after"`
 	// MaxBodyBytes caps a request body; default 8 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// Metrics configures GET /metrics (SPEC §15).
+type Metrics struct {
+	// Public, when true, serves /metrics to anyone who can reach Listen. False (the zero
+	// value) asks for an admin key when auth is configured (auth.admin_keys, else
+	// auth.api_keys); with no keys configured /metrics is open either way, like the API.
+	Public bool `yaml:"public"`
 }
 
 // RateLimit is a provider's own request budget. Zero in one dimension means "not limited in
@@ -187,6 +205,8 @@ const (
 	defaultMaxBodyBytes  = 8 << 20
 	defaultKillGrace     = 3 * time.Second
 	defaultRefreshModels = 10 * time.Minute
+	defaultDrainDelay    = 5 * time.Second
+	defaultDrainGrace    = 30 * time.Second
 	minRetryAfter        = time.Second
 	maxRetryAfter        = 60 * time.Second
 )

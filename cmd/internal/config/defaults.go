@@ -16,6 +16,12 @@ func applyDefaults(c *Config, set map[string]int) {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
+	if omitted("drain_delay", c.DrainDelay == 0) {
+		c.DrainDelay = Duration(defaultDrainDelay)
+	}
+	if omitted("drain_grace", c.DrainGrace == 0) {
+		c.DrainGrace = Duration(defaultDrainGrace)
+	}
 	l := &c.Limits
 	if omitted("limits.max_running", l.MaxRunning == 0) {
 		l.MaxRunning = defaultMaxRunning

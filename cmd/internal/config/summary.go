@@ -33,6 +33,7 @@ func (c *Config) Summary() []string {
 		fmt.Sprintf("limits: max_running %d, max_admitted %d, queue_length %d, queue_timeout %s, retry_after %s, max_body_bytes %d",
 			c.Limits.MaxRunning, c.Limits.MaxAdmitted, c.Limits.QueueLength, c.Limits.QueueTimeout,
 			c.Limits.RetryAfter, c.Limits.MaxBodyBytes),
+		fmt.Sprintf("drain: drain_delay %s, drain_grace %s", c.DrainDelay, c.DrainGrace),
 	}
 	for i := range c.Providers {
 		out = append(out, "provider "+c.Providers[i].String())

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/providers/cli"
 )
 
 // Validate checks a defaulted config (for example one changed in code after Load) and returns
@@ -25,6 +28,10 @@ func validate(c *Config, p *problems) {
 	validateKeys(c.Auth.APIKeys, "auth.api_keys", p)
 	validateKeys(c.Auth.AdminKeys, "auth.admin_keys", p)
 	validateLimits(&c.Limits, p)
+	if c.DrainDelay < 0 {
+		p.add("drain_delay", "must be 0 (no delay) or more, got %s", c.DrainDelay)
+	}
+	positive(c.DrainGrace, "drain_grace", p)
 	if len(c.Providers) == 0 {
 		p.add("providers", "at least one provider is required (tollgate without --config starts a demo provider)")
 	}
@@ -216,6 +223,24 @@ func validateOwnFields(pr *Provider, family int, path string, p *problems) {
 			if !validVarName(name) {
 				p.add(path+".env."+name, "not a valid environment variable name")
 			}
+		}
+		validateArgs(pr, path, p)
+	}
+}
+
+// validateArgs rejects args that repeat a flag Tollgate already passes to the CLI: the CLI
+// would refuse to run (codex: "cannot be used multiple times") or lose a setting Tollgate
+// relies on (its sandbox, its output format). Nothing after "--" is a flag.
+func validateArgs(pr *Provider, path string, p *problems) {
+	built := cli.BuiltFlags(pr.Kind)
+	for i, a := range pr.Args {
+		if a == "--" {
+			return
+		}
+		name, _, _ := strings.Cut(a, "=")
+		if slices.Contains(built, name) {
+			p.add(fmt.Sprintf("%s.args[%d]", path, i), "%s is already passed by Tollgate to every %s run; remove it",
+				name, pr.Kind)
 		}
 	}
 }
