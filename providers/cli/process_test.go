@@ -287,6 +287,11 @@ func TestFailedRuns(t *testing.T) {
 			env: map[string]string{"FAKE_CLI_EXIT": "1",
 				"FAKE_CLI_STDERR": "Error: Not logged in (key sk-abcdefghijklmnopqrstu rejected)"},
 			inMsg: "exit status 1", fromOpen: true},
+		{name: "usage error keeps the error line", kind: KindCodex, wantKind: llm.KindUpstream,
+			env: map[string]string{"FAKE_CLI_EXIT": "2", "FAKE_CLI_STDERR": "error: the argument '--skip-git-repo-check' cannot be used multiple times\n\n" +
+				"Usage: codex exec [OPTIONS] <COMMAND> [ARGS]\n\nFor more information, try '--help'."},
+			inMsg: "exit status 2: error: the argument '--skip-git-repo-check' cannot be used multiple times | " +
+				"Usage: codex exec [OPTIONS] <COMMAND> [ARGS] | For more information, try '--help'.", fromOpen: true},
 		{name: "exit 0 without final event", kind: KindCodex, wantKind: llm.KindUpstream,
 			env:   map[string]string{"FAKE_CLI_STREAM": "codex/no_final.jsonl"},
 			inMsg: "without turn.completed"},
@@ -323,7 +328,7 @@ func TestFailedRuns(t *testing.T) {
 			if strings.Contains(e.Message, "sk-abc") || strings.Contains(logged, "sk-abc") {
 				t.Errorf("a key leaked: message %q, log %q", e.Message, logged)
 			}
-			if stderr := tc.env["FAKE_CLI_STDERR"]; stderr != "" && !strings.Contains(logged, "Not logged in") {
+			if stderr := tc.env["FAKE_CLI_STDERR"]; stderr != "" && !strings.Contains(logged, stderr[:12]) { // its start: the rest may be redacted
 				t.Errorf("OnStderr got %q", logged)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -125,7 +126,7 @@ func (s *stream) endError(readErr error) error {
 	}
 	detail := f.message
 	if detail == "" {
-		detail = lastLines(s.proc.stderr.String(), 3, 600)
+		detail = stderrDetail(s.proc.stderr.String(), 3, 600)
 	}
 	if s.proc.exitCode() == 0 && errors.Is(readErr, io.EOF) {
 		how = "exited without " + s.dec.finalEvent()
@@ -159,19 +160,58 @@ func (s *stream) Close() error {
 
 var errClosed = errors.New("cli: stream closed")
 
-// lastLines returns up to n trailing non-blank lines of s, at most max bytes, for messages.
-func lastLines(s string, n, max int) string {
-	ls := strings.Split(strings.TrimSpace(s), "\n")
-	if len(ls) > n {
-		ls = ls[len(ls)-n:]
-	}
-	out := strings.TrimSpace(strings.Join(ls, " | "))
-	if len(out) > max {
-		cut := len(out) - max
-		for cut < len(out) && out[cut]&0xC0 == 0x80 {
-			cut++ // keep whole characters
+// stderrDetail is what a failed run's stderr says, for its error message: its last n
+// non-blank lines, at most limit bytes. When the last line that reports an error comes before
+// them, it leads instead of the first of them: a CLI refusing its arguments prints the error
+// and then its usage ("error: the argument '--x' cannot be used multiple times", "Usage:
+// codex exec [OPTIONS] <COMMAND> [ARGS]", "For more information, try '--help'."), and the
+// usage alone says nothing.
+func stderrDetail(s string, n, limit int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
 		}
-		out = "…" + out[cut:]
 	}
-	return out
+	errAt := -1
+	for i := len(lines) - 1; i >= 0 && errAt < 0; i-- {
+		if reportsError(lines[i]) {
+			errAt = i
+		}
+	}
+	if errAt < 0 || errAt >= len(lines)-n {
+		return keepTail(strings.Join(lines[max(0, len(lines)-n):], " | "), limit)
+	}
+	return keepHead(strings.Join(append([]string{lines[errAt]}, lines[len(lines)-n+1:]...), " | "), limit)
+}
+
+// reportsError reports whether a stderr line states an error ("error: ...", "Error: ...",
+// "fatal: ...") rather than usage or progress.
+func reportsError(line string) bool {
+	l := strings.ToLower(line)
+	return strings.HasPrefix(l, "error") || strings.HasPrefix(l, "fatal") || strings.Contains(l, "error:")
+}
+
+// keepTail cuts s to its last max bytes, at a character boundary, marking the cut.
+func keepTail(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := len(s) - max
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "…" + s[cut:]
+}
+
+// keepHead cuts s to its first max bytes, at a character boundary, marking the cut.
+func keepHead(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
