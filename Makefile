@@ -3,6 +3,11 @@
 GO       ?= go
 BIN      := bin
 FUZZTIME ?= 20s
+# What `tollgate --version` says; a plain `go build` or `go install` falls back to the module
+# version and the VCS revision the build recorded (cmd/tollgate/version.go).
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 
 .PHONY: run build vet test loadtest bench bench-relay bench-admission fuzz clis clean
 
@@ -10,7 +15,7 @@ run:
 	$(GO) run ./cmd/tollgate $(ARGS)
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 vet:
 	$(GO) vet ./...
@@ -32,7 +37,7 @@ bench: bench-relay bench-admission
 # Issue 2: Tollgate against calling the backend directly and a bare httputil.ReverseProxy.
 # ARGS='--quick' for a smoke run.
 bench-relay:
-	$(GO) build -o $(BIN)/ ./cmd/tollgate ./cmd/fakellm ./cmd/tollgate-bench
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/tollgate ./cmd/fakellm ./cmd/tollgate-bench
 	$(BIN)/tollgate-bench $(ARGS)
 
 # Issue 3: actor admission cycles/s, 429s/s under 10x overload, memory per queued request.

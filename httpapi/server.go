@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -45,8 +46,9 @@ type Options struct {
 
 // Server is the gateway's HTTP handler.
 type Server struct {
-	opts   Options
-	router *httprouter.Router
+	opts    Options
+	router  *httprouter.Router
+	unready atomic.Bool // set by Unready
 }
 
 // New returns the handler with every route of SPEC §3 that exists so far.
@@ -96,8 +98,13 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ httprouter.Pa
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// Unready makes /readyz answer 503 "draining" from now on, while every other route is served
+// as before: the first step of a drain, so a load balancer stops sending before the gateway
+// stops admitting.
+func (s *Server) Unready() { s.unready.Store(true) }
+
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	if s.opts.Gateway.Draining() {
+	if s.unready.Load() || s.opts.Gateway.Draining() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 		return
 	}

@@ -2,19 +2,18 @@
 // (a demo backend plus whatever it discovers) on 127.0.0.1:8080.
 //
 //	tollgate [--config FILE] [--listen ADDR]
+//	tollgate --check-config FILE
+//	tollgate --version | --help
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
+	"io"
 	"os"
 	"os/exec"
-	"os/signal"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -25,75 +24,113 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "tollgate:", err)
 		os.Exit(1)
 	}
 }
 
-// drainGrace is how long running requests get to finish after SIGINT/SIGTERM.
-const drainGrace = 30 * time.Second
+// flags is the parsed command line.
+type flags struct {
+	config, listen, checkConfig string
+	version                     bool
+}
 
-func run(args []string) error {
+const usageText = `Usage:
+  tollgate [--config FILE] [--listen ADDR]   serve (default: the embedded demo config plus discovery)
+  tollgate --check-config FILE               validate FILE, print its summary; exit 1 on errors
+  tollgate --version                         print the version, commit and Go version
+  tollgate --help                            print this help
+
+Flags:
+`
+
+// parseFlags reads the command line. --help prints the usage to out and returns flag.ErrHelp;
+// an unknown flag or a stray argument is an error saying which.
+func parseFlags(args []string, out io.Writer) (flags, error) {
+	var f flags
 	fs := flag.NewFlagSet("tollgate", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "YAML configuration `file` (default: the embedded demo config plus discovery)")
-	listen := fs.String("listen", "", "`address` to serve on, overriding the config (default 127.0.0.1:8080)")
-	if err := fs.Parse(args); err != nil {
+	fs.SetOutput(io.Discard) // errors are returned, the usage printed only when asked for
+	fs.StringVar(&f.config, "config", "", "YAML configuration `file` (default: the embedded demo config plus discovery)")
+	fs.StringVar(&f.listen, "listen", "", "`address` to serve on, overriding the config (default 127.0.0.1:8080)")
+	fs.StringVar(&f.checkConfig, "check-config", "", "validate the configuration `file`, print its summary and exit")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(out, usageText)
+		fs.VisitAll(func(fl *flag.Flag) {
+			arg, usage := flag.UnquoteUsage(fl)
+			fmt.Fprintf(out, "  %s\n    \t%s\n", strings.TrimSpace("--"+fl.Name+" "+arg), usage)
+		})
+		return f, err
+	case err != nil:
+		return f, fmt.Errorf("%w (tollgate --help lists the flags)", err)
+	case fs.NArg() > 0:
+		return f, fmt.Errorf("unexpected argument %q: tollgate takes flags only (tollgate --help lists them)", fs.Arg(0))
+	case f.checkConfig != "" && (f.config != "" || f.listen != ""):
+		return f, errors.New("--check-config takes the file to check and no other flag")
+	}
+	return f, nil
+}
+
+func run(args []string, out io.Writer) error {
+	f, err := parseFlags(args, out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil
+	case err != nil:
 		return err
+	case f.version:
+		fmt.Fprintln(out, versionLine())
+		return nil
+	case f.checkConfig != "":
+		return checkConfig(f.checkConfig, out)
 	}
 	log := newLogger()
 	app.TuneGC()
+	cfg, err := loadConfig(f)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("version", version()).Str("commit", commit()).Msg("tollgate starting")
+	for _, line := range cfg.Summary() {
+		log.Info().Str("config", cfg.Source).Msg(line)
+	}
+	return serve(cfg, log)
+}
 
+// loadConfig reads --config, or builds the embedded default plus discovery.
+func loadConfig(f flags) (*config.Config, error) {
 	var cfg *config.Config
-	if *cfgPath != "" {
+	if f.config != "" {
 		var err error
-		if cfg, err = config.Load(*cfgPath); err != nil {
-			return err
+		if cfg, err = config.Load(f.config); err != nil {
+			return nil, err
 		}
 	} else {
 		cfg = config.Default(os.LookupEnv, exec.LookPath, config.ProbeTCP)
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
+	if f.listen != "" {
+		cfg.Listen = f.listen
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("--listen: %w", err)
+		}
 	}
-	for _, line := range cfg.Summary() {
-		log.Info().Str("config", cfg.Source).Msg(line)
-	}
+	return cfg, nil
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	a, err := app.New(ctx, cfg, app.Options{Logger: log})
+// checkConfig validates path as tollgate --config would read it and prints its summary.
+func checkConfig(path string, out io.Writer) error {
+	cfg, err := config.Load(path)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		_ = a.Drain(context.Background())
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	for _, line := range cfg.Summary() {
+		fmt.Fprintln(out, line)
 	}
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }() // exits when srv is shut down
-	log.Info().Str("listen", ln.Addr().String()).Msg("tollgate is serving; try GET /v1/models")
-
-	select {
-	case err := <-served:
-		_ = a.Drain(context.Background())
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	stop() // a second signal kills at once
-	log.Info().Dur("grace", drainGrace).Msg("shutting down: draining running requests")
-	drainCtx, cancel := context.WithTimeout(context.Background(), drainGrace)
-	defer cancel()
-	a.Gateway.Drain()
-	if err := srv.Shutdown(drainCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		log.Warn().Err(err).Msg("http shutdown")
-	}
-	err = a.Drain(drainCtx) // stops what still runs once the grace is over
-	_ = srv.Close()
-	log.Info().Msg("stopped")
-	return err
+	fmt.Fprintln(out, path+": ok")
+	return nil
 }
 
 // newLogger writes human-readable lines to a terminal and JSON otherwise.

@@ -25,6 +25,7 @@ type App struct {
 	Config  *config.Config
 	log     zerolog.Logger
 	refresh *refresher
+	server  *httpapi.Server
 }
 
 // Options tune New beyond the configuration. Zero values are fine.
@@ -86,7 +87,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		APIKeys: cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
 	})
-	return &App{Gateway: g, Handler: h, Config: cfg, log: o.Logger, refresh: startRefresh(g, ls, known, o)}, nil
+	return &App{Gateway: g, Handler: h, Config: cfg, log: o.Logger, refresh: startRefresh(g, ls, known, o), server: h}, nil
 }
 
 func toProvider(p *config.Provider, models []actors.Model, b llm.Backend) actors.Provider {
@@ -99,6 +100,9 @@ func toProvider(p *config.Provider, models []actors.Model, b llm.Backend) actors
 	}
 	return ap
 }
+
+// Unready makes /readyz answer 503 while the gateway still admits and serves: a drain's first step.
+func (a *App) Unready() { a.server.Unready() }
 
 // Drain stops the model list refreshes and admitting, waits until nothing runs or ctx ends, then stops the actors.
 func (a *App) Drain(ctx context.Context) error {

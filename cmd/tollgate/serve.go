@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/cmd/internal/app"
+	"github.com/tollgate/tollgate/cmd/internal/config"
+)
+
+// finalWrite bounds how long, after the drain grace, the handlers of the calls that were
+// stopped get to write their final error event before the connections are closed.
+const finalWrite = 5 * time.Second
+
+// serve runs the gateway until SIGINT or SIGTERM, then drains it (see drain). SIGHUP is
+// logged and ignored: hot reload is not built yet, and it must not kill the process.
+func serve(cfg *config.Config, log zerolog.Logger) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	a, err := app.New(context.Background(), cfg, app.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = a.Drain(context.Background())
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }() // exits when srv is shut down
+	log.Info().Str("listen", ln.Addr().String()).Msg("tollgate is serving; try GET /v1/models")
+
+	for {
+		select {
+		case err := <-served:
+			_ = a.Drain(context.Background())
+			return fmt.Errorf("serve: %w", err)
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				log.Warn().Str("signal", "SIGHUP").Msg("reload not supported yet; SIGHUP ignored (restart to apply a new config)")
+				continue
+			}
+			// A second SIGINT or SIGTERM kills at once; SIGHUP stays ignored.
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			delay := cfg.DrainDelay.D()
+			if sig == os.Interrupt {
+				delay = 0 // a person at a terminal, not a load balancer
+			}
+			return drain(a, srv, delay, cfg.DrainGrace.D(), log.With().Str("signal", sig.String()).Logger())
+		}
+	}
+}
+
+// drain shuts the gateway down the way load balancers need it:
+//  1. /readyz answers 503 "draining" while everything is still accepted and served, for
+//     delay, so the balancer takes the instance out before a connection is refused;
+//  2. the gateway stops admitting (503 gateway_draining on connections still open) and the
+//     listener closes; running calls get grace to finish;
+//  3. at the end of grace what still runs is stopped: every open stream gets the final
+//     SPEC §4 error event (gateway_draining), every answer not yet started a 503, and the
+//     handlers get finalWrite to write them before the connections are closed.
+func drain(a *app.App, srv *http.Server, delay, grace time.Duration, log zerolog.Logger) error {
+	a.Unready()
+	log.Info().Dur("drain_delay", delay).Dur("drain_grace", grace).Msg("draining: /readyz answers 503; still serving until drain_delay ends")
+	if delay > 0 {
+		<-time.After(delay)
+	}
+	log.Info().Msg("draining: admitting nothing new, listener closed; running requests have drain_grace to finish")
+	a.Gateway.Drain()
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(graceCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn().Err(err).Msg("http shutdown")
+	}
+	err := a.Drain(graceCtx) // at the deadline: stops what still runs, which answers its clients
+	finalCtx, cancelFinal := context.WithTimeout(context.Background(), finalWrite)
+	defer cancelFinal()
+	if serr := srv.Shutdown(finalCtx); serr != nil && !errors.Is(serr, context.DeadlineExceeded) {
+		log.Warn().Err(serr).Msg("http shutdown")
+	}
+	_ = srv.Close() // what did not end within finalWrite
+	log.Info().Msg("stopped")
+	return err
+}
