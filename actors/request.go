@@ -58,7 +58,10 @@ func (a *requestActor) Receive(ctx actor.Context) {
 // newStream makes a started call's context (cancellable with a cause; the run_timeout is a
 // timer on it rather than a second context) and its stream.
 func newStream(g *Gateway, c *call) (*stream, context.CancelCauseFunc) {
-	bctx, cancel := context.WithCancelCause(context.Background())
+	// Without the request context's cancellation but with its values (its trace span, so the
+	// backend's traceparent continues the client's trace): the client's hang-up reaches the
+	// call as a message to the request actor, which cancels it with a cause.
+	bctx, cancel := context.WithCancelCause(context.WithoutCancel(c.ctx))
 	timer := time.AfterFunc(c.route.timeout, func() { cancel(errRunTimeout) })
 	return &stream{g: g, c: c, ctx: bctx, timer: timer}, cancel
 }

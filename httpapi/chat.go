@@ -11,13 +11,19 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
+// chatRoute is the chat route's pattern, for logs, metrics and spans.
+const chatRoute = "/v1/chat/completions"
+
 // chat serves POST /v1/chat/completions.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	rec := &record{start: s.opts.Now(), id: requestID(r.Context())}
+	claimLog(w)
+	rec := &record{start: s.opts.Now(), id: requestID(r.Context()), route: chatRoute}
+	r, rec.span = s.startSpan(r, chatRoute)
 	defer s.logChat(rec)
 
 	req, prio, aerr := s.decodeChat(w, r)
@@ -28,8 +34,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 		return
 	}
 	rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
+	s.describeRequest(rec.span, req, prio)
 
+	admitAt := s.opts.Now()
 	sv, err := s.opts.Gateway.Start(r.Context(), req.Model, prio, req)
+	s.queueSpan(r.Context(), admitAt, sv, err)
 	rec.served(sv)
 	servedHeaders(w.Header(), sv)
 	if err != nil {
@@ -142,16 +151,18 @@ func servedHeaders(h http.Header, sv llm.Served) {
 
 // record is what the request's log line says.
 type record struct {
-	id, model, provider, code string
-	servedBy                  string // the model that served (or refused) it: not the asked one after a fallback or a route
-	fallbacks                 []string
-	attempts                  int
-	prio                      llm.Priority
-	stream, clientGone        bool
-	status                    int
-	start                     time.Time
-	queue, ttfb               time.Duration
-	usage                     llm.Usage
+	id, route             string
+	model, provider, code string
+	servedBy              string // the model that served (or refused) it: not the asked one after a fallback or a route
+	fallbacks             []string
+	attempts              int
+	prio                  llm.Priority
+	stream, clientGone    bool
+	status                int
+	start                 time.Time
+	queue, ttfb           time.Duration
+	usage                 llm.Usage
+	span                  trace.Span // nil when not tracing
 }
 
 // served records what the gateway said about the call.
@@ -182,12 +193,22 @@ func (s *Server) logChat(r *record) {
 	if status >= 500 && status != 499 {
 		ev = s.opts.Logger.Warn()
 	}
-	ev.Str("request_id", r.id).Str("model", r.model).Str("provider", r.provider).Str("priority", r.prio.String()).
+	duration := s.opts.Now().Sub(r.start)
+	ev.Str("request_id", r.id).Str("route", r.route).Str("model", r.model).Str("provider", r.provider).Str("priority", r.prio.String()).
 		Bool("stream", r.stream).Int("status", status).Str("code", r.code).
 		Int64("queue_ms", r.queue.Milliseconds()).Int64("ttfb_ms", r.ttfb.Milliseconds()).
-		Int64("duration_ms", s.opts.Now().Sub(r.start).Milliseconds()).
+		Int64("duration_ms", duration.Milliseconds()).
 		Int("tokens_in", r.usage.PromptTokens).Int("tokens_out", r.usage.CompletionTokens).
 		Int("attempts", r.attempts).Str("served_model", r.servedBy).Strs("fallbacks", r.fallbacks).
 		Bool("client_disconnect", r.clientGone).
 		Msg("chat")
+	endSpan(r.span, r, status)
+	if s.opts.Observe != nil {
+		code := r.code
+		if r.clientGone {
+			code = ""
+		}
+		s.opts.Observe(Outcome{Route: r.route, Model: r.servedBy, Provider: r.provider, Status: status, Code: code,
+			Attempts: r.attempts, QueueWait: r.queue, TTFB: r.ttfb, Duration: duration, Usage: r.usage})
+	}
 }

@@ -117,6 +117,7 @@ func (a apiError) body() errorBody {
 
 // write sends the error as a whole response.
 func (a apiError) write(w http.ResponseWriter) {
+	noteCode(w, a.code)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if a.retryAfter > 0 {

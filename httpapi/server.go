@@ -12,6 +12,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -42,6 +43,20 @@ type Options struct {
 	Logger             zerolog.Logger
 	// Now is the clock; nil → time.Now.
 	Now func() time.Time
+
+	// Metrics serves GET /metrics; nil: no such route. It takes the admin keys (as /admin
+	// does) unless MetricsPublic.
+	Metrics       http.Handler
+	MetricsPublic bool
+	// Observe, when set, is called once for every answered model request, after its log
+	// line, from the request's goroutine: it must not block.
+	Observe func(Outcome)
+	// Tracer, when set, traces every model request (trace.go); nil: no spans, and nothing
+	// of a client's traceparent is read.
+	Tracer trace.Tracer
+	// TraceContent puts the request's messages on its span (gen_ai.input.messages); false
+	// (the zero value) keeps prompts out of traces.
+	TraceContent bool
 }
 
 // Server is the gateway's HTTP handler.
@@ -61,28 +76,41 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, router: httprouter.New()}
 	r := s.router
-	r.POST("/v1/chat/completions", queueHeader(s.auth(s.opts.APIKeys, s.chat)))
-	r.GET("/v1/models", s.auth(s.opts.APIKeys, s.listModels))
-	r.GET("/v1/models/*id", s.auth(s.opts.APIKeys, s.getModel))
+	// Every route is registered with its access log (access.go): one log line per answer.
+	handle := func(method, path string, kind routeKind, h httprouter.Handle) {
+		r.Handle(method, path, s.logged(path, kind, h))
+	}
+	handle("POST", "/v1/chat/completions", routeModel, queueHeader(s.auth(s.opts.APIKeys, s.chat)))
+	handle("GET", "/v1/models", routeInfo, s.auth(s.opts.APIKeys, s.listModels))
+	handle("GET", "/v1/models/*id", routeInfo, s.auth(s.opts.APIKeys, s.getModel))
 	admin := s.opts.AdminKeys
 	if len(admin) == 0 {
 		admin = s.opts.APIKeys
 	}
 	if opts.State != nil {
-		r.GET("/admin/state", s.auth(admin, s.state))
+		handle("GET", "/admin/state", routeInfo, s.auth(admin, s.state))
 	}
-	r.GET("/healthz", s.healthz)
-	r.GET("/readyz", s.readyz)
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	if opts.Metrics != nil {
+		metricsKeys := admin
+		if opts.MetricsPublic {
+			metricsKeys = nil
+		}
+		handle("GET", "/metrics", routeProbe, s.auth(metricsKeys, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+			opts.Metrics.ServeHTTP(w, r)
+		}))
+	}
+	handle("GET", "/healthz", routeProbe, s.healthz)
+	handle("GET", "/readyz", routeProbe, s.readyz)
+	r.NotFound = s.loggedUnrouted(func(w http.ResponseWriter, req *http.Request) {
 		apiError{status: http.StatusNotFound, code: "not_found", typ: "invalid_request_error",
 			message: "no route for " + req.Method + " " + req.URL.Path}.write(w)
 	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.MethodNotAllowed = s.loggedUnrouted(func(w http.ResponseWriter, req *http.Request) {
 		apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", typ: "invalid_request_error",
 			message: req.Method + " is not allowed on " + req.URL.Path}.write(w)
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
-		s.opts.Logger.Error().Interface("panic", v).Str("path", req.URL.Path).Msg("handler panic")
+		s.opts.Logger.Error().Interface("panic", v).Str("request_id", requestID(req.Context())).Str("path", clip(req.URL.Path, 200)).Msg("handler panic")
 		apiError{status: http.StatusInternalServerError, code: "internal_error", typ: "api_error",
 			message: "internal error"}.write(w)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/cmd/internal/app"
 	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/cmd/internal/telemetry"
 )
 
 // finalWrite bounds how long, after the drain grace, the handlers of the calls that were
@@ -28,7 +29,12 @@ func serve(cfg *config.Config, log zerolog.Logger) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	a, err := app.New(context.Background(), cfg, app.Options{Logger: log})
+	tr, err := telemetry.NewTracing(context.Background(), os.LookupEnv, version())
+	if err != nil {
+		return err
+	}
+	defer flushTraces(tr, log)
+	a, err := app.New(context.Background(), cfg, app.Options{Logger: log, Tracer: tr.Tracer, TraceContent: tr.Content})
 	if err != nil {
 		return err
 	}
@@ -40,6 +46,8 @@ func serve(cfg *config.Config, log zerolog.Logger) error {
 	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }() // exits when srv is shut down
+	log.Info().Msg(metricsSummary(cfg, ln.Addr().String()))
+	log.Info().Msg(tr.Summary)
 	log.Info().Str("listen", ln.Addr().String()).Msg("tollgate is serving; try GET /v1/models")
 
 	for {
@@ -60,6 +68,29 @@ func serve(cfg *config.Config, log zerolog.Logger) error {
 			}
 			return drain(a, srv, delay, cfg.DrainGrace.D(), log.With().Str("signal", sig.String()).Logger())
 		}
+	}
+}
+
+// metricsSummary says where metrics are and who may read them, for the start-up log.
+func metricsSummary(cfg *config.Config, addr string) string {
+	who := "open (no keys configured)"
+	switch {
+	case cfg.Metrics.Public:
+		who = "public (metrics.public: true)"
+	case len(cfg.Auth.AdminKeys) > 0:
+		who = "admin key required"
+	case len(cfg.Auth.APIKeys) > 0:
+		who = "admin key required (the api keys, as no admin_keys are set)"
+	}
+	return fmt.Sprintf("metrics: GET http://%s/metrics, Prometheus text format, %s", addr, who)
+}
+
+// flushTraces exports the spans still buffered, for at most a few seconds.
+func flushTraces(tr *telemetry.Tracing, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		log.Warn().Err(err).Msg("exporting the last traces")
 	}
 }
 

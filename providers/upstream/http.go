@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -87,10 +90,13 @@ var ErrHeaderTimeout = errors.New("timed out: no response headers")
 // then wraps ErrHeaderTimeout. A cancelled ctx comes back as ctx's error, so the caller can
 // tell its own client's disconnect from a backend failure; other errors are the client's.
 // req's body should be replayable (GetBody set, as http.NewRequest does for a bytes.Reader)
-// so the transport can retry it on a dead keep-alive connection.
+// so the transport can retry it on a dead keep-alive connection. The trace context on ctx,
+// if any, goes with the request as a traceparent header (the process's OpenTelemetry
+// propagator, which does nothing unless tracing is on).
 func Send(ctx context.Context, client *http.Client, req *http.Request, headerTimeout time.Duration) (*http.Response, context.CancelFunc, error) {
 	callCtx, cancel := context.WithCancelCause(ctx)
 	req = req.WithContext(callCtx)
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	var timer *time.Timer
 	if headerTimeout > 0 {
 		timer = time.AfterFunc(headerTimeout, func() { cancel(ErrHeaderTimeout) })

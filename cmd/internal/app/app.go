@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/actors"
 	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/cmd/internal/telemetry"
 	"github.com/tollgate/tollgate/httpapi"
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -23,6 +25,7 @@ type App struct {
 	Gateway *actors.Gateway
 	Handler http.Handler
 	Config  *config.Config
+	Metrics *telemetry.Metrics // served at GET /metrics
 	log     zerolog.Logger
 	refresh *refresher
 	server  *httpapi.Server
@@ -37,6 +40,10 @@ type Options struct {
 	// DiscoveryTimeout bounds each reading of an HTTP backend's model list, at start and
 	// at every refresh; 0 → 5s.
 	DiscoveryTimeout time.Duration
+	// Tracer, when set, traces every model request and backend attempt (telemetry.Tracing);
+	// TraceContent puts prompts into those spans. Nil: no tracing.
+	Tracer       trace.Tracer
+	TraceContent bool
 }
 
 // New builds the adapters, merges each HTTP provider's configured models with the
@@ -77,17 +84,52 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		for _, m := range models {
 			known[p][m.Name] = true
 		}
-		gopts.Providers = append(gopts.Providers, toProvider(p, models, backends[i]))
+		b := backends[i]
+		if o.Tracer != nil {
+			b = telemetry.TraceBackend(b, o.Tracer, p.Name, p.Kind)
+		}
+		gopts.Providers = append(gopts.Providers, toProvider(p, models, b))
 	}
 	g, err := actors.New(gopts)
 	if err != nil {
 		return nil, fmt.Errorf("start gateway: %w", err)
 	}
+	m := telemetry.NewMetrics(series(cfg), g.State)
 	h := httpapi.New(httpapi.Options{
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		APIKeys: cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
+		Metrics: m.Handler(), MetricsPublic: cfg.Metrics.Public, Observe: m.Observe,
+		Tracer: o.Tracer, TraceContent: o.TraceContent,
 	})
-	return &App{Gateway: g, Handler: h, Config: cfg, log: o.Logger, refresh: startRefresh(g, ls, known, o), server: h}, nil
+	return &App{Gateway: g, Handler: h, Config: cfg, Metrics: m, log: o.Logger, refresh: startRefresh(g, ls, known, o), server: h}, nil
+}
+
+// series is what the metrics must know of cfg: its providers, and its fallback pairs with
+// aliases resolved to model ids.
+func series(cfg *config.Config) telemetry.Series {
+	var s telemetry.Series
+	alias := map[string]string{}
+	for i := range cfg.Providers {
+		p := &cfg.Providers[i]
+		s.Providers = append(s.Providers, p.Name)
+		for j := range p.Models {
+			for _, a := range p.Models[j].Aliases {
+				alias[a] = p.ModelID(&p.Models[j])
+			}
+		}
+	}
+	for i := range cfg.Providers {
+		p := &cfg.Providers[i]
+		for j := range p.Models {
+			for _, to := range p.Models[j].Fallbacks {
+				if id, ok := alias[to]; ok {
+					to = id
+				}
+				s.Fallbacks = append(s.Fallbacks, [2]string{p.ModelID(&p.Models[j]), to})
+			}
+		}
+	}
+	return s
 }
 
 func toProvider(p *config.Provider, models []actors.Model, b llm.Backend) actors.Provider {

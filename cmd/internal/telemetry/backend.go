@@ -1,0 +1,124 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// GenAI semantic-convention keys of a backend attempt's span (semconv v1.41).
+const (
+	attrOperation    = attribute.Key("gen_ai.operation.name")
+	attrSystem       = attribute.Key("gen_ai.provider.name")
+	attrRequestModel = attribute.Key("gen_ai.request.model")
+	attrInputTokens  = attribute.Key("gen_ai.usage.input_tokens")
+	attrOutputTokens = attribute.Key("gen_ai.usage.output_tokens")
+	attrFinish       = attribute.Key("gen_ai.response.finish_reasons")
+	attrErrorType    = attribute.Key("error.type")
+	attrProvider     = attribute.Key("tollgate.provider")
+)
+
+// genAISystem is gen_ai.provider.name for a provider kind: the conventions' well-known value
+// where there is one, else the kind.
+func genAISystem(kind string) string {
+	switch kind {
+	case "gemini":
+		return "gcp.gemini"
+	}
+	return kind // openai, anthropic, deepseek are the conventions' own names too
+}
+
+// TraceBackend wraps b so that every Open, one backend attempt, is a client span named by the
+// GenAI conventions ("chat MODEL"), a child of the span on the call's context, ending when
+// the stream is closed. The span is on the context b sees, so an HTTP adapter's traceparent
+// (providers/upstream.Send) names it. provider and kind are the configured provider's.
+func TraceBackend(b llm.Backend, tracer trace.Tracer, provider, kind string) llm.Backend {
+	return &tracedBackend{inner: b, tracer: tracer, provider: provider, system: genAISystem(kind)}
+}
+
+type tracedBackend struct {
+	inner            llm.Backend
+	tracer           trace.Tracer
+	provider, system string
+}
+
+func (b *tracedBackend) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	ctx, span := b.tracer.Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrOperation.String("chat"), attrSystem.String(b.system),
+			attrRequestModel.String(req.Model), attrProvider.String(b.provider)))
+	st, err := b.inner.Open(ctx, req)
+	if err != nil {
+		failSpan(span, err)
+		span.End()
+		return nil, err
+	}
+	hint, _ := st.(interface{ Buffered() bool })
+	return &tracedStream{inner: st, span: span, hint: hint}, nil
+}
+
+// tracedStream notes usage, finish reasons and the error that ended the stream, and ends
+// the attempt's span on Close.
+type tracedStream struct {
+	inner  llm.Stream
+	span   trace.Span
+	hint   interface{ Buffered() bool }
+	usage  *llm.Usage
+	finish []string
+	err    error
+	closed bool
+}
+
+func (s *tracedStream) Next() (llm.Chunk, error) {
+	ch, err := s.inner.Next()
+	switch {
+	case err == nil:
+		if ch.Usage != nil {
+			s.usage = ch.Usage
+		}
+		if ch.FinishReason != "" {
+			s.finish = append(s.finish, string(ch.FinishReason))
+		}
+	case err != io.EOF:
+		s.err = err
+	}
+	return ch, err
+}
+
+// Buffered passes on the inner stream's optional capability (the relay asks it per chunk).
+func (s *tracedStream) Buffered() bool { return s.hint != nil && s.hint.Buffered() }
+
+func (s *tracedStream) Close() error {
+	err := s.inner.Close()
+	if s.closed {
+		return err
+	}
+	s.closed = true
+	if s.usage != nil {
+		s.span.SetAttributes(attrInputTokens.Int(s.usage.PromptTokens), attrOutputTokens.Int(s.usage.CompletionTokens))
+	}
+	if len(s.finish) > 0 {
+		s.span.SetAttributes(attrFinish.StringSlice(s.finish))
+	}
+	if s.err != nil {
+		failSpan(s.span, s.err)
+	}
+	s.span.End()
+	return err
+}
+
+// failSpan marks an attempt as failed with the error's kind; a call stopped from our side
+// (the client left, a timeout, a shutdown) is "canceled", not the backend's failure.
+func failSpan(span trace.Span, err error) {
+	kind := "canceled"
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		kind = llm.KindOf(err).String()
+	}
+	span.SetAttributes(attrErrorType.String(kind))
+	span.SetStatus(codes.Error, kind)
+}
