@@ -30,11 +30,17 @@ func startGateway(t *testing.T, yaml string, backends map[string]llm.Backend) *g
 // serveGateway is startGateway with the gateway's logger chosen by the caller.
 func serveGateway(t *testing.T, yaml string, backends map[string]llm.Backend, log zerolog.Logger) *gateway {
 	t.Helper()
+	return serveApp(t, yaml, app.Options{Logger: log, Backends: backends})
+}
+
+// serveApp is startGateway with every app option chosen by the caller.
+func serveApp(t *testing.T, yaml string, o app.Options) *gateway {
+	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	a, err := app.New(context.Background(), cfg, app.Options{Logger: log, Backends: backends})
+	a, err := app.New(context.Background(), cfg, o)
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}
