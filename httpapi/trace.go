@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -21,22 +22,22 @@ import (
 // wait it reports) and, made by the backend's tracing wrapper below Gateway.Start, one
 // client span per backend attempt, which is what reaches the backend's traceparent.
 
-// Attribute keys of the GenAI semantic conventions (semconv v1.41, the last release that
-// still carries them in the Go module) and Tollgate's own.
+// Attribute keys: the GenAI and HTTP semantic conventions (semconv v1.41, the last release
+// of the Go module that still carries the GenAI ones) and Tollgate's own.
 const (
-	attrOperation     = attribute.Key("gen_ai.operation.name")
-	attrRequestModel  = attribute.Key("gen_ai.request.model")
-	attrResponseModel = attribute.Key("gen_ai.response.model")
-	attrMaxTokens     = attribute.Key("gen_ai.request.max_tokens")
-	attrTemperature   = attribute.Key("gen_ai.request.temperature")
-	attrTopP          = attribute.Key("gen_ai.request.top_p")
-	attrInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
-	attrOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
-	attrInputMessages = attribute.Key("gen_ai.input.messages")
-	attrErrorType     = attribute.Key("error.type")
-	attrMethod        = attribute.Key("http.request.method")
-	attrRoute         = attribute.Key("http.route")
-	attrStatus        = attribute.Key("http.response.status_code")
+	attrOperation     = semconv.GenAIOperationNameKey
+	attrRequestModel  = semconv.GenAIRequestModelKey
+	attrResponseModel = semconv.GenAIResponseModelKey
+	attrMaxTokens     = semconv.GenAIRequestMaxTokensKey
+	attrTemperature   = semconv.GenAIRequestTemperatureKey
+	attrTopP          = semconv.GenAIRequestTopPKey
+	attrInputTokens   = semconv.GenAIUsageInputTokensKey
+	attrOutputTokens  = semconv.GenAIUsageOutputTokensKey
+	attrInputMessages = semconv.GenAIInputMessagesKey
+	attrErrorType     = semconv.ErrorTypeKey
+	attrMethod        = semconv.HTTPRequestMethodKey
+	attrRoute         = semconv.HTTPRouteKey
+	attrStatus        = semconv.HTTPResponseStatusCodeKey
 	attrProvider      = attribute.Key("tollgate.provider")
 	attrPriority      = attribute.Key("tollgate.priority")
 	attrRequestID     = attribute.Key("tollgate.request_id")

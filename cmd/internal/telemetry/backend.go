@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -50,8 +51,8 @@ type tracedBackend struct {
 
 func (b *tracedBackend) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
 	ctx, span := b.tracer.Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrOperation.String("chat"), attrSystem.String(b.system),
-			attrRequestModel.String(req.Model), attrProvider.String(b.provider)))
+		trace.WithAttributes(semconv.GenAIOperationNameChat, semconv.GenAIProviderNameKey.String(b.system),
+			semconv.GenAIRequestModelKey.String(req.Model), attrProvider.String(b.provider)))
 	st, err := b.inner.Open(ctx, req)
 	if err != nil {
 		failSpan(span, err)
@@ -100,10 +101,10 @@ func (s *tracedStream) Close() error {
 	}
 	s.closed = true
 	if s.usage != nil {
-		s.span.SetAttributes(attrInputTokens.Int(s.usage.PromptTokens), attrOutputTokens.Int(s.usage.CompletionTokens))
+		s.span.SetAttributes(semconv.GenAIUsageInputTokensKey.Int(s.usage.PromptTokens), semconv.GenAIUsageOutputTokensKey.Int(s.usage.CompletionTokens))
 	}
 	if len(s.finish) > 0 {
-		s.span.SetAttributes(attrFinish.StringSlice(s.finish))
+		s.span.SetAttributes(semconv.GenAIResponseFinishReasonsKey.StringSlice(s.finish))
 	}
 	if s.err != nil {
 		failSpan(s.span, s.err)
@@ -119,6 +120,6 @@ func failSpan(span trace.Span, err error) {
 	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		kind = llm.KindOf(err).String()
 	}
-	span.SetAttributes(attrErrorType.String(kind))
+	span.SetAttributes(semconv.ErrorTypeKey.String(kind))
 	span.SetStatus(codes.Error, kind)
 }
