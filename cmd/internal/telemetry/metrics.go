@@ -47,9 +47,11 @@ type Metrics struct {
 
 	// Series resolved once per label set, so counting a request is map lookups and atomic
 	// adds: no label hashing, no allocation.
-	mu       sync.RWMutex
-	byModel  map[modelKey]*modelSeries
-	byAnswer map[answerKey]prometheus.Counter
+	mu         sync.RWMutex
+	byModel    map[modelKey]*modelSeries
+	byAnswer   map[answerKey]prometheus.Counter
+	byRejected map[modelKey]prometheus.Counter // provider, code
+	byFailed   map[modelKey]prometheus.Counter // provider, class
 }
 
 type modelKey struct{ provider, model string }
@@ -77,7 +79,8 @@ type Series struct {
 // NewMetrics registers every series of SPEC §15 and the Go runtime's and process's. state is
 // read at every scrape for the running, queued and lane gauges.
 func NewMetrics(s Series, state func() actors.AdminState) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), byModel: map[modelKey]*modelSeries{}, byAnswer: map[answerKey]prometheus.Counter{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), byModel: map[modelKey]*modelSeries{}, byAnswer: map[answerKey]prometheus.Counter{},
+		byRejected: map[modelKey]prometheus.Counter{}, byFailed: map[modelKey]prometheus.Counter{}}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
@@ -142,10 +145,26 @@ func (m *Metrics) Observe(o httpapi.Outcome) {
 	switch {
 	case o.Code == "":
 	case o.Attempts == 0 && rejectionCodes[o.Code]:
-		m.rejections.WithLabelValues(o.Provider, o.Code).Inc()
+		m.pair(m.byRejected, m.rejections, o.Provider, o.Code).Inc()
 	case o.Attempts > 0 && upstreamClass[o.Code] != "":
-		m.upstreamErrors.WithLabelValues(o.Provider, upstreamClass[o.Code]).Inc()
+		m.pair(m.byFailed, m.upstreamErrors, o.Provider, upstreamClass[o.Code]).Inc()
 	}
+}
+
+// pair returns vec's counter of the label pair (a, b), resolving it once into cache.
+func (m *Metrics) pair(cache map[modelKey]prometheus.Counter, vec *prometheus.CounterVec, a, b string) prometheus.Counter {
+	k := modelKey{a, b}
+	m.mu.RLock()
+	c, ok := cache[k]
+	m.mu.RUnlock()
+	if ok {
+		return c
+	}
+	c = vec.WithLabelValues(a, b)
+	m.mu.Lock()
+	cache[k] = c
+	m.mu.Unlock()
+	return c
 }
 
 // answer returns the requests_total counter of o's label set, resolving it once.
