@@ -13,6 +13,7 @@ require (
 )
 
 require (
+	cel.dev/cel-go v0.33.2 // indirect
 	github.com/Workiva/go-datastructures v1.1.3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
