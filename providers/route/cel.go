@@ -46,7 +46,7 @@ func compileCEL(expr string) (cel.Program, error) {
 	}
 	ast, iss := env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
-		return nil, fmt.Errorf("not a valid CEL expression: %s", oneLine(iss.Err().Error()))
+		return nil, fmt.Errorf("not a valid CEL expression: %s", describe(iss))
 	}
 	if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
 		return nil, fmt.Errorf("the CEL expression must be true or false, it gives a %s", t)
@@ -58,9 +58,20 @@ func compileCEL(expr string) (cel.Program, error) {
 	return prg, nil
 }
 
-// oneLine folds the multi-line issue report (message, the expression, a caret) into one line
-// for a config error.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// describe is the first problem CEL found, with its column, on one line (CEL's own report
+// spans lines: the message, the expression, a caret); "and N more" counts the rest.
+func describe(iss *cel.Issues) string {
+	errs := iss.Errors()
+	if len(errs) == 0 {
+		return strings.Join(strings.Fields(iss.Err().Error()), " ")
+	}
+	e := errs[0]
+	s := fmt.Sprintf("column %d: %s", e.Location.Column()+1, e.Message)
+	if len(errs) > 1 {
+		s += fmt.Sprintf(" (and %d more)", len(errs)-1)
+	}
+	return s
+}
 
 // evalCEL runs prg on the request; only a true bool matches.
 func evalCEL(prg cel.Program, in *input) bool {

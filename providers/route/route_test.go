@@ -110,7 +110,7 @@ func TestNewErrors(t *testing.T) {
 		{"empty when is no condition", []Rule{{When: &Conditions{}, Model: "a/b"}, {Model: "a/c"}}, []string{"rules[0].when: only the last rule"}},
 		{"missing model", []Rule{{When: &Conditions{Task: "x"}}, {Model: " "}}, []string{"rules[0].model: required", "rules[1].model: required"}},
 		{"bad regex", []Rule{{When: &Conditions{LastUser: "(unclosed"}, Model: "a/b"}, {Model: "a/c"}}, []string{"rules[0].when.last_user: not a valid regular expression: error parsing regexp: missing closing ): `(unclosed`"}},
-		{"bad CEL", []Rule{{When: &Conditions{CEL: "request.messages.size( > 2"}, Model: "a/b"}, {Model: "a/c"}}, []string{"rules[0].when.cel: not a valid CEL expression: ERROR: <input>:1:"}},
+		{"bad CEL", []Rule{{When: &Conditions{CEL: "request.messages.size( > 2"}, Model: "a/b"}, {Model: "a/c"}}, []string{"rules[0].when.cel: not a valid CEL expression: column 24: Syntax error"}},
 		{"unknown CEL variable", []Rule{{When: &Conditions{CEL: "reqest.model == 'x'"}, Model: "a/b"}, {Model: "a/c"}}, []string{"rules[0].when.cel: not a valid CEL expression:", "undeclared reference to 'reqest'"}},
 		{"CEL not a bool", []Rule{{When: &Conditions{CEL: "prompt_tokens + 1"}, Model: "a/b"}, {Model: "a/c"}}, []string{"rules[0].when.cel: the CEL expression must be true or false, it gives a int"}},
 		{"thresholds", []Rule{{When: &Conditions{MinPromptTokens: ptr(10), MaxPromptTokens: ptr(5)}, Model: "a/b"}, {When: &Conditions{MaxPromptTokens: ptr(-1)}, Model: "a/b"}, {Model: "a/c"}},
