@@ -92,15 +92,12 @@ func New(cfg Config) (*Client, error) {
 // Open sends req and returns once the backend answered with headers. Errors the backend
 // reports before the first chunk come back as *llm.Error. The keys are used in turn.
 func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
-	i, key := c.keys.Turn(req.Model)
-	s, err := c.open(ctx, req, key)
-	return s, upstream.WithKey(err, i)
+	return c.keys.OpenTurn(ctx, req, c.open)
 }
 
 // OpenWithKey is Open with key i of the model's keys (llm.KeyedBackend).
 func (c *Client) OpenWithKey(ctx context.Context, req *llm.Request, i int) (llm.Stream, error) {
-	s, err := c.open(ctx, req, c.keys.At(req.Model, i))
-	return s, upstream.WithKey(err, i)
+	return c.keys.OpenKey(ctx, req, i, c.open)
 }
 
 // Keys is how many keys a call to the backend model rotates over (llm.KeyedBackend).

@@ -25,15 +25,12 @@ const maxCompletion = 32 << 20
 // comes back from Open as an *llm.Error and the gateway can still answer with a proper status.
 // Cancelling ctx aborts the HTTP call at any point. The keys are used in turn.
 func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
-	i, key := c.keys.Turn(req.Model)
-	s, err := c.open(ctx, req, key)
-	return s, upstream.WithKey(err, i)
+	return c.keys.OpenTurn(ctx, req, c.open)
 }
 
 // OpenWithKey is Open with key i of the model's keys (llm.KeyedBackend).
 func (c *Client) OpenWithKey(ctx context.Context, req *llm.Request, i int) (llm.Stream, error) {
-	s, err := c.open(ctx, req, c.keys.At(req.Model, i))
-	return s, upstream.WithKey(err, i)
+	return c.keys.OpenKey(ctx, req, i, c.open)
 }
 
 func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.Stream, error) {

@@ -141,14 +141,6 @@ func CarriesAnswer(chunks []llm.Chunk) bool {
 	return false
 }
 
-// WithKey records on an *llm.Error that the call used key i, and returns err.
-func WithKey(err error, i int) error {
-	if e, ok := errors.AsType[*llm.Error](err); ok {
-		e.Key = i
-	}
-	return err
-}
-
 // WithProvider names provider on an *llm.Error that does not name one yet, and returns err.
 func WithProvider(err error, provider string) error {
 	if e, ok := errors.AsType[*llm.Error](err); ok && e.Provider == "" {

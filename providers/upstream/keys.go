@@ -1,6 +1,12 @@
 package upstream
 
-import "sync/atomic"
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
 
 // KeyRing hands out a provider's API keys round-robin, one per call, with per-model
 // overrides (NVIDIA, for one, issues a key per model). It is safe for concurrent use: the
@@ -98,3 +104,29 @@ func (k *KeyRing) ForListing() string {
 
 // Secrets returns every key the ring holds, for Redact. The caller must not change it.
 func (k *KeyRing) Secrets() []string { return k.secrets }
+
+// Opener is an adapter's call with a given key ("" sends none).
+type Opener func(ctx context.Context, req *llm.Request, key string) (llm.Stream, error)
+
+// OpenTurn makes the call with the next key of the request model's rotation (llm.Backend's
+// Open), and records the key's index on its error.
+func (k *KeyRing) OpenTurn(ctx context.Context, req *llm.Request, open Opener) (llm.Stream, error) {
+	i, key := k.Turn(req.Model)
+	s, err := open(ctx, req, key)
+	return s, WithKey(err, i)
+}
+
+// OpenKey makes the call with key i of the request model's keys (llm.KeyedBackend's
+// OpenWithKey), and records i on its error.
+func (k *KeyRing) OpenKey(ctx context.Context, req *llm.Request, i int, open Opener) (llm.Stream, error) {
+	s, err := open(ctx, req, k.At(req.Model, i))
+	return s, WithKey(err, i)
+}
+
+// WithKey records on an *llm.Error that the call used key i, and returns err.
+func WithKey(err error, i int) error {
+	if e, ok := errors.AsType[*llm.Error](err); ok {
+		e.Key = i
+	}
+	return err
+}
