@@ -169,17 +169,26 @@ func validateFallbackOn(m *Model, mp string, p *problems) {
 	}
 }
 
-// resilienceSummary is the provider's resilience settings for its summary line.
-func (p Provider) resilienceSummary() string {
-	s := fmt.Sprintf(", retries %d, breaker %d/%g/%s", p.Retries, p.Breaker.Failures, p.Breaker.Ratio, p.Breaker.OpenFor)
-	if p.Adaptive() {
-		s += fmt.Sprintf(", adaptive lanes (probe %d)", p.LanesProbe)
+// usesResilience reports whether the file sets any SPEC §10–11 field beyond its default,
+// for the start-up summary.
+func (c *Config) usesResilience() bool {
+	l := &c.Limits
+	if l.Retries != defaultRetries || l.RetryBudget != defaultRetryBudget || l.MaxRetryWait.D() != defaultMaxRetryWait {
+		return true
 	}
-	if IsHTTP(p.Kind) {
-		s += fmt.Sprintf(", key cooldown %s..%s", p.KeyCooldown, p.MaxKeyCooldown)
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		if p.KeyRateLimit != nil || p.RateLimit != nil && p.RateLimit.Burst != 0 || p.AdaptiveLanes != nil ||
+			p.LanesProbe != defaultLanesProbe || p.Retries != l.Retries ||
+			p.Breaker != (Breaker{defaultBreakFailures, defaultBreakRatio, Duration(defaultBreakOpenFor)}) ||
+			IsHTTP(p.Kind) && (p.KeyCooldown.D() != defaultKeyCooldown || p.MaxKeyCooldown.D() != defaultMaxKeyCooldown) {
+			return true
+		}
+		for j := range p.Models {
+			if len(p.Models[j].Fallbacks) > 0 {
+				return true
+			}
+		}
 	}
-	if r := p.KeyRateLimit; r != nil {
-		s += fmt.Sprintf(", per key rpm %d tpm %d", r.RPM, r.TPM)
-	}
-	return s
+	return false
 }

@@ -80,11 +80,16 @@ routes:
 		t.Errorf("route models %v", got)
 	}
 	summary := strings.Join(cfg.Summary(), "\n")
-	for _, want := range []string{"retries 3, retry_budget 0.1, max_retry_wait 500ms", "rpm 6, tpm 0, burst 3, retries 0, breaker 3/0.5/10s, key cooldown 20s..5m0s, per key rpm 60",
-		"adaptive lanes (probe 20)", "route support (3 rules: deepseek/deepseek-chat qwen/qwen-max qwen/qwen-plus)"} {
+	for _, want := range []string{"rpm 6, tpm 0,", "resilience settings and routes: validated, not yet applied"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary lacks %q:\n%s", want, summary)
 		}
 	}
 	assertNone(t, summary, secretA, secretB)
+	if s := strings.Join(parseFile(t, "minimal.yaml").Summary(), "\n"); strings.Contains(s, "resilience") {
+		t.Errorf("a config with only defaults mentions resilience:\n%s", s)
+	}
+	if route := cfg.Routes[0].String(); route != "support (3 rules: deepseek/deepseek-chat qwen/qwen-max qwen/qwen-plus)" {
+		t.Errorf("route summary %q", route)
+	}
 }

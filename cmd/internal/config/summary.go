@@ -30,15 +30,17 @@ func (c *Config) Summary() []string {
 		"config: " + c.Source,
 		"listen: " + c.Listen,
 		"auth: " + c.Auth.String(),
-		fmt.Sprintf("limits: max_running %d, max_admitted %d, queue_length %d, queue_timeout %s, retry_after %s, max_body_bytes %d, retries %d, retry_budget %g, max_retry_wait %s",
+		fmt.Sprintf("limits: max_running %d, max_admitted %d, queue_length %d, queue_timeout %s, retry_after %s, max_body_bytes %d",
 			c.Limits.MaxRunning, c.Limits.MaxAdmitted, c.Limits.QueueLength, c.Limits.QueueTimeout,
-			c.Limits.RetryAfter, c.Limits.MaxBodyBytes, c.Limits.Retries, c.Limits.RetryBudget, c.Limits.MaxRetryWait),
+			c.Limits.RetryAfter, c.Limits.MaxBodyBytes),
 	}
 	for i := range c.Providers {
 		out = append(out, "provider "+c.Providers[i].String())
 	}
-	for i := range c.Routes {
-		out = append(out, "route "+c.Routes[i].String())
+	if len(c.Routes) > 0 || c.usesResilience() {
+		// Parsed and validated, but the provider actors do not apply them yet
+		// (docs/resilience.md): say so rather than list settings that do nothing.
+		out = append(out, "resilience settings and routes: validated, not yet applied (docs/resilience.md)")
 	}
 	return out
 }
@@ -86,11 +88,7 @@ func (p Provider) String() string {
 		p.Lanes, p.ModelLanes, p.QueueLength, p.QueueTimeout, p.RunTimeout)
 	if p.RateLimit != nil {
 		fmt.Fprintf(&b, ", rpm %d, tpm %d", p.RateLimit.RPM, p.RateLimit.TPM)
-		if p.RateLimit.Burst > 0 {
-			fmt.Fprintf(&b, ", burst %d", p.RateLimit.Burst)
-		}
 	}
-	b.WriteString(p.resilienceSummary())
 	if len(p.Models) == 0 {
 		b.WriteString(", models from the backend")
 	} else {
