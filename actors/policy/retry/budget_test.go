@@ -116,7 +116,7 @@ func (m *refBudget) retry(now time.Time) bool {
 // window, retries stay within ratio × the calls of that window and the one before, plus the
 // floor.
 func TestBudgetAgainstReference(t *testing.T) {
-	for seed := range uint64(80) {
+	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 5))
 		ratio := []float64{0.2, 0.1, 0.5, 1}[rng.IntN(4)]
 		b, m := NewBudget(ratio), &refBudget{ratio: ratio}

@@ -240,3 +240,30 @@ func TestHiddenLimit(t *testing.T) {
 		})
 	}
 }
+
+// FuzzScript: whatever JSON arrives at POST /_fakellm/script, the server answers 200 or a
+// 400 that names the script, and a script it took never breaks a later call.
+func FuzzScript(f *testing.F) {
+	f.Add(`{"keys":{"k":{"mode":"rate-limited","for":"3s"}},"models":{"m":{"mode":"down","after":1}}}`)
+	f.Add(`{"keys":{"k":{"mode":"throttle-200"}}}`)
+	f.Add(`{"keys":{"k":{"for":"-1s"}}}`)
+	f.Add(`{"models":null}`)
+	srv := New(Options{Chunks: 1})
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/_fakellm/script", strings.NewReader(body)))
+		switch {
+		case rec.Code == http.StatusBadRequest && strings.HasPrefix(rec.Body.String(), "script: "):
+		case rec.Code == http.StatusOK:
+		default:
+			t.Fatalf("%q: %d %s", body, rec.Code, rec.Body)
+		}
+		req := endpoints[0].request("m", false, "")
+		req.Header.Set("Authorization", "Bearer k")
+		rec = httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		if rec.Code == 0 || rec.Body.Len() == 0 {
+			t.Fatalf("a call after script %q got %d with no body", body, rec.Code)
+		}
+	})
+}
