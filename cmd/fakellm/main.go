@@ -3,7 +3,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,7 +46,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.Float64Var(&opts.TokensPerSecond, "tps", 0, "chunks per second, when --chunk-interval is 0 (0 = no pacing)")
 	fs.IntVar(&opts.Chunks, "chunks", fakellm.DefaultChunks, "content chunks per answer")
 	fs.StringVar(&opts.Reply, "reply", "", "answer text (default: a built-in sentence)")
-	fs.IntVar(&opts.MaxConcurrent, "max-concurrent", 0, "answer 429 beyond this many requests in flight (0 = no limit)")
+	fs.IntVar(&opts.MaxConcurrent, "max-concurrent", 0, "a hidden concurrency limit: refuse requests beyond this many in flight (0 = no limit; POST /_fakellm/limit changes it)")
+	fs.StringVar(&opts.BusyStyle, "busy-style", "", "how a request beyond --max-concurrent is refused: "+strings.Join(fakellm.BusyStyles(), ", ")+" (default stated)")
+	script := fs.String("script", "", "JSON file of per-key and per-model behaviour (see README.md; POST /_fakellm/script replaces it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,6 +57,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	opts.Modes = m
+	if err := loadScript(*script, &opts.Script); err != nil {
+		return err
+	}
+	if err := fakellm.CheckBusyStyle(opts.BusyStyle); err != nil {
+		return err
+	}
 	if *models != "" {
 		opts.Models = strings.Split(*models, ",")
 	}
@@ -83,6 +93,26 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// loadScript reads a Script from path ("" leaves it empty) and checks it.
+func loadScript(path string, sc *fakellm.Script) error {
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("script: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(sc); err != nil {
+		return fmt.Errorf("script %s: %w", path, err)
+	}
+	if err := sc.Check(); err != nil {
+		return fmt.Errorf("script %s: %w", path, err)
 	}
 	return nil
 }

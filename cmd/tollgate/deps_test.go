@@ -7,9 +7,11 @@ import (
 )
 
 // TestDependencyDirection keeps the architecture's arrows pointing one way (STYLE.md):
-// cmd → httpapi, actors, providers/*; httpapi → providers/llm, providers/sse; actors →
-// actors/policy, providers/llm; providers/* → providers/llm and each other, never the
-// gateway's serving or actor code.
+// cmd → httpapi, actors, providers/*; httpapi → providers/llm, providers/sse,
+// providers/route; actors → actors/policy, providers/llm, providers/route; providers/* →
+// providers/llm and each other, never the gateway's serving or actor code. providers/route (the
+// SPEC §12 matcher: a request and its X-Gateway-Task header in, a model id out) is open to
+// both sides so whichever resolves a route can, without either importing the other.
 func TestDependencyDirection(t *testing.T) {
 	const mod = "github.com/tollgate/tollgate/"
 	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}:{{join .Imports " "}}`,
@@ -25,9 +27,9 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "providers/", forbid: []string{mod + "actors", mod + "httpapi", mod + "cmd", "github.com/asynkron/protoactor-go"}},
 		{pkg: "providers/llm", only: []string{}},
 		{pkg: "httpapi", forbid: []string{"github.com/asynkron/protoactor-go"},
-			only: []string{"providers/llm", "providers/sse"}},
+			only: []string{"providers/llm", "providers/sse", "providers/route"}},
 		{pkg: "actors/policy", only: []string{"providers/llm"}},
-		{pkg: "actors", only: []string{"actors/policy", "providers/llm"}},
+		{pkg: "actors", only: []string{"actors/policy", "providers/llm", "providers/route"}},
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

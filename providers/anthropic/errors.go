@@ -69,7 +69,7 @@ func (c *Client) statusError(status int, h http.Header, body []byte, key string)
 	if e.Kind == llm.KindUpstreamRateLimited || e.Kind == llm.KindProviderUnavailable {
 		e.RetryAfter = upstream.RetryHint(h, c.now())
 	}
-	return e
+	return upstream.Annotate(e, h, body, c.now())
 }
 
 // streamError builds the error for an "error" event that arrived after HTTP 200.

@@ -66,8 +66,9 @@ type Client struct {
 }
 
 var (
-	_ llm.Backend     = (*Client)(nil)
-	_ llm.ModelLister = (*Client)(nil)
+	_ llm.Backend      = (*Client)(nil)
+	_ llm.KeyedBackend = (*Client)(nil)
+	_ llm.ModelLister  = (*Client)(nil)
 )
 
 // New returns a Client for cfg.
@@ -92,8 +93,20 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Open sends req and returns once the backend answered with headers. Errors the backend
-// reports before the first chunk come back as *llm.Error.
+// reports before the first chunk come back as *llm.Error. The keys are used in turn.
 func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	return c.keys.OpenTurn(ctx, req, c.open)
+}
+
+// OpenWithKey is Open with key i of the model's keys (llm.KeyedBackend).
+func (c *Client) OpenWithKey(ctx context.Context, req *llm.Request, i int) (llm.Stream, error) {
+	return c.keys.OpenKey(ctx, req, i, c.open)
+}
+
+// Keys is how many keys a call to the backend model rotates over (llm.KeyedBackend).
+func (c *Client) Keys(model string) int { return c.keys.Count(model) }
+
+func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.Stream, error) {
 	body, err := buildRequest(req)
 	if err != nil {
 		return nil, upstream.WithProvider(err, c.name)
@@ -107,7 +120,6 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 	if req.Stream {
 		path = "/models/" + model + ":streamGenerateContent?alt=sse"
 	}
-	key := c.keys.For(req.Model)
 	resp, cancel, err := c.send(ctx, http.MethodPost, path, data, key, req.Stream)
 	if err != nil {
 		return nil, err
@@ -122,7 +134,7 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 		return apiErrorToLLM(c.name, ae, 0, nil, c.now(), key)
 	}
 	if req.Stream {
-		s := newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf))
+		s := newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf)).WithQuota(resp.Header, c.now())
 		if err := s.Prime(); err != nil {
 			return nil, err
 		}
@@ -138,7 +150,7 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 	if err != nil {
 		return nil, upstream.WithProvider(err, c.name)
 	}
-	return upstream.Chunks(chunks, io.EOF), nil
+	return upstream.Chunks(chunks, io.EOF).WithQuota(resp.Header, c.now()), nil
 }
 
 // ListModels returns the models that can generate content, for the first key.

@@ -127,8 +127,8 @@ func apiErrorToLLM(provider string, ae *apiError, status int, h http.Header, now
 // statusError builds the error for a non-2xx answer.
 func (c *Client) statusError(status int, h http.Header, body []byte, key string) *llm.Error {
 	if ae := parseErrorBody(body); ae != nil {
-		return apiErrorToLLM(c.name, ae, status, h, c.now(), key)
+		return upstream.Annotate(apiErrorToLLM(c.name, ae, status, h, c.now(), key), h, body, c.now())
 	}
-	return upstream.StatusError(c.name, status, h, "",
-		upstream.Redact(fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body)), key), c.now())
+	return upstream.Annotate(upstream.StatusError(c.name, status, h, "",
+		upstream.Redact(fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body)), key), c.now()), h, body, c.now())
 }

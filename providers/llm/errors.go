@@ -80,6 +80,14 @@ type Error struct {
 	// kept for logs and for the adapters' tests; zero when the error is the gateway's own.
 	UpstreamStatus int
 	UpstreamCode   string
+	// Key is the index of the key the failed call used, among KeyedBackend.Keys of its model;
+	// meaningful only for errors a KeyedBackend returned (0 otherwise).
+	Key int
+	// StatedLimit is the concurrency the backend said it takes while refusing (its limit, or
+	// its slots in use when it names no limit; SPEC §11); 0 when it stated none.
+	StatedLimit int
+	// Quota is what the refusal's headers said of the backend's buckets; nil when nothing.
+	Quota *Quota
 	// Err is the underlying cause, if any (a transport error, a decode error).
 	Err error
 }

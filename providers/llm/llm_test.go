@@ -124,3 +124,28 @@ func TestArgumentsObject(t *testing.T) {
 		}
 	}
 }
+
+func TestEstimatePromptTokens(t *testing.T) {
+	img := Part{Type: "image_url", ImageURL: &ImageURL{URL: "data:image/png;base64,AAAA"}}
+	tests := []struct {
+		name string
+		req  Request
+		want int
+	}{
+		{"empty", Request{}, 0},
+		{"one short message", Request{Messages: []Message{{Role: "user", Content: Content{Text: "hello world!"}}}}, 4 + 1 + 3},
+		{"CJK counts characters", Request{Messages: []Message{{Role: "user", Content: Content{Text: "你好世界"}}}}, 4 + 1 + 4},
+		{"image part", Request{Messages: []Message{{Role: "user", Content: Content{Parts: []Part{{Type: "text", Text: "look"}, img}}}}}, 4 + 1 + 1 + ImageTokens},
+		{"tools count", Request{Tools: []Tool{{Type: "function", Function: ToolFunction{Name: "get", Parameters: []byte(`{"type":"object"}`)}}}}, 1 + 5},
+	}
+	for _, tt := range tests {
+		if got := EstimatePromptTokens(&tt.req); got != tt.want {
+			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	r := Request{Messages: []Message{{Role: "user", Content: Content{Text: "first"}}, {Role: "assistant", Content: Content{Text: "x"}},
+		{Role: "user", Content: Content{Parts: []Part{{Type: "text", Text: "second"}, img}}}, {Role: "tool", Content: Content{Text: "t"}}}}
+	if r.LastUserText() != "second" || !r.HasImages() || (&Request{}).HasImages() || (&Request{}).LastUserText() != "" {
+		t.Errorf("LastUserText %q, HasImages %v", r.LastUserText(), r.HasImages())
+	}
+}

@@ -85,8 +85,9 @@ type Client struct {
 }
 
 var (
-	_ llm.Backend     = (*Client)(nil)
-	_ llm.ModelLister = (*Client)(nil)
+	_ llm.Backend      = (*Client)(nil)
+	_ llm.KeyedBackend = (*Client)(nil)
+	_ llm.ModelLister  = (*Client)(nil)
 )
 
 // New validates cfg and returns a Client. An unknown kind or a malformed base URL is an error
@@ -123,17 +124,12 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// keyFor returns the key for a call to model. A call for no model (ListModels) on a provider
-// that only has per-model keys borrows one of those: any valid key may list models.
-func (c *Client) keyFor(model string) string {
-	if model == "" {
-		return c.keys.ForListing()
-	}
-	return c.keys.For(model)
-}
+// Keys is how many keys a call to the backend model rotates over (llm.KeyedBackend).
+func (c *Client) Keys(model string) int { return c.keys.Count(model) }
 
-// newRequest builds a request to path with the auth and content headers every call carries.
-func (c *Client) newRequest(ctx context.Context, method, path, model string, body []byte) (*http.Request, error) {
+// newRequest builds a request to path with the auth and content headers every call carries;
+// key "" sends no Authorization header.
+func (c *Client) newRequest(ctx context.Context, method, path, key string, body []byte) (*http.Request, error) {
 	var req *http.Request
 	var err error
 	if body != nil {
@@ -149,7 +145,7 @@ func (c *Client) newRequest(ctx context.Context, method, path, model string, bod
 	if err != nil {
 		return nil, fmt.Errorf("build request for %s: %w", c.name, err)
 	}
-	if key := c.keyFor(model); key != "" {
+	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	return req, nil

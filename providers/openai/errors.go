@@ -109,10 +109,16 @@ func (c *Client) statusError(resp *http.Response, body []byte) *llm.Error {
 		be.msg = "backend said: " + snippet(body)
 	}
 	kind, known := kindForCode(be)
-	if !known {
+	switch {
+	case known:
+	case resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(strings.ToLower(be.msg), "server busy"):
+		// Ollama's full queue (OLLAMA_MAX_QUEUE): the server is up and refusing for capacity,
+		// which is a rate limit, not a provider that is down.
+		kind = llm.KindUpstreamRateLimited
+	default:
 		kind = upstream.KindForStatus(resp.StatusCode)
 	}
-	return c.newError(kind, resp.StatusCode, resp.Header, be)
+	return upstream.Annotate(c.newError(kind, resp.StatusCode, resp.Header, be), resp.Header, body, c.clock())
 }
 
 // bodyError turns an error reported inside a 200 (a whole body or a stream frame).
@@ -127,7 +133,15 @@ func (c *Client) bodyError(h http.Header, be backendError) *llm.Error {
 	default:
 		kind = llm.KindUpstream
 	}
-	return c.newError(kind, http.StatusOK, h, be)
+	return upstream.Annotate(c.newError(kind, http.StatusOK, h, be), h, []byte(be.msg), c.clock())
+}
+
+// clock is the adapter's time: time.Now, or the tests' fixed clock.
+func (c *Client) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
 }
 
 func (c *Client) newError(kind llm.Kind, status int, h http.Header, be backendError) *llm.Error {
@@ -146,11 +160,7 @@ func (c *Client) newError(kind llm.Kind, status int, h http.Header, be backendEr
 		e.UpstreamCode = be.typ
 	}
 	if kind == llm.KindUpstreamRateLimited || kind == llm.KindProviderUnavailable {
-		now := time.Now
-		if c.now != nil { // tests fix the clock
-			now = c.now
-		}
-		e.RetryAfter = upstream.RetryHint(h, now())
+		e.RetryAfter = upstream.RetryHint(h, c.clock())
 	}
 	return e
 }

@@ -12,7 +12,8 @@ import (
 // ListModels asks GET {base}/models. OpenAI, LM Studio, Ollama and the hosted compatible
 // APIs all answer {"data": [{"id": ...}]}; a context length is kept when a backend gives one.
 func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
-	hr, err := c.newRequest(ctx, http.MethodGet, "/models", "", nil)
+	// A provider with per-model keys only borrows one of those: any valid key may list.
+	hr, err := c.newRequest(ctx, http.MethodGet, "/models", c.keys.ForListing(), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -23,13 +23,22 @@ const maxCompletion = 32 << 20
 // first chunk (a stream) or its whole body (no stream), so that an error the backend reports
 // before any content — by HTTP status, inside a 200 body, or as the first stream frame —
 // comes back from Open as an *llm.Error and the gateway can still answer with a proper status.
-// Cancelling ctx aborts the HTTP call at any point.
+// Cancelling ctx aborts the HTTP call at any point. The keys are used in turn.
 func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	return c.keys.OpenTurn(ctx, req, c.open)
+}
+
+// OpenWithKey is Open with key i of the model's keys (llm.KeyedBackend).
+func (c *Client) OpenWithKey(ctx context.Context, req *llm.Request, i int) (llm.Stream, error) {
+	return c.keys.OpenKey(ctx, req, i, c.open)
+}
+
+func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.Stream, error) {
 	body, err := requestBody(req)
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: err.Error(), Err: err}
 	}
-	hr, err := c.newRequest(ctx, http.MethodPost, "/chat/completions", req.Model, body)
+	hr, err := c.newRequest(ctx, http.MethodPost, "/chat/completions", key, body)
 	if err != nil {
 		return nil, err
 	}
@@ -58,10 +67,11 @@ func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error)
 		if err != nil {
 			return nil, err
 		}
+		quota := c.quota(resp.Header)
 		if req.Stream { // a backend that ignored "stream": give the client chunks anyway
-			return &chunkList{chunks: completionToChunks(ch)}, nil
+			return &chunkList{chunks: completionToChunks(ch), quota: quota}, nil
 		}
-		return &chunkList{chunks: []llm.Chunk{ch}}, nil
+		return &chunkList{chunks: []llm.Chunk{ch}, quota: quota}, nil
 	}
 	s := &stream{c: c, ctx: ctx, cancel: cancel, header: resp.Header, body: resp.Body, r: sse.NewReader(br)}
 	first, err := s.next()
@@ -146,6 +156,21 @@ func (c *Client) upstreamError(msg string, err error) *llm.Error {
 // chunkList is the stream of an answer read whole before Open returned.
 type chunkList struct {
 	chunks []llm.Chunk
+	quota  llm.Quota
+}
+
+var (
+	_ llm.QuotaReporter = (*chunkList)(nil)
+	_ llm.QuotaReporter = (*stream)(nil)
+)
+
+// Quota is what the answer's headers said of the backend's buckets.
+func (l *chunkList) Quota() llm.Quota { return l.quota }
+
+// quota reads an answer's rate-limit headers (llm.NoQuota when it sent none).
+func (c *Client) quota(h http.Header) llm.Quota {
+	q, _ := upstream.ParseQuota(h, c.clock())
+	return q
 }
 
 func (l *chunkList) Next() (llm.Chunk, error) {

@@ -28,6 +28,9 @@ type stream struct {
 	close   sync.Once
 }
 
+// Quota is what the answer's headers said of the backend's buckets.
+func (s *stream) Quota() llm.Quota { return s.c.quota(s.header) }
+
 // Next returns the next chunk, io.EOF after [DONE], or the error that ended the stream.
 func (s *stream) Next() (llm.Chunk, error) {
 	if s.pending != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"time"
 
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -31,21 +33,35 @@ type ChunkStream struct {
 	pending  []llm.Chunk
 	err      error // the terminal error, io.EOF after the last chunk
 	closed   bool
+	quota    llm.Quota
 }
 
-var _ llm.Stream = (*ChunkStream)(nil)
+var (
+	_ llm.Stream        = (*ChunkStream)(nil)
+	_ llm.QuotaReporter = (*ChunkStream)(nil)
+)
 
 // NewChunkStream returns the stream of an answer src decodes from body. Close closes body
 // and then calls cancel (either may be nil). Errors are named for provider.
 func NewChunkStream(provider string, body io.ReadCloser, cancel context.CancelFunc, src Source) *ChunkStream {
-	return &ChunkStream{provider: provider, body: body, cancel: cancel, src: src}
+	return &ChunkStream{provider: provider, body: body, cancel: cancel, src: src, quota: llm.NoQuota}
 }
 
 // Chunks returns a stream of chunks already decoded, ending with err (io.EOF for a complete
 // answer).
 func Chunks(chunks []llm.Chunk, err error) *ChunkStream {
-	return &ChunkStream{pending: chunks, err: err}
+	return &ChunkStream{pending: chunks, err: err, quota: llm.NoQuota}
 }
+
+// WithQuota records what the answer's headers said of the backend's buckets (ParseQuota),
+// for Quota, and returns s.
+func (s *ChunkStream) WithQuota(h http.Header, now time.Time) *ChunkStream {
+	s.quota, _ = ParseQuota(h, now)
+	return s
+}
+
+// Quota is what the answer's headers said of the backend's buckets (llm.QuotaReporter).
+func (s *ChunkStream) Quota() llm.Quota { return s.quota }
 
 // Next returns the next chunk; see llm.Stream.
 func (s *ChunkStream) Next() (llm.Chunk, error) {

@@ -32,6 +32,8 @@ type Config struct {
 	// at its end what still runs is stopped and every open stream gets the final
 	// gateway_draining error. Omitted → 30s; must be positive.
 	DrainGrace Duration `yaml:"drain_grace"`
+	// Routes are client-facing model ids that pick a real model per request (SPEC §12).
+	Routes []Route `yaml:"routes"`
 	// Source names where the config came from: the file name, or "embedded default".
 	Source string `yaml:"-"`
 }
@@ -59,6 +61,16 @@ type Limits struct {
 	RetryAfter Duration `yaml:"retry_after"`
 	// MaxBodyBytes caps a request body; default 8 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+
+	// Retries is the default extra attempts per call (SPEC §10); default 2; an explicit 0
+	// means no retries. A provider's retries overrides it.
+	Retries int `yaml:"retries"`
+	// RetryBudget is the share of a provider's calls over the last 10 s that may be retries,
+	// on top of 3 per second; default 0.2; in (0, 1].
+	RetryBudget float64 `yaml:"retry_budget"`
+	// MaxRetryWait is the longest a retry may wait (holding its lane) before it is made;
+	// default 2s; a retry that would wait longer is not made.
+	MaxRetryWait Duration `yaml:"max_retry_wait"`
 }
 
 // Metrics configures GET /metrics (SPEC §15).
@@ -69,11 +81,15 @@ type Metrics struct {
 	Public bool `yaml:"public"`
 }
 
-// RateLimit is a provider's own request budget. Zero in one dimension means "not limited in
-// that dimension"; at least one must be positive.
+// RateLimit is a provider's own request budget (rate_limit), or each key's (key_rate_limit).
+// Zero in one dimension means "not limited in that dimension"; at least one must be positive.
 type RateLimit struct {
 	RPM int `yaml:"rpm"` // requests per minute
 	TPM int `yaml:"tpm"` // tokens per minute
+	// Burst is how many requests may start back to back before the rpm rate applies; omitted
+	// or 0 means ten seconds' worth, max(1, rpm/6) (rpm 6: one, then one every 10 s). Only
+	// with rpm. The tpm bucket always holds ten seconds of tokens.
+	Burst int `yaml:"burst"`
 }
 
 // Provider is one configured backend.
@@ -114,6 +130,25 @@ type Provider struct {
 	// KillGrace is how long a cancelled CLI gets between SIGTERM and SIGKILL; default 3s.
 	KillGrace Duration `yaml:"kill_grace"`
 
+	// Resilience (SPEC §10, §11). KeyRateLimit is each key's own budget, on top of RateLimit
+	// for the provider; HTTP kinds only.
+	KeyRateLimit *RateLimit `yaml:"key_rate_limit"`
+	// KeyCooldown is how long a rate-limited key rests when the backend gave no hint; omitted
+	// → 10s. MaxKeyCooldown caps every cooldown, hinted or not; omitted → 5m, at least
+	// KeyCooldown. HTTP kinds only (the others have no keys).
+	KeyCooldown    Duration `yaml:"key_cooldown"`
+	MaxKeyCooldown Duration `yaml:"max_key_cooldown"`
+	// Retries overrides Limits.Retries for this provider; omitted → Limits.Retries; 0 → none.
+	Retries int `yaml:"retries"`
+	// AdaptiveLanes lets the gateway lower effective lanes below Lanes when the backend shows
+	// it takes fewer (SPEC §11); nil (omitted) means true: read it with Adaptive.
+	AdaptiveLanes *bool `yaml:"adaptive_lanes"`
+	// LanesProbe is how many successful calls with every effective lane busy earn one lane
+	// back; omitted → 20; at least 1.
+	LanesProbe int `yaml:"lanes_probe"`
+	// Breaker is the provider's circuit breaker; each omitted field takes its default.
+	Breaker Breaker `yaml:"breaker"`
+
 	// RefreshModels is how often an HTTP kind re-reads the backend's model list; omitted →
 	// 10m; an explicit 0 means "read it once at start". Zero for CLI and fake kinds.
 	RefreshModels Duration `yaml:"refresh_models"`
@@ -141,6 +176,10 @@ type Model struct {
 	// Fallbacks are full model ids ("provider/model" or an alias) tried when this model
 	// cannot serve a request.
 	Fallbacks []string `yaml:"fallbacks"`
+	// FallbackOn names the failures that send a call to Fallbacks: rate_limited,
+	// unavailable (provider down or circuit open), queue_full, queue_timeout. Omitted → all
+	// four (when Fallbacks is set; empty otherwise).
+	FallbackOn []string `yaml:"fallback_on"`
 	// Aliases are extra client-facing names for this model; unique across the config and
 	// never equal to a "provider/model" id.
 	Aliases []string `yaml:"aliases"`

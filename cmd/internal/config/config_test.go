@@ -52,6 +52,12 @@ func TestExample(t *testing.T) {
 	if len(demo.Models) != 3 || demo.Models[1].FirstTokenDelay.D() != time.Second || demo.Models[1].TokensPerSecond != 20 || demo.Models[2].Reply != "42" {
 		t.Errorf("demo models = %v", demo.Models)
 	}
+	if len(cfg.Routes) != 1 || nv.KeyRateLimit == nil || nv.KeyRateLimit.RPM != 20 || len(m.FallbackOn) != 4 {
+		t.Errorf("example resilience: routes %d, key_rate_limit %v, fallback_on %v", len(cfg.Routes), nv.KeyRateLimit, m.FallbackOn)
+	}
+	if _, err := cfg.Routes[0].Compile(); err != nil {
+		t.Errorf("example route: %v", err)
+	}
 	if cfg.Source != "example.yaml" {
 		t.Errorf("Source = %q", cfg.Source)
 	}
@@ -60,7 +66,8 @@ func TestExample(t *testing.T) {
 func TestMinimalGetsAllDefaults(t *testing.T) {
 	cfg := parseFile(t, "minimal.yaml")
 	want := Limits{MaxRunning: 10, MaxAdmitted: 16, QueueLength: 8, QueueTimeout: Duration(time.Minute),
-		RetryAfter: Duration(time.Second), MaxBodyBytes: 8 << 20}
+		RetryAfter: Duration(time.Second), MaxBodyBytes: 8 << 20,
+		Retries: 2, RetryBudget: 0.2, MaxRetryWait: Duration(2 * time.Second)}
 	if cfg.Limits != want {
 		t.Errorf("limits = %+v, want %+v", cfg.Limits, want)
 	}
@@ -73,6 +80,11 @@ func TestMinimalGetsAllDefaults(t *testing.T) {
 	}
 	if p.Models[0].ModelLanes != 2 {
 		t.Errorf("model_lanes = %d, want the provider's 2", p.Models[0].ModelLanes)
+	}
+	wantBreaker := Breaker{Failures: 5, Ratio: 0.5, OpenFor: Duration(30 * time.Second)}
+	if p.Retries != 2 || p.LanesProbe != 20 || !p.Adaptive() || p.Breaker != wantBreaker || p.KeyCooldown != 0 {
+		t.Errorf("demo resilience: retries %d, probe %d, adaptive %v, breaker %+v, key_cooldown %s (fake has no keys)",
+			p.Retries, p.LanesProbe, p.Adaptive(), p.Breaker, p.KeyCooldown)
 	}
 }
 

@@ -41,15 +41,20 @@ func applyDefaults(c *Config, set map[string]int) {
 	if omitted("limits.max_body_bytes", l.MaxBodyBytes == 0) {
 		l.MaxBodyBytes = defaultMaxBodyBytes
 	}
+	limitsResilienceDefaults(l, omitted)
 	for i := range c.Providers {
 		p := &c.Providers[i]
 		path := fmt.Sprintf("providers[%d]", i)
-		providerDefaults(p, l, func(field string, zero bool) bool { return omitted(path+"."+field, zero) })
+		field := func(field string, zero bool) bool { return omitted(path+"."+field, zero) }
+		providerDefaults(p, l, field)
+		providerResilienceDefaults(p, l, field)
 		for j := range p.Models {
 			m := &p.Models[j]
-			if omitted(fmt.Sprintf("%s.models[%d].model_lanes", path, j), m.ModelLanes == 0) {
+			mp := fmt.Sprintf("%s.models[%d].", path, j)
+			if omitted(mp+"model_lanes", m.ModelLanes == 0) {
 				m.ModelLanes = p.ModelLanes
 			}
+			modelResilienceDefaults(m, func(field string, zero bool) bool { return omitted(mp+field, zero) })
 		}
 	}
 }

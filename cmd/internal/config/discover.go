@@ -81,7 +81,9 @@ func Default(env func(string) (string, bool), lookPath func(string) (string, err
 	}
 	for i := range found {
 		p := &found[i]
-		providerDefaults(p, &cfg.Limits, func(_ string, zero bool) bool { return zero })
+		zero := func(_ string, zero bool) bool { return zero }
+		providerDefaults(p, &cfg.Limits, zero)
+		providerResilienceDefaults(p, &cfg.Limits, zero)
 		for j := range p.Models {
 			p.Models[j].ModelLanes = p.ModelLanes
 		}

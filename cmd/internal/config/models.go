@@ -46,6 +46,7 @@ func validateModels(pr *Provider, path string, p *problems) {
 		if known && k.family == familyCLI && len(m.Keys) > 0 {
 			p.add(mp+".keys", "not used by kind %s (the CLI uses its own login)", pr.Kind)
 		}
+		validateFallbackOn(m, mp, p)
 		atLeastOne(m.ContextWindow, mp+".context_window", p)
 		atLeastOne(m.MaxOutputTokens, mp+".max_output_tokens", p)
 		if known {

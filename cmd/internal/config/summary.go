@@ -38,6 +38,11 @@ func (c *Config) Summary() []string {
 	for i := range c.Providers {
 		out = append(out, "provider "+c.Providers[i].String())
 	}
+	if len(c.Routes) > 0 || c.usesResilience() {
+		// Parsed and validated, but the provider actors do not apply them yet
+		// (docs/resilience.md): say so rather than list settings that do nothing.
+		out = append(out, "resilience settings and routes: validated, not yet applied (docs/resilience.md)")
+	}
 	return out
 }
 

@@ -44,6 +44,7 @@ func validate(c *Config, p *problems) {
 		validateModels(pr, path, p)
 	}
 	validateRefs(c, p)
+	validateRoutes(c, p)
 }
 
 func validateListen(addr string, p *problems) {
@@ -91,6 +92,7 @@ func validateLimits(l *Limits, p *problems) {
 	if l.MaxBodyBytes < 1 {
 		p.add("limits.max_body_bytes", "must be at least 1, got %d", l.MaxBodyBytes)
 	}
+	validateLimitsResilience(l, p)
 }
 
 // validateName checks a provider name and records it in names (name → index) for duplicates.
@@ -153,6 +155,7 @@ func validateProvider(pr *Provider, path string, p *problems) {
 	validateKeys(pr.Keys, path+".keys", p)
 	if known {
 		validateKindFields(pr, k.family, path, p)
+		validateResilience(pr, k.family, path, p)
 	}
 }
 
@@ -170,7 +173,13 @@ func validateRate(r *RateLimit, path string, p *problems) {
 		p.add(path+".tpm", "must be 0 (unlimited) or more, got %d", r.TPM)
 	}
 	if r.RPM == 0 && r.TPM == 0 {
-		p.add(path, "set rpm or tpm (or remove rate_limit)")
+		p.add(path, "set rpm or tpm (or remove %s)", path[strings.LastIndex(path, ".")+1:])
+	}
+	switch {
+	case r.Burst < 0:
+		p.add(path+".burst", "must be 0 (ten seconds' worth) or more, got %d", r.Burst)
+	case r.Burst > 0 && r.RPM <= 0:
+		p.add(path+".burst", "is the rpm bucket's size: set rpm too (the tpm bucket holds ten seconds of tokens)")
 	}
 }
 

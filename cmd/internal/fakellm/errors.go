@@ -1,8 +1,10 @@
 package fakellm
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // apiError is an error answer before any byte of the answer went out, written in the format
@@ -72,23 +74,57 @@ func rateLimited(a api, msg string) apiError {
 	return apiError{http.StatusTooManyRequests, "requests", "rate_limit_exceeded", msg}
 }
 
-// writeBusy answers a request beyond MaxConcurrent: 429 with the headers SDKs act on.
+// writeBusy answers a request beyond the hidden concurrency limit in the server's busy style.
 func (s *Server) writeBusy(w http.ResponseWriter, a api) {
+	limit := strconv.FormatInt(s.limit.Load(), 10)
+	switch *s.busy.Load() {
+	case BusyLlamaCpp: // llama.cpp's answer when no slot is free (its /health shape)
+		failure{http.StatusServiceUnavailable, "application/json", nil,
+			[]byte(`{"status":"no slot available","slots_idle":0,"slots_processing":` + limit + `}`)}.write(w)
+		return
+	case BusyOllama: // Ollama's full queue: no number
+		failure{http.StatusServiceUnavailable, "application/json", nil,
+			[]byte(`{"error":"server busy, please try again.  maximum pending requests exceeded"}`)}.write(w)
+		return
+	case BusyAnthropic: // Anthropic's concurrency refusal: no number
+		w.Header().Set("Retry-After", "1")
+		writeError(w, apiAnthropic, rateLimited(apiAnthropic, "Number of concurrent connections has exceeded your rate limit. Please try again later."))
+		return
+	}
 	h := w.Header()
 	h.Set("Retry-After", "1")
 	h.Set("Retry-After-Ms", "1000")
-	h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(s.opts.MaxConcurrent))
+	h.Set("X-Ratelimit-Limit-Requests", limit)
 	h.Set("X-Ratelimit-Remaining-Requests", "0")
 	h.Set("X-Ratelimit-Reset-Requests", "1s")
-	msg := "Rate limit reached: more than " + strconv.Itoa(s.opts.MaxConcurrent) +
-		" concurrent requests. Please try again in 1s."
+	msg := "Rate limit reached: more than " + limit + " concurrent requests. Please try again in 1s."
 	writeError(w, a, rateLimited(a, msg))
+}
+
+// The busy styles: how a request beyond the hidden limit is refused (docs/capacity-signals.md).
+const (
+	BusyStated    = "stated"    // 429 in the endpoint's format, "more than N concurrent requests", retry-after 1 s, x-ratelimit-*
+	BusyLlamaCpp  = "llamacpp"  // 503 {"status":"no slot available","slots_idle":0,"slots_processing":N}
+	BusyOllama    = "ollama"    // 503 "server busy, please try again.  maximum pending requests exceeded"
+	BusyAnthropic = "anthropic" // 429 rate_limit_error "Number of concurrent connections has exceeded your rate limit"
+)
+
+// BusyStyles lists the valid busy styles ("" is BusyStated).
+func BusyStyles() []string { return []string{BusyStated, BusyLlamaCpp, BusyOllama, BusyAnthropic} }
+
+// CheckBusyStyle names an unknown style.
+func CheckBusyStyle(style string) error {
+	if style == "" || contains(BusyStyles(), style) {
+		return nil
+	}
+	return fmt.Errorf("unknown busy style %q (known: %s)", style, strings.Join(BusyStyles(), ", "))
 }
 
 // rateHeaders are the x-ratelimit headers of an admitted request when a limit is set.
 func (s *Server) rateHeaders(h http.Header) {
-	left := int64(s.opts.MaxConcurrent) - s.concurrent.Load()
-	h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(s.opts.MaxConcurrent))
+	limit := s.limit.Load()
+	left := limit - s.concurrent.Load()
+	h.Set("X-Ratelimit-Limit-Requests", strconv.FormatInt(limit, 10))
 	h.Set("X-Ratelimit-Remaining-Requests", strconv.FormatInt(max(left, 0), 10))
 	h.Set("X-Ratelimit-Reset-Requests", "1s")
 }

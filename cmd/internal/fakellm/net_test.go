@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -212,13 +213,13 @@ func TestStatsEndpoints(t *testing.T) {
 		}
 		return st
 	}
-	if st := getStats("GET", "/_fakellm/stats"); st != (Stats{Requests: 3, Completed: 3, MaxConcurrent: 1}) {
+	if st := getStats("GET", "/_fakellm/stats"); !reflect.DeepEqual(st, Stats{Requests: 3, Completed: 3, MaxConcurrent: 1}) {
 		t.Fatalf("stats %+v", st)
 	}
-	if st := getStats("POST", "/_fakellm/reset"); st != (Stats{}) {
+	if st := getStats("POST", "/_fakellm/reset"); !reflect.DeepEqual(st, Stats{}) {
 		t.Fatalf("after reset %+v", st)
 	}
-	if st := srv.Stats(); st != (Stats{}) {
+	if st := srv.Stats(); !reflect.DeepEqual(st, Stats{}) {
 		t.Fatalf("Stats after reset %+v", st)
 	}
 }

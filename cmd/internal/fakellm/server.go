@@ -30,9 +30,16 @@ type Options struct {
 	// Reply is the answer text, split into at most Chunks pieces at word boundaries. Empty
 	// means a built-in sentence cycled to exactly Chunks words (CJK and emoji in split-utf8).
 	Reply string
-	// MaxConcurrent caps the generation requests in flight; one more is answered 429 with
-	// retry-after and x-ratelimit headers. Zero or negative means no cap.
+	// MaxConcurrent caps the generation requests in flight (a hidden concurrency limit, which
+	// POST /_fakellm/limit changes at run time); one more is refused the way BusyStyle says.
+	// Zero or negative means no cap.
 	MaxConcurrent int
+	// BusyStyle is how a request beyond MaxConcurrent is refused, as each kind's real server
+	// does (see BusyStyles); "" is "stated".
+	BusyStyle string
+	// Script is per-key and per-model behaviour (rate-limited and invalid keys, models that
+	// are down); POST /_fakellm/script replaces it at run time.
+	Script Script
 	// Modes are applied to every request, on top of those the request selects.
 	Modes Modes
 	// Models are what the model-listing endpoints return; empty means DefaultModels.
@@ -55,6 +62,15 @@ type Stats struct {
 	Rejected      int64 `json:"rejected"`       // answered 429 because of MaxConcurrent
 	Completed     int64 `json:"completed"`      // answered to the end as scripted (quirk errors included)
 	ClientGone    int64 `json:"client_gone"`    // the client went away before the answer was over
+	// ByKey counts, per API key sent (test keys: fakellm is not meant to see real ones), the
+	// generation requests made with it and those answered normally.
+	ByKey map[string]KeyCounts `json:"by_key,omitempty"`
+}
+
+// KeyCounts are one key's counters.
+type KeyCounts struct {
+	Requests int64 `json:"requests"`
+	Served   int64 `json:"served"`
 }
 
 // Server is the fake backend. It is an http.Handler; create it with New.
@@ -66,6 +82,9 @@ type Server struct {
 	cjk      []string // content pieces in split-utf8 mode
 	thoughts []string // reasoning pieces, when an answer has reasoning
 	seq      atomic.Int64
+	limit    atomic.Int64 // MaxConcurrent, changed by POST /_fakellm/limit
+	busy     atomic.Pointer[string]
+	script   scripted
 
 	concurrent, maxConcurrent, requests, rejected, completed, clientGone atomic.Int64
 }
@@ -82,6 +101,15 @@ func New(opts Options) *Server {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), interval: opts.ChunkInterval}
+	s.limit.Store(int64(opts.MaxConcurrent))
+	style := opts.BusyStyle
+	if err := CheckBusyStyle(style); err != nil {
+		panic("fakellm: " + err.Error()) // a test's own option; cmd/fakellm checks its flag first
+	}
+	s.busy.Store(&style)
+	if err := s.script.set(opts.Script, opts.Now()); err != nil {
+		panic("fakellm: " + err.Error()) // a test's own script; cmd/fakellm checks its flag first
+	}
 	if s.interval <= 0 && opts.TokensPerSecond > 0 {
 		s.interval = time.Duration(float64(time.Second) / opts.TokensPerSecond)
 	}
@@ -120,6 +148,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1beta/models", s.listGeminiModels)
 	s.mux.HandleFunc("GET /_fakellm/stats", s.serveStats)
 	s.mux.HandleFunc("POST /_fakellm/reset", s.serveReset)
+	s.mux.HandleFunc("POST /_fakellm/script", s.serveScript)
+	s.mux.HandleFunc("POST /_fakellm/limit", s.serveLimit)
 }
 
 // ServeHTTP answers one request.
@@ -127,7 +157,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Concurrent:    s.concurrent.Load(),
 		MaxConcurrent: s.maxConcurrent.Load(),
 		Requests:      s.requests.Load(),
@@ -135,6 +165,13 @@ func (s *Server) Stats() Stats {
 		Completed:     s.completed.Load(),
 		ClientGone:    s.clientGone.Load(),
 	}
+	for k, v := range s.script.keyCounts() {
+		if st.ByKey == nil {
+			st.ByKey = map[string]KeyCounts{}
+		}
+		st.ByKey[k] = KeyCounts{Requests: v.Requests, Served: v.Served}
+	}
+	return st
 }
 
 // ResetStats zeroes the counters, except Concurrent (requests still running will end) from
@@ -145,6 +182,9 @@ func (s *Server) ResetStats() {
 	s.completed.Store(0)
 	s.clientGone.Store(0)
 	s.maxConcurrent.Store(s.concurrent.Load())
+	s.script.mu.Lock()
+	s.script.byKey = nil
+	s.script.mu.Unlock()
 }
 
 func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
@@ -159,7 +199,7 @@ func (s *Server) serveReset(w http.ResponseWriter, r *http.Request) {
 // acquire admits one generation request unless MaxConcurrent are running. The compare-and-
 // swap keeps Concurrent from ever reading above the limit, which a harness may assert on.
 func (s *Server) acquire() bool {
-	limit := int64(s.opts.MaxConcurrent)
+	limit := s.limit.Load()
 	var n int64
 	for {
 		cur := s.concurrent.Load()
@@ -205,10 +245,16 @@ func (s *Server) generate(a api, parse func(http.ResponseWriter, *http.Request, 
 			writeError(w, a, invalidRequest(a, err.Error()))
 			return
 		}
+		key := keyFor(r)
+		if f, ok := s.script.verdict(c, key, s.opts.Now()); ok {
+			f.write(w)
+			return
+		}
 		err := s.answer(w, r, c)
 		switch {
 		case err == nil:
 			s.completed.Add(1)
+			s.script.served(key)
 		case errors.Is(err, errDropped):
 		default: // the context ended or a write failed: the client went away
 			s.clientGone.Add(1)
@@ -283,7 +329,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call) error {
 	if f, ok := quirkFailure(c); ok {
 		return f.write(w)
 	}
-	if s.opts.MaxConcurrent > 0 {
+	if s.limit.Load() > 0 {
 		s.rateHeaders(w.Header())
 	}
 	if !c.stream {
