@@ -32,16 +32,22 @@ providers:
     models: [{id: a}, {id: b}, {id: c}, {id: d}]
 `
 
-// Four models of a provider with three lanes: the notice says one will wait; three cards
-// generate while the fourth is queued; when a lane frees it runs, and its card says how long
-// it waited, with a generation time that does not include the wait.
-func TestConsoleParallelQueuesTheFourth(t *testing.T) {
+// trioScene is a gateway with one provider of three lanes whose calls are held, and the
+// parallel chat open on it with its four models picked.
+func trioScene(t *testing.T) (*gate, *fake.Backend, *gateway, *page) {
 	g := newGate()
 	trio := heldFake("trio", g, nil)
 	gw := startGateway(t, trioConfig, map[string]llm.Backend{"trio": trio})
 	p := openConsole(t, gw.URL, "en-US", "parallel")
-
 	p.pick("trio/a", "trio/b", "trio/c", "trio/d")
+	return g, trio, gw, p
+}
+
+// Four models of a provider with three lanes: the notice says one will wait; three cards
+// generate while the fourth is queued; when a lane frees it runs, and its card says how long
+// it waited, with a generation time that does not include the wait.
+func TestConsoleParallelQueuesTheFourth(t *testing.T) {
+	g, _, gw, p := trioScene(t)
 	p.waitJS("the notice shows", `!document.querySelector('#par-notice').hidden`)
 	if got, want := p.text("#par-notice-list"), "trio runs 3 at a time: 4 picked, so 1 will wait their turn."; got != want {
 		t.Errorf("notice %q, want %q", got, want)
@@ -109,15 +115,10 @@ func TestConsoleParallelQueuesTheFourth(t *testing.T) {
 	gw.waitIdle(t)
 }
 
-// One Stop stops every card: the running calls' backend contexts are cancelled, the queued
-// one leaves the gateway's queue without ever reaching the backend.
+// One Stop stops every card: the running calls' backend contexts are cancelled and the queued
+// one leaves the gateway's queue (or, had it started on the way out, is cancelled as well).
 func TestConsoleStopAllCancelsEveryCall(t *testing.T) {
-	g := newGate()
-	trio := heldFake("trio", g, nil)
-	gw := startGateway(t, trioConfig, map[string]llm.Backend{"trio": trio})
-	p := openConsole(t, gw.URL, "en-US", "parallel")
-
-	p.pick("trio/a", "trio/b", "trio/c", "trio/d")
+	g, trio, gw, p := trioScene(t)
 	p.fill("#par-prompt", "Count to three.")
 	p.click("#par-send")
 	var calls []*heldStart
