@@ -154,6 +154,36 @@ func TestConsoleStopAllCancelsEveryCall(t *testing.T) {
 	p.waitJS("the retried card is done", cardJS("trio/a", 0)+`.dataset.state === 'done'`)
 }
 
+// Sending again replaces the board: the old cards' calls are cancelled, the new ones run.
+func TestConsoleSendAgainStopsTheOldCards(t *testing.T) {
+	g, trio, gw, p := trioScene(t)
+	p.fill("#par-prompt", "first")
+	p.click("#par-send")
+	old := []*heldStart{g.next(t), g.next(t), g.next(t)}
+	p.waitJS("three generate, one is queued", countJS("generating")+` === 3 && `+countJS("queued")+` === 1`)
+
+	p.fill("#par-prompt", "second")
+	p.click("#par-send")
+	for _, c := range old {
+		c.cancelled(t)
+	}
+	var fresh []*heldStart
+	for len(fresh) < 4 {
+		c := g.next(t)
+		if got := c.req.Messages[0].Content.PlainText(); got == "first" {
+			c.cancelled(t) // the old queued call, had it started on the way out
+			continue
+		}
+		fresh = append(fresh, c)
+		c.let()
+	}
+	p.waitJS("the new board is done", `document.querySelectorAll('#par-cards .card').length === 4 && `+countJS("done")+` === 4`)
+	gw.waitIdle(t)
+	if trio.Active() != 0 {
+		t.Errorf("%d backend calls still open", trio.Active())
+	}
+}
+
 // A model that fails shows its code and message; the other cards run on and finish.
 func TestConsoleOneFailureLeavesTheOthers(t *testing.T) {
 	g := newGate()

@@ -56,7 +56,7 @@ const en = {
 
   'error.network': 'Could not reach the gateway: {m}',
   'error.incomplete': 'The stream ended before the answer was complete.',
-  'error.badEvent': 'The gateway sent an event that is not JSON.',
+  'error.badEvent': 'The gateway sent an event that is not a JSON object.',
   'error.http': 'The gateway answered HTTP {status}.',
 
   'parallel.models': 'Models',
@@ -178,7 +178,7 @@ const ko = {
 
   'error.network': '게이트웨이에 연결할 수 없습니다: {m}',
   'error.incomplete': '답변이 끝나기 전에 스트림이 끊어졌습니다.',
-  'error.badEvent': '게이트웨이가 JSON이 아닌 이벤트를 보냈습니다.',
+  'error.badEvent': '게이트웨이가 JSON 객체가 아닌 이벤트를 보냈습니다.',
   'error.http': '게이트웨이가 HTTP {status}로 응답했습니다.',
 
   'parallel.models': '모델',

@@ -95,11 +95,15 @@ export function mountParallel() {
   // their lanes back; otherwise it could start a waiting call on its way out. (Such a call is
   // still cancelled, but only when Chromium lets go of its connection: a browser that sees an
   // answer begin just as it aborts may keep the socket up to 5 s to drain it.)
-  stopAll.addEventListener('click', () => {
-    const running = cards.filter((c) => c.run.state === 'generating');
-    for (const c of cards) if (!running.includes(c)) c.stop();
-    setTimeout(() => { for (const c of running) c.stop(); }, stopStagger);
-  });
+  function stopEvery(list, then = () => {}) {
+    const running = list.filter((c) => c.run.state === 'generating');
+    for (const c of list) if (!running.includes(c)) c.stop();
+    setTimeout(() => {
+      for (const c of running) c.stop();
+      then();
+    }, stopStagger);
+  }
+  stopAll.addEventListener('click', () => stopEvery(cards));
 
   byId('par-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -109,7 +113,8 @@ export function mountParallel() {
     if (!text) return say(error, t('parallel.needPrompt'));
     if (!(limit >= 1)) return say(error, `max_tokens: ${maxTokens.validationMessage || maxTokens.value}`);
     say(error, '');
-    for (const c of cards) c.dispose();
+    const old = cards;
+    stopEvery(old, () => { for (const c of old) c.dispose(); }); // a new send replaces the board
     const seen = new Map();
     cards = picks.map((model) => {
       const n = (seen.get(model) ?? 0) + 1;

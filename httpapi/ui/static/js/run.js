@@ -135,7 +135,7 @@ export class Run {
     await stream.return();
   }
 
-  // #event applies one chunk; false when it ended the run (an error event, or not JSON).
+  // #event applies one chunk; false when it ended the run (an error event, or not a JSON object).
   #event(data) {
     let msg;
     try {
@@ -144,7 +144,11 @@ export class Run {
       this.#fail({ code: 'bad_event', key: 'error.badEvent' });
       return false;
     }
-    if (msg && typeof msg.error === 'object' && msg.error) {
+    if (!msg || typeof msg !== 'object') {
+      this.#fail({ code: 'bad_event', key: 'error.badEvent' });
+      return false;
+    }
+    if (typeof msg.error === 'object' && msg.error) {
       this.#fail({ code: String(msg.error.code ?? 'upstream_error'), message: String(msg.error.message ?? '') });
       return false;
     }
