@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 
 	"github.com/tollgate/tollgate/providers/fake"
 	"github.com/tollgate/tollgate/providers/llm"
@@ -272,12 +275,13 @@ providers:
 // The same model picked twice gets two cards.
 func TestConsoleTruncatedAnswer(t *testing.T) {
 	plain := heldFake("plain", nil, map[string]fake.Script{"long": {Reply: "one two three four five six"}})
-	gw := startGateway(t, `
+	logs := &syncBuffer{}
+	gw := serveGateway(t, `
 providers:
   - name: plain
     kind: fake
     models: [{id: long}]
-`, map[string]llm.Backend{"plain": plain})
+`, map[string]llm.Backend{"plain": plain}, zerolog.New(logs))
 	p := openConsole(t, gw.URL, "en-US", "parallel")
 
 	p.pick("plain/long", "plain/long")
@@ -303,4 +307,19 @@ providers:
 			t.Errorf("footer %q, want finish: length", got)
 		}
 	}
+	if got := chatPriorities(logs); got != "interactive interactive" {
+		t.Errorf("the cards' requests ran at priorities %q, want interactive for both", got)
+	}
+}
+
+// chatPriorities lists the priority of every chat request in the gateway's log, in order.
+func chatPriorities(logs *syncBuffer) string {
+	var prios []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		var line struct{ Message, Priority string }
+		if json.Unmarshal([]byte(l), &line) == nil && line.Message == "chat" {
+			prios = append(prios, line.Priority)
+		}
+	}
+	return strings.Join(prios, " ")
 }

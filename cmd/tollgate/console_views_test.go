@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
 	"strings"
 	"sync"
@@ -22,8 +21,9 @@ import (
 func TestConsoleSingleChat(t *testing.T) {
 	g := newGate()
 	mind := heldFake("mind", g, map[string]fake.Script{"thinker": {Reasoning: "Let me think.", Reply: "Forty-two."}})
-	gw := startGateway(t, "providers: [{name: mind, kind: fake, models: [{id: other}, {id: thinker}]}]",
-		map[string]llm.Backend{"mind": mind})
+	logs := &syncBuffer{}
+	gw := serveGateway(t, "providers: [{name: mind, kind: fake, models: [{id: other}, {id: thinker}]}]",
+		map[string]llm.Backend{"mind": mind}, zerolog.New(logs))
 	p := openConsole(t, gw.URL, "en-US", "chat")
 
 	p.do("pick the model", chromedp.SetValue(chromedp.CSS("#chat-model"), "mind/thinker"))
@@ -59,6 +59,9 @@ func TestConsoleSingleChat(t *testing.T) {
 	second.cancelled(t)
 	p.waitJS("the second answer is stopped", cardJS("mind/thinker", 1)+`.dataset.state === 'stopped'`)
 	gw.waitIdle(t)
+	if got := chatPriorities(logs); got != "interactive interactive" {
+		t.Errorf("the chat's requests ran at priorities %q, want interactive", got)
+	}
 }
 
 // A browser that prefers Korean gets the console in Korean, a model's Korean answer shows as
@@ -237,14 +240,8 @@ providers:
 	if got := p.text(result); !strings.HasPrefix(got, "answered in ") || !strings.HasSuffix(got, "Hi, I am echo.") {
 		t.Errorf("test result %q", got)
 	}
-	var line struct{ Model, Priority string }
-	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, `"message":"chat"`) {
-			_ = json.Unmarshal([]byte(l), &line)
-		}
-	}
-	if line.Model != "plain/echo" || line.Priority != "normal" {
-		t.Errorf("the test call was logged as model %q priority %q, want plain/echo at normal", line.Model, line.Priority)
+	if got := chatPriorities(logs); got != "normal" {
+		t.Errorf("the test call ran at priority %q, want normal", got)
 	}
 }
 
