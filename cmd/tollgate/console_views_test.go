@@ -275,7 +275,9 @@ func TestConsoleCardScrollFollowsOnlyNearTheEnd(t *testing.T) {
 }
 
 // The console's pure rules, run in the browser as the console runs them: the SSE parser on
-// every split of a stream, the retry waits, and the lanes notice.
+// every split of a stream, the retry waits, the lanes notice, a provider whose learned lanes
+// are below its configured ones (the gateway cannot be made to learn that here yet), and the
+// dictionaries' keys.
 func TestConsoleRules(t *testing.T) {
 	plain := heldFake("plain", nil, nil)
 	gw := startGateway(t, "providers: [{name: plain, kind: fake, models: [{id: echo}]}]", map[string]llm.Backend{"plain": plain})
@@ -325,6 +327,17 @@ func TestConsoleRules(t *testing.T) {
 		`{"scope":"model","name":"c/a","picked":2,"lanes":1,"extra":1},{"scope":"model","name":"c/b","picked":2,"lanes":1,"extra":1}],` +
 		`[{"scope":"model","name":"d/x","picked":3,"lanes":2,"extra":1}]]`; notice != want {
 		t.Errorf("notice rules:\n got %s\nwant %s", notice, want)
+	}
+
+	lanes := eval[string](p, `(async () => {
+		const { providerView } = await import('/ui/js/lanes.js');
+		const el = providerView({ name: 'deep', kind: 'deepseek', lanes: 4, effective_lanes: 2, running: 1, queued: 3, queue_length: 8,
+			models: [{ id: 'deep/chat', model_lanes: 2, running: 1, queued: 3 }] });
+		return [...el.querySelectorAll('.lane')].map((l) => l.className).join(',') + ' | ' +
+			el.querySelector('.learned').textContent + ' | ' + el.querySelector('.queue').textContent;
+	})()`)
+	if want := "lane busy,lane free,lane off,lane off | learned: 2 of 4 lanes usable | queue 3 of 8"; lanes != want {
+		t.Errorf("a provider with learned lanes draws as %q, want %q", lanes, want)
 	}
 
 	same := eval[bool](p, `(async () => {

@@ -29,7 +29,7 @@ export function mountLanes() {
       a: integer(s.running + s.queued), maxA: integer(s.max_admitted),
     });
     const list = s.providers ?? [];
-    providers.replaceChildren(...(list.length ? list.map(provider) : [h('p', { class: 'hint', text: t('lanes.empty') })]));
+    providers.replaceChildren(...(list.length ? list.map(providerView) : [h('p', { class: 'hint', text: t('lanes.empty') })]));
     updated.textContent = t('lanes.updated', { t: at.toLocaleTimeString(document.documentElement.lang) });
   }
 
@@ -74,7 +74,9 @@ export function mountLanes() {
   };
 }
 
-function provider(p) {
+// providerView draws one provider of /admin/state: a cell per configured lane, busy for each
+// running call, free up to effective_lanes, and struck out beyond (learned away).
+export function providerView(p) {
   const lanes = [];
   for (let i = 0; i < p.lanes; i++) {
     const cls = i < p.running ? 'lane busy' : i < p.effective_lanes ? 'lane free' : 'lane off';
