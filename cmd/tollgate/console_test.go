@@ -187,7 +187,8 @@ func TestConsoleSendAgainStopsTheOldCards(t *testing.T) {
 	}
 }
 
-// A model that fails shows its code and message; the other cards run on and finish.
+// A model that fails shows its code and message; the other cards run on, and one card's own
+// Stop stops that card alone.
 func TestConsoleOneFailureLeavesTheOthers(t *testing.T) {
 	g := newGate()
 	mix := heldFake("mix", g, map[string]fake.Script{"bad": {Fail: fake.FailInvalid}})
@@ -219,9 +220,14 @@ providers:
 	if n := eval[int](p, countJS("generating")); n != 2 {
 		t.Errorf("%d cards generate after one failed, want 2", n)
 	}
+	// One card's own Stop cancels only its call; the other finishes.
+	p.clickJS(cardJS("mix/"+b.req.Model, 0) + `.querySelector('button.stop')`)
+	b.cancelled(t)
 	a.let()
-	b.let()
-	p.waitJS("the others finish", countJS("done")+` === 2 && `+countJS("failed")+` === 1`)
+	p.waitJS("the other finishes", countJS("done")+` === 1 && `+countJS("stopped")+` === 1 && `+countJS("failed")+` === 1`)
+	if got := eval[string](p, cardJS("mix/"+a.req.Model, 0)+`.dataset.state`); got != "done" {
+		t.Errorf("the card left running is %s, want done", got)
+	}
 	gw.waitIdle(t)
 }
 
