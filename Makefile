@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 
-.PHONY: run build vet test loadtest bench bench-relay bench-admission fuzz clis clean
+.PHONY: run build vet test loadtest bench bench-relay bench-admission fuzz clis screenshots clean
 
 run:
 	$(GO) run ./cmd/tollgate $(ARGS)
@@ -52,6 +52,11 @@ fuzz:
 	  sed -E 's#^\./(.*)/[^/]+_test\.go:func (Fuzz[A-Za-z0-9_]*).*#\1:\2#' | sort -u); do \
 	  pkg=$${spec%%:*}; fn=$${spec##*:}; echo "== $$pkg $$fn"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg; done
+
+# The console's pictures in docs/ (README.md shows them), taken by headless Chromium in the
+# middle of a parallel chat against fake backends.
+screenshots:
+	TOLLGATE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestConsoleScreenshots$$' -v ./cmd/tollgate/
 
 # The pinned coding-agent CLIs the integration tests drive, into .tools/.
 clis:

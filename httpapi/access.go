@@ -90,6 +90,7 @@ const (
 	routeInfo  routeKind = iota // logged at info
 	routeProbe                  // health probes and scrapes: logged at debug, they come every few seconds
 	routeModel                  // a model request: its handler logs it; a refusal before it (auth) is observed too
+	routeAsset                  // the console's files: logged at debug, a page load fetches a dozen
 )
 
 // logged wraps a route's handler with its access log line, written once the answer is done
@@ -130,7 +131,7 @@ func (s *Server) access(r *http.Request, route string, kind routeKind, sw *statu
 	switch {
 	case status >= 500:
 		ev = s.opts.Logger.Warn()
-	case kind == routeProbe && status < 400:
+	case (kind == routeProbe || kind == routeAsset) && status < 400:
 		ev = s.opts.Logger.Debug()
 	default:
 		ev = s.opts.Logger.Info()

@@ -25,7 +25,7 @@ func (f *flushCounter) Flush() {
 // hinted is a script whose chunks say whether the next one has already arrived.
 type hinted struct {
 	script
-	ready []bool // ready[i]: after chunk i is returned, is the next one buffered?
+	ready []bool // ready[i]: once i chunks are returned, is the next one buffered?
 	n     int
 }
 
@@ -37,7 +37,7 @@ func (h *hinted) Next() (llm.Chunk, error) {
 	return c, err
 }
 
-func (h *hinted) Buffered() bool { return h.n > 0 && h.n <= len(h.ready) && h.ready[h.n-1] }
+func (h *hinted) Buffered() bool { return h.n < len(h.ready) && h.ready[h.n] }
 
 func TestFlushOnlyWhenNothingIsBuffered(t *testing.T) {
 	raw := func(s string) llm.Chunk {
@@ -48,10 +48,13 @@ func TestFlushOnlyWhenNothingIsBuffered(t *testing.T) {
 		st   llm.Stream
 		want []int // events written at each flush
 	}{
-		// Chunks 1 and 2 arrived together, 3 alone; [DONE] is always flushed.
-		{"hinted", &hinted{script: script{chunks: []llm.Chunk{raw("a"), raw("b"), raw("c")}}, ready: []bool{true, false, false}}, []int{2, 3, 4}},
-		// A stream that cannot tell is flushed after every event.
-		{"no hint", &script{chunks: []llm.Chunk{raw("a"), raw("b"), raw("c")}}, []int{1, 2, 3, 4}},
+		// The headers go out before the first chunk arrives; chunks 1 and 2 arrived together,
+		// 3 alone; [DONE] is always flushed.
+		{"hinted", &hinted{script: script{chunks: []llm.Chunk{raw("a"), raw("b"), raw("c")}}, ready: []bool{false, true, false, false}}, []int{0, 2, 3, 4}},
+		// The first chunk arrived with the backend's headers: it carries ours.
+		{"first chunk ready", &hinted{script: script{chunks: []llm.Chunk{raw("a"), raw("b"), raw("c")}}, ready: []bool{true, true, false, false}}, []int{2, 3, 4}},
+		// A stream that cannot tell is flushed at its start and after every event.
+		{"no hint", &script{chunks: []llm.Chunk{raw("a"), raw("b"), raw("c")}}, []int{0, 1, 2, 3, 4}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

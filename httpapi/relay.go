@@ -31,6 +31,16 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stre
 	out := sse.NewWriter(struct{ io.Writer }{w}) // hides the Flusher: flushing is ours
 	enc := newChunkEncoder(rec.id, req.Model, s.opts.Now())
 	hint, _ := st.(buffered)
+	// The call has left the queue: the headers (X-Gateway-Queue-Ms among them) go out now,
+	// unless the first chunk is already here to carry them, so a client can tell a call still
+	// queued from one whose backend is slow to its first token (the console's "queued in the
+	// gateway" and "generating").
+	if hint == nil || !hint.Buffered() {
+		if err := rc.Flush(); err != nil {
+			rec.clientGone = true
+			return
+		}
+	}
 	var usage *llm.Usage // a structured stream's usage, sent last when the client asked for it
 	first := true
 	for {

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tollgate/tollgate/httpapi/ui"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -101,9 +102,19 @@ func New(opts Options) *Server {
 	}
 	handle("GET", "/healthz", routeProbe, s.healthz)
 	handle("GET", "/readyz", routeProbe, s.readyz)
-	r.NotFound = s.loggedUnrouted(func(w http.ResponseWriter, req *http.Request) {
+	notFound := func(w http.ResponseWriter, req *http.Request) {
 		apiError{status: http.StatusNotFound, code: "not_found", typ: "invalid_request_error",
 			message: "no route for " + req.Method + " " + req.URL.Path}.write(w)
+	}
+	r.NotFound = s.loggedUnrouted(notFound)
+	// The web console (SPEC §14) is static files calling the routes above; "/" leads to it
+	// (and the router's trailing-slash redirect takes "/ui" there).
+	console := ui.Handler(http.HandlerFunc(notFound))
+	serveConsole := func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { console.ServeHTTP(w, req) }
+	handle("GET", ui.Prefix+"*file", routeAsset, serveConsole)
+	handle("HEAD", ui.Prefix+"*file", routeAsset, serveConsole)
+	handle("GET", "/", routeAsset, func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
+		http.Redirect(w, req, ui.Prefix, http.StatusFound)
 	})
 	r.MethodNotAllowed = s.loggedUnrouted(func(w http.ResponseWriter, req *http.Request) {
 		apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", typ: "invalid_request_error",

@@ -60,14 +60,20 @@ func serveApp(t *testing.T, yaml string, o app.Options) *gateway {
 // waitIdle polls the gateway's state until nothing runs or waits.
 func (g *gateway) waitIdle(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	g.waitIdleWithin(t, 2*time.Second)
+}
+
+// waitIdleWithin is waitIdle with a deadline of d.
+func (g *gateway) waitIdleWithin(t *testing.T, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		st := g.Gateway.State()
 		if st.Running == 0 && st.Queued == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("gateway not idle 2s after the end: running %d, queued %d", st.Running, st.Queued)
+			t.Fatalf("gateway not idle %s after the end: running %d, queued %d", d, st.Running, st.Queued)
 		}
 		time.Sleep(2 * time.Millisecond) // polling with a deadline
 	}

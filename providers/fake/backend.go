@@ -24,6 +24,12 @@ type Backend struct {
 	// Wait waits d or until ctx is done, returning ctx.Err() then. Nil means a real timer.
 	// Tests replace it to see the pacing without sleeping.
 	Wait func(ctx context.Context, d time.Duration) error
+	// Hold, when set, runs in a stream's first Next, before its first chunk and its
+	// FirstTokenDelay: the call has started (Open returned, so the gateway has given it its
+	// lanes and the client its headers) and produced nothing yet. It may block, and should
+	// return when ctx is done; a non-nil error ends the stream with it, as a backend that
+	// fails before its first token. Tests hold calls here until they release them.
+	Hold func(ctx context.Context, req *llm.Request) error
 
 	calls     atomic.Int64
 	active    atomic.Int64

@@ -398,3 +398,64 @@ func FuzzTokenize(f *testing.F) {
 		}
 	})
 }
+
+func TestHold(t *testing.T) {
+	release := make(chan struct{})
+	held := make(chan *llm.Request, 1)
+	b := New(Config{Name: "p", Default: Script{Reply: "a b"}})
+	b.Hold = func(ctx context.Context, req *llm.Request) error {
+		held <- req
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+
+	s, err := b.Open(context.Background(), userReq("m", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Active() != 1 {
+		t.Fatalf("Active %d while the first Next has not run, want 1", b.Active())
+	}
+	got := make(chan []llm.Chunk, 1)
+	go func() { // exits when the stream ends, after release
+		chunks, err := drain(t, s)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- chunks
+	}()
+	if req := <-held; req.Model != "m" {
+		t.Errorf("Hold saw model %q, want m", req.Model)
+	}
+	close(release)
+	if content, _ := text(<-got); content != "a b" {
+		t.Errorf("content %q after release, want %q", content, "a b")
+	}
+	s.Close()
+
+	// A cancelled call ends Hold, and the stream ends with the cancellation.
+	release = make(chan struct{}) // the next call is never released
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err = b.Open(ctx, userReq("m", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	done := make(chan error, 1)
+	go func() { // exits when Hold returns, on cancel
+		_, err := s.Next()
+		done <- err
+	}()
+	<-held
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next after cancel = %v, want Canceled", err)
+	}
+	if _, err := s.Next(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Next after a failed hold = %v, want the same error again", err)
+	}
+}

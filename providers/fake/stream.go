@@ -25,6 +25,7 @@ type token struct {
 type stream struct {
 	ctx    context.Context
 	b      *Backend
+	req    *llm.Request // for Backend.Hold
 	toks   []token
 	failAt int // index of the token before which a midstream failure happens; -1 for none
 	finish llm.FinishReason
@@ -40,7 +41,7 @@ type stream struct {
 }
 
 func newStream(ctx context.Context, b *Backend, req *llm.Request, sc Script) *stream {
-	s := &stream{ctx: ctx, b: b, pos: -1, failAt: -1, finish: llm.FinishStop, first: sc.FirstTokenDelay}
+	s := &stream{ctx: ctx, b: b, req: req, pos: -1, failAt: -1, finish: llm.FinishStop, first: sc.FirstTokenDelay}
 	for _, t := range Tokenize(sc.Reasoning) {
 		s.toks = append(s.toks, token{text: t, reasoning: true})
 	}
@@ -60,8 +61,8 @@ func newStream(ctx context.Context, b *Backend, req *llm.Request, sc Script) *st
 	return s
 }
 
-// Next returns the role chunk, the reasoning and content chunks, then the final chunk with the
-// finish reason and usage, then io.EOF.
+// Next returns the role chunk (after Backend.Hold), the reasoning and content chunks, then the
+// final chunk with the finish reason and usage, then io.EOF.
 func (s *stream) Next() (llm.Chunk, error) {
 	if s.closed.Load() {
 		return llm.Chunk{}, errClosed
@@ -74,6 +75,11 @@ func (s *stream) Next() (llm.Chunk, error) {
 	}
 	switch {
 	case s.pos < 0:
+		if s.b.Hold != nil {
+			if err := s.b.Hold(s.ctx, s.req); err != nil {
+				return llm.Chunk{}, s.fail(fmt.Errorf("fake %s: hold: %w", s.b.cfg.Name, err))
+			}
+		}
 		if err := s.wait(s.first); err != nil {
 			return llm.Chunk{}, err
 		}
