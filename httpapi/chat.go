@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,21 +60,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, _ httprouter.Param
 
 // decodeChat reads and validates the body; errors name the offending field.
 func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request) (*llm.Request, llm.Priority, *apiError) {
-	prio, err := llm.ParsePriority(r.Header.Get("X-Gateway-Priority"))
-	if err != nil {
-		a := invalid("X-Gateway-Priority", "header X-Gateway-Priority: "+err.Error())
-		return nil, 0, &a
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, 0, &apiError{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
-				typ:     "invalid_request_error",
-				message: fmt.Sprintf("request body is larger than the limit of %d bytes (max_body_bytes)", tooBig.Limit)}
-		}
-		a := invalid("", "could not read the request body: "+err.Error())
-		return nil, 0, &a
+	prio, body, a := s.readRequest(w, r)
+	if a != nil {
+		return nil, 0, a
 	}
 	req, a := parseChat(body)
 	if a != nil {
@@ -85,32 +71,34 @@ func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request) (*llm.Reques
 	return req, prio, nil
 }
 
+// readRequest reads what every ingress format shares: the X-Gateway-Priority header and the
+// body, bounded by max_body_bytes.
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (llm.Priority, []byte, *apiError) {
+	prio, err := llm.ParsePriority(r.Header.Get("X-Gateway-Priority"))
+	if err != nil {
+		a := invalid("X-Gateway-Priority", "header X-Gateway-Priority: "+err.Error())
+		return 0, nil, &a
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return 0, nil, &apiError{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
+				typ:     "invalid_request_error",
+				message: fmt.Sprintf("request body is larger than the limit of %d bytes (max_body_bytes)", tooBig.Limit)}
+		}
+		a := invalid("", "could not read the request body: "+err.Error())
+		return 0, nil, &a
+	}
+	return prio, body, nil
+}
+
 // parseChat decodes a chat request body and checks the fields the gateway relies on.
 func parseChat(body []byte) (*llm.Request, *apiError) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		if len(trimmed) == 0 || !json.Valid(trimmed) {
-			a := invalid("", "request body is not valid JSON: expected a JSON object")
-			return nil, &a
-		}
-		a := invalid("", "request body must be a JSON object")
-		return nil, &a
-	}
 	req := &llm.Request{}
-	if err := json.Unmarshal(trimmed, req); err != nil {
-		var te *json.UnmarshalTypeError
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &te) && te.Field != "":
-			a := invalid(te.Field, fmt.Sprintf("field %s: expected %s, got JSON %s", te.Field, te.Type, te.Value))
-			return nil, &a
-		case errors.As(err, &se):
-			a := invalid("", fmt.Sprintf("request body is not valid JSON: %v (at byte %d)", se, se.Offset))
-			return nil, &a
-		default:
-			a := invalid("", "request body: "+err.Error())
-			return nil, &a
-		}
+	trimmed, a := decodeObject(body, req)
+	if a != nil {
+		return nil, a
 	}
 	req.Body = trimmed
 	switch {

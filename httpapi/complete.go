@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"sort"
 	"strings"
@@ -50,32 +51,52 @@ func (c *completion) add(ch *llm.Chunk) error {
 }
 
 func (c *completion) addRaw(raw []byte) error {
+	return structured(&llm.Chunk{Raw: raw}, c.add)
+}
+
+// structured decodes an OpenAI-compatible backend's Raw chunk — a chat.completion.chunk, or a
+// whole chat.completion when Complete is set — into structured chunks, one per choice, and
+// passes each to f; the usage, if any, comes first in a chunk of its own.
+func structured(ch *llm.Chunk, f func(*llm.Chunk) error) error {
+	type wireDelta struct {
+		Content          string         `json:"content"`
+		ReasoningContent string         `json:"reasoning_content"`
+		ToolCalls        []wireToolCall `json:"tool_calls"`
+	}
 	var w struct {
 		Choices []struct {
-			Index int `json:"index"`
-			Delta struct {
-				Content          string         `json:"content"`
-				ReasoningContent string         `json:"reasoning_content"`
-				ToolCalls        []wireToolCall `json:"tool_calls"`
-			} `json:"delta"`
+			Index        int              `json:"index"`
+			Delta        wireDelta        `json:"delta"`
+			Message      wireDelta        `json:"message"`
 			FinishReason llm.FinishReason `json:"finish_reason"`
 		} `json:"choices"`
 		Usage *llm.Usage `json:"usage"`
 	}
-	if err := json.Unmarshal(raw, &w); err != nil {
+	if err := json.Unmarshal(ch.Raw, &w); err != nil {
 		return err
 	}
-	if w.Usage != nil {
-		c.usage = w.Usage
+	if u := cmp.Or(ch.Usage, w.Usage); u != nil { // the adapter's has the details
+		if err := f(&llm.Chunk{Usage: u, UsageOnly: true}); err != nil {
+			return err
+		}
 	}
-	for _, ch := range w.Choices {
-		s := llm.Chunk{Index: ch.Index, Content: ch.Delta.Content, ReasoningContent: ch.Delta.ReasoningContent,
-			FinishReason: ch.FinishReason}
-		for _, t := range ch.Delta.ToolCalls {
+	for _, c := range w.Choices {
+		d := c.Delta
+		if ch.Complete {
+			d = c.Message
+		}
+		s := llm.Chunk{Index: c.Index, Content: d.Content, ReasoningContent: d.ReasoningContent,
+			FinishReason: c.FinishReason}
+		for i, t := range d.ToolCalls {
+			if ch.Complete {
+				t.Index = i // a whole message's calls carry no index
+			}
 			s.ToolCalls = append(s.ToolCalls, llm.ToolCallDelta{Index: t.Index, ID: t.ID, Type: t.Type,
 				Name: t.Function.Name, Arguments: t.Function.Arguments})
 		}
-		_ = c.add(&s)
+		if err := f(&s); err != nil {
+			return err
+		}
 	}
 	return nil
 }

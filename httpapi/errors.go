@@ -115,8 +115,14 @@ func (a apiError) body() errorBody {
 	return errorBody{Error: d}
 }
 
-// write sends the error as a whole response.
+// write sends the error as a whole response in OpenAI's shape.
 func (a apiError) write(w http.ResponseWriter) {
+	a.writeBody(w, a.body())
+}
+
+// writeBody sends the error as a whole response: its status, the retry headers of SPEC §4
+// and body, the error in the shape of the client's API.
+func (a apiError) writeBody(w http.ResponseWriter, body any) {
 	noteCode(w, a.code)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -128,7 +134,7 @@ func (a apiError) write(w http.ResponseWriter) {
 		h.Set("x-should-retry", "false")
 	}
 	w.WriteHeader(a.status)
-	_ = json.NewEncoder(w).Encode(a.body())
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 // event returns the error as the data of an in-stream SSE error event.

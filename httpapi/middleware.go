@@ -54,6 +54,11 @@ func newID() string {
 
 // auth admits a request that presents one of keys; with no keys everything is admitted.
 func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
+	return s.authAs(keys, failResponses, next)
+}
+
+// authAs is auth answering a refusal with fail, in the shape of the route's API.
+func (s *Server) authAs(keys []string, fail func(http.ResponseWriter, apiError), next httprouter.Handle) httprouter.Handle {
 	if len(keys) == 0 {
 		return next
 	}
@@ -68,12 +73,12 @@ func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
 				return
 			}
 		}
-		msg := "missing API key: send Authorization: Bearer <key>"
+		msg := "missing API key: send Authorization: Bearer <key> or x-api-key: <key>"
 		if got != "" {
 			msg = "the API key is not valid for this gateway"
 		}
-		apiError{status: http.StatusUnauthorized, code: "invalid_api_key", typ: "authentication_error",
-			message: msg}.write(w)
+		fail(w, apiError{status: http.StatusUnauthorized, code: "invalid_api_key", typ: "authentication_error",
+			message: msg})
 	}
 }
 

@@ -59,8 +59,8 @@ func (stubGateway) Draining() bool            { return false }
 func (stubGateway) RetryAfter() time.Duration { return time.Second }
 
 var (
-	usage      = &llm.Usage{PromptTokens: 5, CompletionTokens: 3, TotalTokens: 8, ReasoningTokens: 1}
-	structured = []llm.Chunk{
+	usage            = &llm.Usage{PromptTokens: 5, CompletionTokens: 3, TotalTokens: 8, ReasoningTokens: 1}
+	structuredChunks = []llm.Chunk{
 		{Role: "assistant"},
 		{ReasoningContent: "think"},
 		{Content: "Hel"},
@@ -84,17 +84,17 @@ func TestRelayGolden(t *testing.T) {
 		chunks []llm.Chunk
 		err    error
 	}{
-		{"structured-stream-usage", `{"model":"p/m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, structured, nil},
-		{"structured-stream", `{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, structured, nil},
-		{"structured-whole", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`, structured, nil},
+		{"structured-stream-usage", `{"model":"p/m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, structuredChunks, nil},
+		{"structured-stream", `{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, structuredChunks, nil},
+		{"structured-whole", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`, structuredChunks, nil},
 		{"raw-stream-usage", `{"model":"p/m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, raw, nil},
 		{"raw-stream", `{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, raw, nil},
 		{"raw-whole-from-stream", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`, raw, nil},
 		{"raw-complete", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`,
 			[]llm.Chunk{{Raw: []byte(`{"id":"c","object":"chat.completion","choices":[]}`), Complete: true}}, nil},
-		{"midstream-error", `{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, structured[:3],
+		{"midstream-error", `{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, structuredChunks[:3],
 			&llm.Error{Kind: llm.KindUpstream, Provider: "p", Message: "backend broke"}},
-		{"whole-error", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`, structured[:3],
+		{"whole-error", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`, structuredChunks[:3],
 			&llm.Error{Kind: llm.KindRunTimeout, Provider: "p", Message: "too slow"}},
 	}
 	for _, tc := range cases {

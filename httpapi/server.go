@@ -82,6 +82,9 @@ func New(opts Options) *Server {
 		r.Handle(method, path, s.logged(path, kind, h))
 	}
 	handle("POST", "/v1/chat/completions", routeModel, queueHeader(s.auth(s.opts.APIKeys, s.chat)))
+	handle("POST", responsesAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(responsesAPI))))
+	handle("POST", messagesAPI.route, routeModel, queueHeader(s.authAs(s.opts.APIKeys, failMessages, s.serve(messagesAPI))))
+	handle("POST", "/v1/messages/count_tokens", routeInfo, s.authAs(s.opts.APIKeys, failMessages, s.countTokens))
 	handle("GET", "/v1/models", routeInfo, s.auth(s.opts.APIKeys, s.listModels))
 	handle("GET", "/v1/models/*id", routeInfo, s.auth(s.opts.APIKeys, s.getModel))
 	admin := s.opts.AdminKeys

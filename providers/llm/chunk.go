@@ -39,6 +39,12 @@ type Chunk struct {
 	Raw []byte
 	// Complete marks Raw as a whole non-streaming chat.completion (the only chunk of its stream).
 	Complete bool
+	// Format is Raw's wire format when it is not chat: an adapter relaying Request.Native
+	// sends the backend's events in that format, and Event is then the SSE event name of Raw
+	// ("" with Complete, where Raw is the whole answer). The structured fields may mirror
+	// what Raw says (text, usage, finish) for logs and for priming; the HTTP layer relays Raw.
+	Format Format
+	Event  string
 	// UsageOnly marks a chunk that exists only to carry usage (OpenAI's final "choices": []
 	// chunk); the HTTP layer drops it when the client did not ask for include_usage.
 	UsageOnly bool

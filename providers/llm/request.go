@@ -29,12 +29,17 @@ type Request struct {
 	Tools               []Tool          `json:"tools,omitempty"`
 	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"`
 	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat      json.RawMessage `json:"response_format,omitempty"`
 	User                string          `json:"user,omitempty"`
 
 	// Body is the client's request body exactly as received (a JSON object). OpenAI-compatible
 	// adapters forward it with only "model" replaced, so parameters this struct does not model
 	// still reach the backend. Nil when the request was built in code.
 	Body []byte `json:"-"`
+	// Native, when set, is the client's request in the format it was sent in (Responses,
+	// Messages); the fields above are its translation to chat. See Native.
+	Native *Native `json:"-"`
 }
 
 // StreamOptions mirrors OpenAI's stream_options.

@@ -1,0 +1,270 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+)
+
+// ingress is a wire format served beside chat (SPEC §13): how it reads a request, answers a
+// call that started and reports an error in its own shape. Everything else — priority, body
+// limit, admission, the SPEC §3 headers, the log line — is the same for every format.
+type ingress struct {
+	route  string     // the route's pattern, for logs, metrics and spans
+	format llm.Format // the wire format, for chunks a backend relays in it
+	// parse decodes and validates a body; r gives the format's own headers.
+	parse func(body []byte, r *http.Request) (*llm.Request, *apiError)
+	// fail writes an error answer before anything else was written.
+	fail func(w http.ResponseWriter, a apiError)
+	// relay writes the answer of a call that started, streamed or whole as req asks.
+	relay func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record)
+}
+
+// serve is the handler of one ingress format.
+func (s *Server) serve(in *ingress) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		claimLog(w)
+		rec := &record{start: s.opts.Now(), id: requestID(r.Context()), route: in.route}
+		r, rec.span = s.startSpan(r, in.route)
+		defer s.logChat(rec)
+
+		prio, body, aerr := s.readRequest(w, r)
+		var req *llm.Request
+		if aerr == nil {
+			req, aerr = in.parse(body, r)
+		}
+		if aerr != nil {
+			rec.fail(*aerr)
+			w.Header().Set("X-Gateway-Queue-Ms", "0")
+			in.fail(w, *aerr)
+			return
+		}
+		rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
+		s.describeRequest(rec.span, req, prio)
+
+		admitAt := s.opts.Now()
+		sv, err := s.opts.Gateway.Start(r.Context(), req.Model, prio, req)
+		s.queueSpan(r.Context(), admitAt, sv, err)
+		rec.served(sv)
+		servedHeaders(w.Header(), sv)
+		if err != nil {
+			if a, ok := s.answerError(r, err, rec); ok {
+				in.fail(w, a)
+			}
+			return
+		}
+		st := sv.Stream
+		defer func() {
+			if cerr := st.Close(); cerr != nil && rec.code == "" {
+				s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
+			}
+		}()
+		in.relay(s, w, r, st, req, rec)
+	}
+}
+
+// decodeObject decodes a request body that must be one JSON object into v and returns the
+// body trimmed of surrounding white space. Errors name the field whose type is wrong.
+func decodeObject(body []byte, v any) ([]byte, *apiError) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		if len(trimmed) == 0 || !json.Valid(trimmed) {
+			a := invalid("", "request body is not valid JSON: expected a JSON object")
+			return nil, &a
+		}
+		a := invalid("", "request body must be a JSON object")
+		return nil, &a
+	}
+	if err := json.Unmarshal(trimmed, v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		var a apiError
+		switch {
+		case errors.As(err, &te) && te.Field != "":
+			a = invalid(te.Field, fmt.Sprintf("field %s: expected %s, got JSON %s", te.Field, te.Type, te.Value))
+		case errors.As(err, &se):
+			a = invalid("", fmt.Sprintf("request body is not valid JSON: %v (at byte %d)", se, se.Offset))
+		default:
+			a = invalid("", "request body: "+err.Error())
+		}
+		return nil, &a
+	}
+	return trimmed, nil
+}
+
+// invalidf is invalid with a formatted message.
+func invalidf(param, format string, args ...any) *apiError {
+	a := invalid(param, fmt.Sprintf(format, args...))
+	return &a
+}
+
+// checkRange refuses a number outside [lo, hi] (hi < lo: no upper bound), naming the field.
+func checkRange(param string, v *float64, lo, hi float64) *apiError {
+	switch {
+	case v == nil:
+		return nil
+	case *v < lo || (hi >= lo && *v > hi):
+		if hi < lo {
+			return invalidf(param, "%s must be at least %g, got %g", param, lo, *v)
+		}
+		return invalidf(param, "%s must be between %g and %g, got %g", param, lo, hi, *v)
+	}
+	return nil
+}
+
+// checkMin refuses an integer below lo, naming the field.
+func checkMin(param string, v *int, lo int) *apiError {
+	if v != nil && *v < lo {
+		return invalidf(param, "%s must be at least %d, got %d", param, lo, *v)
+	}
+	return nil
+}
+
+// firstError returns the first non-nil error.
+func firstError(errs ...*apiError) *apiError {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// emitFunc writes one SSE event with v as its JSON data.
+type emitFunc func(name string, v any) error
+
+// answerSink is an ingress format's answer being written from chat chunks.
+type answerSink interface {
+	start() error            // the events before the first chunk
+	add(ch *llm.Chunk) error // one chunk; an error is a failed write or an undecodable chunk
+	end() error              // the events after the last chunk
+	fail(a apiError) error   // the format's in-stream error event, ending the stream
+}
+
+// streamAnswer writes a streamed answer. Chunks in the client's own format (a backend that
+// speaks it, relaying the client's body) are written as they came; chat chunks go through
+// sink. Once the first byte is out a failure can only end the stream, with the format's
+// error event.
+func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Stream, rec *record,
+	format llm.Format, newSink func(emit emitFunc) answerSink) {
+	sse.SetHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	out := sse.NewWriter(w)
+	gone := false
+	sink := newSink(func(name string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err // our own types: a bug, reported as an undecodable chunk would be
+		}
+		if err := out.Event(name, b); err != nil {
+			gone = true
+			return err
+		}
+		return nil
+	})
+	native, started := false, false
+	failWith := func(a apiError) {
+		if !native && !started {
+			_ = sink.start()
+		}
+		a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
+		_ = sink.fail(a)
+	}
+	for {
+		ch, err := st.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if a, ok := s.answerError(r, err, rec); ok {
+				failWith(a)
+			}
+			return
+		}
+		if rec.ttfb == 0 {
+			rec.ttfb = s.opts.Now().Sub(rec.start)
+		}
+		if ch.Usage != nil {
+			rec.usage = *ch.Usage
+		}
+		if ch.Format == format && format != llm.FormatChat {
+			native = true
+			if out.Event(ch.Event, ch.Raw) != nil {
+				rec.clientGone = true
+				return
+			}
+			continue
+		}
+		if !started {
+			started = true
+			if sink.start() != nil {
+				rec.clientGone = true
+				return
+			}
+		}
+		if err := sink.add(&ch); err != nil {
+			if gone {
+				rec.clientGone = true
+				return
+			}
+			a := undecodable(err)
+			rec.fail(a)
+			failWith(a)
+			return
+		}
+	}
+	if native {
+		return
+	}
+	if !started && sink.start() != nil || sink.end() != nil {
+		rec.clientGone = true
+	}
+}
+
+// wholeAnswer reads a whole answer: a backend's own body in the client's format is written as
+// it came; chat chunks go to add, and build makes the body once they are all in.
+func (s *Server) wholeAnswer(w http.ResponseWriter, r *http.Request, st llm.Stream, rec *record,
+	format llm.Format, fail func(http.ResponseWriter, apiError), add func(*llm.Chunk) error, build func() any) {
+	for {
+		ch, err := st.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if a, ok := s.answerError(r, err, rec); ok {
+				fail(w, a)
+			}
+			return
+		}
+		if ch.Usage != nil {
+			rec.usage = *ch.Usage
+		}
+		if ch.Format == format && ch.Complete {
+			rec.ttfb = s.opts.Now().Sub(rec.start)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(ch.Raw)
+			return
+		}
+		if err := add(&ch); err != nil {
+			a := undecodable(err)
+			rec.fail(a)
+			fail(w, a)
+			return
+		}
+	}
+	rec.ttfb = s.opts.Now().Sub(rec.start)
+	writeJSON(w, http.StatusOK, build())
+}
+
+func undecodable(err error) apiError {
+	return toAPIError(&llm.Error{Kind: llm.KindUpstream, Message: "backend sent an undecodable chunk: " + err.Error()}, 0)
+}

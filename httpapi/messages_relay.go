@@ -1,0 +1,128 @@
+package httpapi
+
+import (
+	"math"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// messagesAPI is POST /v1/messages.
+var messagesAPI = &ingress{
+	route:  "/v1/messages",
+	format: llm.FormatMessages,
+	parse:  parseMessages,
+	fail:   failMessages,
+	relay:  (*Server).relayMessages,
+}
+
+func (s *Server) relayMessages(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
+	a := newMessagesAnswer(rec.id, req.Model)
+	if req.Stream {
+		s.streamAnswer(w, r, st, rec, llm.FormatMessages, func(emit emitFunc) answerSink {
+			a.emit = emit
+			return a
+		})
+		return
+	}
+	s.wholeAnswer(w, r, st, rec, llm.FormatMessages, failMessages, a.add, func() any {
+		_ = a.end() // without emit it only closes the blocks
+		return a.message(true)
+	})
+}
+
+// anthropicTypes is the one table from a SPEC §4 code to Anthropic's error.type, which its
+// SDKs and Claude Code read beside the status. Codes not listed take the status's type.
+var anthropicTypes = map[string]string{
+	"invalid_request":                 "invalid_request_error",
+	"batch_exceeds_provider_capacity": "invalid_request_error",
+	"batch_too_large":                 "invalid_request_error",
+	"upstream_invalid_request":        "invalid_request_error",
+	"invalid_api_key":                 "authentication_error",
+	"model_not_found":                 "not_found_error",
+	"not_found":                       "not_found_error",
+	"request_too_large":               "request_too_large",
+	"provider_queue_full":             "rate_limit_error",
+	"provider_queue_timeout":          "rate_limit_error",
+	"gateway_overloaded":              "rate_limit_error",
+	"batch_capacity_unavailable":      "rate_limit_error",
+	"upstream_rate_limited":           "rate_limit_error",
+	"upstream_quota_exhausted":        "billing_error",
+	"upstream_error":                  "api_error",
+	"upstream_auth_failed":            "api_error",
+	"provider_unavailable":            "overloaded_error",
+	"gateway_draining":                "api_error",
+	"provider_run_timeout":            "timeout_error",
+}
+
+// anthropicStatusTypes is Anthropic's error.type for a status, for codes the table lacks.
+var anthropicStatusTypes = map[int]string{
+	400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+	403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+	429: "rate_limit_error", 503: "overloaded_error", 504: "timeout_error",
+}
+
+// messagesErrorBody is Anthropic's error shape with Tollgate's fields added (SPEC §13).
+type messagesErrorBody struct {
+	Type  string          `json:"type"` // "error"
+	Error messagesErrorIn `json:"error"`
+}
+
+type messagesErrorIn struct {
+	Type         string  `json:"type"`
+	Message      string  `json:"message"`
+	Code         string  `json:"code"`
+	Param        *string `json:"param,omitempty"`
+	Provider     *string `json:"provider,omitempty"`
+	RetryAfterMs *int64  `json:"retry_after_ms,omitempty"`
+}
+
+func messagesError(a apiError) messagesErrorBody {
+	typ, ok := anthropicTypes[a.code]
+	if !ok {
+		typ, ok = anthropicStatusTypes[a.status]
+	}
+	if !ok {
+		typ = "api_error"
+	}
+	d := a.body().Error
+	e := messagesErrorIn{Type: typ, Message: d.Message, Code: d.Code, Param: d.Param, Provider: d.Provider,
+		RetryAfterMs: d.RetryAfterMs}
+	return messagesErrorBody{Type: "error", Error: e}
+}
+
+// failMessages writes an error answer in Anthropic's shape, with the headers of SPEC §4.
+func failMessages(w http.ResponseWriter, a apiError) { a.writeBody(w, messagesError(a)) }
+
+// countTokens serves POST /v1/messages/count_tokens: the request is read as /v1/messages reads
+// it (so a bad one gets the same 400) and its prompt is estimated at one token per four bytes
+// of text, the common rule for English; Tollgate has no tokenizer for every backend's model.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	_, body, aerr := s.readRequest(w, r)
+	var req *llm.Request
+	if aerr == nil {
+		req, aerr = decodeMessages(body, r, true)
+	}
+	if aerr != nil {
+		failMessages(w, *aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": estimateTokens(req)})
+}
+
+// estimateTokens is a prompt's size in tokens, at one per four bytes of text and tool schema.
+func estimateTokens(req *llm.Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Content.PlainText()) + len(m.ReasoningContent)
+		for _, t := range m.ToolCalls {
+			n += len(t.Function.Name) + len(t.Function.Arguments)
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters)
+	}
+	return int(math.Ceil(float64(n) / 4))
+}

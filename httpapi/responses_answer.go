@@ -1,0 +1,422 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// responsesAnswer turns a chat answer (structured or OpenAI-compatible chunks) into a
+// Responses answer: output items in the order they begin — a reasoning item, a message, a
+// function call per tool call — each announced, streamed and closed with the events Codex and
+// the SDKs read, then the response with its usage. With emit nil it only assembles the items,
+// for a non-streaming answer.
+//
+// A reasoning or message item ends when another item begins. Function calls stay open until
+// the answer ends: a chat backend may interleave the fragments of parallel calls, and every
+// Responses event names the item it belongs to.
+type responsesAnswer struct {
+	emit    emitFunc // nil: no stream
+	id      string
+	model   string
+	created int64
+	custom  map[string]bool // chat function names that stand for custom tools
+
+	seq    int
+	items  []*respItem
+	open   *respItem         // the reasoning or message item being written, if any
+	calls  map[int]*respItem // function calls by chat tool call index
+	usage  *llm.Usage
+	finish llm.FinishReason
+}
+
+// respItem is one output item being built.
+type respItem struct {
+	typ       string // reasoning, message, function_call, custom_tool_call
+	id        string
+	index     int // output_index
+	text      strings.Builder
+	callID    string
+	name      string
+	namespace string
+	done      bool
+}
+
+func newResponsesAnswer(requestID, model string, created int64, tools []llm.Tool) *responsesAnswer {
+	a := &responsesAnswer{id: "resp_" + requestID, model: model, created: created, custom: map[string]bool{},
+		calls: map[int]*respItem{}}
+	for _, t := range tools {
+		if bytes.Equal(t.Function.Parameters, customToolSchema) {
+			a.custom[t.Function.Name] = true // a custom tool, translated by chatTool
+		}
+	}
+	return a
+}
+
+// event sends one event, numbered.
+func (a *responsesAnswer) event(name string, ev respEvent) error {
+	if a.emit == nil {
+		return nil
+	}
+	ev.Type, ev.SequenceNumber = name, a.seq
+	a.seq++
+	return a.emit(name, &ev)
+}
+
+// start announces the response.
+func (a *responsesAnswer) start() error {
+	r := a.object("in_progress", nil)
+	if err := a.event("response.created", respEvent{Response: r}); err != nil {
+		return err
+	}
+	return a.event("response.in_progress", respEvent{Response: r})
+}
+
+// add takes one chunk of the chat answer.
+func (a *responsesAnswer) add(ch *llm.Chunk) error {
+	if ch.Raw != nil {
+		return structured(ch, a.add) // an OpenAI-compatible backend's chunk
+	}
+	if ch.Usage != nil {
+		a.usage = ch.Usage
+	}
+	if ch.FinishReason != "" {
+		a.finish = ch.FinishReason
+	}
+	if ch.Index != 0 {
+		return nil // a Responses answer has one output: choices beyond the first are dropped
+	}
+	if ch.ReasoningContent != "" {
+		if err := a.reasoning(ch.ReasoningContent); err != nil {
+			return err
+		}
+	}
+	if ch.Content != "" {
+		if err := a.content(ch.Content); err != nil {
+			return err
+		}
+	}
+	for _, t := range ch.ToolCalls {
+		if err := a.toolCall(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *responsesAnswer) newItem(typ, id string) *respItem {
+	it := &respItem{typ: typ, id: id, index: len(a.items)}
+	a.items = append(a.items, it)
+	return it
+}
+
+func (a *responsesAnswer) reasoning(text string) error {
+	if a.open == nil || a.open.typ != "reasoning" {
+		if err := a.closeOpen(); err != nil {
+			return err
+		}
+		it := a.newItem("reasoning", "rs_"+a.id[len("resp_"):]+"_"+strconv.Itoa(len(a.items)))
+		a.open = it
+		if err := a.event("response.output_item.added", respEvent{OutputIndex: &it.index, Item: it.json("in_progress")}); err != nil {
+			return err
+		}
+		if err := a.event("response.reasoning_summary_part.added", respEvent{ItemID: it.id, OutputIndex: &it.index,
+			SummaryIndex: new(0), Part: &respPart{Type: "summary_text", Text: new("")}}); err != nil {
+			return err
+		}
+	}
+	it := a.open
+	it.text.WriteString(text)
+	return a.event("response.reasoning_summary_text.delta", respEvent{ItemID: it.id, OutputIndex: &it.index,
+		SummaryIndex: new(0), Delta: &text})
+}
+
+func (a *responsesAnswer) content(text string) error {
+	if a.open == nil || a.open.typ != "message" {
+		if err := a.closeOpen(); err != nil {
+			return err
+		}
+		it := a.newItem("message", "msg_"+a.id[len("resp_"):]+"_"+strconv.Itoa(len(a.items)))
+		a.open = it
+		if err := a.event("response.output_item.added", respEvent{OutputIndex: &it.index, Item: it.json("in_progress")}); err != nil {
+			return err
+		}
+		if err := a.event("response.content_part.added", respEvent{ItemID: it.id, OutputIndex: &it.index,
+			ContentIndex: new(0), Part: &respPart{Type: "output_text", Text: new("")}}); err != nil {
+			return err
+		}
+	}
+	it := a.open
+	it.text.WriteString(text)
+	return a.event("response.output_text.delta", respEvent{ItemID: it.id, OutputIndex: &it.index,
+		ContentIndex: new(0), Delta: &text})
+}
+
+func (a *responsesAnswer) toolCall(t llm.ToolCallDelta) error {
+	it, ok := a.calls[t.Index]
+	if !ok {
+		if err := a.closeOpen(); err != nil {
+			return err
+		}
+		typ := "function_call"
+		name, ns := t.Name, ""
+		if a.custom[name] {
+			typ = "custom_tool_call"
+		} else if n, s, found := strings.Cut(name, nsSep); found && s != "" && n != "" {
+			ns, name = n, s
+		}
+		it = a.newItem(typ, "fc_"+a.id[len("resp_"):]+"_"+strconv.Itoa(len(a.items)))
+		it.callID, it.name, it.namespace = t.ID, name, ns
+		if it.callID == "" {
+			it.callID = "call_" + it.id
+		}
+		a.calls[t.Index] = it
+		if err := a.event("response.output_item.added", respEvent{OutputIndex: &it.index, Item: it.json("in_progress")}); err != nil {
+			return err
+		}
+	}
+	if t.Arguments == "" {
+		return nil
+	}
+	it.text.WriteString(t.Arguments)
+	if it.typ == "custom_tool_call" {
+		return nil // its input is the arguments' "input" string, known only once they are whole
+	}
+	return a.event("response.function_call_arguments.delta", respEvent{ItemID: it.id, OutputIndex: &it.index,
+		Delta: &t.Arguments})
+}
+
+// closeOpen ends the reasoning or message item being written.
+func (a *responsesAnswer) closeOpen() error {
+	it := a.open
+	if it == nil {
+		return nil
+	}
+	a.open = nil
+	it.done = true
+	text := it.text.String()
+	switch it.typ {
+	case "reasoning":
+		if err := a.event("response.reasoning_summary_text.done", respEvent{ItemID: it.id, OutputIndex: &it.index,
+			SummaryIndex: new(0), Text: &text}); err != nil {
+			return err
+		}
+		if err := a.event("response.reasoning_summary_part.done", respEvent{ItemID: it.id, OutputIndex: &it.index,
+			SummaryIndex: new(0), Part: &respPart{Type: "summary_text", Text: &text}}); err != nil {
+			return err
+		}
+	case "message":
+		if err := a.event("response.output_text.done", respEvent{ItemID: it.id, OutputIndex: &it.index,
+			ContentIndex: new(0), Text: &text}); err != nil {
+			return err
+		}
+		if err := a.event("response.content_part.done", respEvent{ItemID: it.id, OutputIndex: &it.index,
+			ContentIndex: new(0), Part: &respPart{Type: "output_text", Text: &text}}); err != nil {
+			return err
+		}
+	}
+	return a.event("response.output_item.done", respEvent{OutputIndex: &it.index, Item: it.json("completed")})
+}
+
+// closeCall ends a function call item.
+func (a *responsesAnswer) closeCall(it *respItem) error {
+	it.done = true
+	args := it.text.String()
+	if it.typ == "custom_tool_call" {
+		input := it.input()
+		if err := a.event("response.custom_tool_call_input.delta", respEvent{ItemID: it.id, OutputIndex: &it.index, Delta: &input}); err != nil {
+			return err
+		}
+		if err := a.event("response.custom_tool_call_input.done", respEvent{ItemID: it.id, OutputIndex: &it.index, Input: &input}); err != nil {
+			return err
+		}
+	} else {
+		if args == "" {
+			args = "{}"
+			it.text.WriteString(args)
+		}
+		if err := a.event("response.function_call_arguments.done", respEvent{ItemID: it.id, OutputIndex: &it.index,
+			Arguments: &args}); err != nil {
+			return err
+		}
+	}
+	return a.event("response.output_item.done", respEvent{OutputIndex: &it.index, Item: it.json("completed")})
+}
+
+// end closes every item and sends the terminal event: response.completed, or
+// response.incomplete when the answer was cut (max_output_tokens, a content filter).
+func (a *responsesAnswer) end() error {
+	if err := a.closeOpen(); err != nil {
+		return err
+	}
+	for _, it := range a.items {
+		if !it.done {
+			if err := a.closeCall(it); err != nil {
+				return err
+			}
+		}
+	}
+	status, name := "completed", "response.completed"
+	if a.incomplete() != nil {
+		status, name = "incomplete", "response.incomplete"
+	}
+	return a.event(name, respEvent{Response: a.object(status, nil)})
+}
+
+// fail sends response.failed with the error in Tollgate's vocabulary, Codex reads its code and message.
+func (a *responsesAnswer) fail(e apiError) error {
+	return a.event("response.failed", respEvent{Response: a.object("failed", &respError{Code: e.code, Message: e.message})})
+}
+
+func (a *responsesAnswer) incomplete() *respIncomplete {
+	switch a.finish {
+	case llm.FinishLength:
+		return &respIncomplete{Reason: "max_output_tokens"}
+	case llm.FinishContentFilter:
+		return &respIncomplete{Reason: "content_filter"}
+	}
+	return nil
+}
+
+// object is the response object in its current state.
+func (a *responsesAnswer) object(status string, e *respError) *respObject {
+	o := &respObject{ID: a.id, Object: "response", CreatedAt: a.created, Status: status, Model: a.model,
+		Output: []*respItemJSON{}, Error: e}
+	if status != "in_progress" {
+		for _, it := range a.items {
+			o.Output = append(o.Output, it.json("completed"))
+		}
+	}
+	if status == "completed" || status == "incomplete" {
+		o.IncompleteDetails = a.incomplete()
+		o.Usage = responsesUsage(a.usage)
+	}
+	return o
+}
+
+// input is a custom tool call's input: the "input" string of its arguments, or the
+// arguments themselves when the model wrote something else.
+func (it *respItem) input() string {
+	var v struct {
+		Input *string `json:"input"`
+	}
+	if json.Unmarshal([]byte(it.text.String()), &v) == nil && v.Input != nil {
+		return *v.Input
+	}
+	return it.text.String()
+}
+
+func (it *respItem) json(status string) *respItemJSON {
+	j := &respItemJSON{ID: it.id, Type: it.typ}
+	text := it.text.String()
+	switch it.typ {
+	case "reasoning":
+		j.Summary = []respPart{}
+		if status == "completed" {
+			j.Summary = append(j.Summary, respPart{Type: "summary_text", Text: &text})
+		}
+	case "message":
+		j.Status, j.Role, j.Content = status, "assistant", []respPart{}
+		if status == "completed" {
+			j.Content = append(j.Content, respPart{Type: "output_text", Text: &text})
+		}
+	case "function_call":
+		if status != "completed" {
+			text = ""
+		}
+		j.Status, j.CallID, j.Name, j.Namespace, j.Arguments = status, it.callID, it.name, it.namespace, &text
+	case "custom_tool_call":
+		input := ""
+		if status == "completed" {
+			input = it.input()
+		}
+		j.Status, j.CallID, j.Name, j.Input = status, it.callID, it.name, &input
+	}
+	return j
+}
+
+func responsesUsage(u *llm.Usage) *respUsage {
+	if u == nil {
+		u = &llm.Usage{}
+	}
+	r := &respUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	if r.TotalTokens == 0 {
+		r.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	r.InputTokensDetails.CachedTokens = u.CachedTokens
+	r.OutputTokensDetails.ReasoningTokens = u.ReasoningTokens
+	return r
+}
+
+// The Responses wire shapes the gateway writes.
+
+type respEvent struct {
+	Type           string        `json:"type"`
+	SequenceNumber int           `json:"sequence_number"`
+	Response       *respObject   `json:"response,omitempty"`
+	ItemID         string        `json:"item_id,omitempty"`
+	OutputIndex    *int          `json:"output_index,omitempty"`
+	ContentIndex   *int          `json:"content_index,omitempty"`
+	SummaryIndex   *int          `json:"summary_index,omitempty"`
+	Item           *respItemJSON `json:"item,omitempty"`
+	Part           *respPart     `json:"part,omitempty"`
+	Delta          *string       `json:"delta,omitempty"`
+	Text           *string       `json:"text,omitempty"`
+	Arguments      *string       `json:"arguments,omitempty"`
+	Input          *string       `json:"input,omitempty"`
+}
+
+type respObject struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	CreatedAt         int64           `json:"created_at"`
+	Status            string          `json:"status"`
+	Model             string          `json:"model"`
+	Output            []*respItemJSON `json:"output"`
+	Error             *respError      `json:"error"`
+	IncompleteDetails *respIncomplete `json:"incomplete_details"`
+	Usage             *respUsage      `json:"usage,omitempty"`
+}
+
+type respItemJSON struct {
+	ID        string     `json:"id"`
+	Type      string     `json:"type"`
+	Status    string     `json:"status,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   []respPart `json:"content,omitzero"`
+	Summary   []respPart `json:"summary,omitzero"`
+	CallID    string     `json:"call_id,omitempty"`
+	Name      string     `json:"name,omitempty"`
+	Namespace string     `json:"namespace,omitempty"`
+	Arguments *string    `json:"arguments,omitempty"`
+	Input     *string    `json:"input,omitempty"`
+}
+
+type respPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text,omitempty"`
+}
+
+type respError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type respIncomplete struct {
+	Reason string `json:"reason"`
+}
+
+type respUsage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}

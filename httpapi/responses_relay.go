@@ -1,0 +1,38 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// responsesAPI is POST /v1/responses. Its errors are OpenAI's error shape, as for chat.
+var responsesAPI = &ingress{
+	route:  "/v1/responses",
+	format: llm.FormatResponses,
+	parse:  parseResponses,
+	fail:   failResponses,
+	relay:  (*Server).relayResponses,
+}
+
+func (s *Server) relayResponses(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
+	a := newResponsesAnswer(rec.id, req.Model, s.opts.Now().Unix(), req.Tools)
+	if req.Stream {
+		s.streamAnswer(w, r, st, rec, llm.FormatResponses, func(emit emitFunc) answerSink {
+			a.emit = emit
+			return a
+		})
+		return
+	}
+	s.wholeAnswer(w, r, st, rec, llm.FormatResponses, failResponses, a.add, func() any {
+		_ = a.end() // without emit it only closes the items
+		status := "completed"
+		if a.incomplete() != nil {
+			status = "incomplete"
+		}
+		return a.object(status, nil)
+	})
+}
+
+// failResponses writes an error answer in OpenAI's shape, as for chat.
+func failResponses(w http.ResponseWriter, a apiError) { a.write(w) }
