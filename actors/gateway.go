@@ -52,12 +52,15 @@ type Provider struct {
 	RunTimeout   time.Duration // > 0
 	RPM          int           // requests per minute; 0 = no rate limit
 	Models       []Model
+	// Aliases are client-name patterns ending in '*' that lead to this provider's model of
+	// the client's name ("claude-*": claude-x → NAME/claude-x); see aliases.go.
+	Aliases []string
 }
 
 // Model is one model of a provider.
 type Model struct {
 	Name    string   // the backend's model name; the client's id is "provider/Name"
-	Aliases []string // further client-facing ids
+	Aliases []string // further client-facing ids; one ending in '*' is a pattern (aliases.go)
 	Lanes   int      // model_lanes, ≥ 1
 	Card    llm.Spec // the model card; Provider, Kind, Lanes, ModelLanes, RunTimeoutMs are filled in
 }
@@ -158,7 +161,7 @@ func validate(o *Options) error {
 // stopped. The returned Served describes the call also with an error. If ctx ends first,
 // Start withdraws the call and returns ctx's error.
 func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Served, error) {
-	r, ok := g.table.Load().routes[model]
+	r, ok := g.table.Load().lookup(model)
 	if !ok {
 		return llm.Served{}, g.notFound(model)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,9 +18,10 @@ import (
 // published table is never changed; AddModels publishes a grown copy (copy-on-write), so
 // Start and Models read it with one atomic load and take no lock.
 type modelTable struct {
-	routes map[string]route
-	cards  []llm.ModelCard // sorted by id
-	models [][]Model       // [provider][model index]
+	routes    map[string]route
+	wildcards []wildcard      // alias patterns, longest prefix first (aliases.go)
+	cards     []llm.ModelCard // sorted by id
+	models    [][]Model       // [provider][model index]
 }
 
 // newModelTable builds the table of the configured models.
@@ -27,8 +29,12 @@ func newModelTable(o *Options) *modelTable {
 	t := &modelTable{routes: map[string]route{}, models: make([][]Model, len(o.Providers))}
 	for p, pv := range o.Providers {
 		t.add(p, pv, pv.Models)
+		for _, a := range pv.Aliases {
+			t.wildcards = append(t.wildcards, wildcard{prefix: strings.TrimSuffix(a, "*"), target: pv.Name + "/*"})
+		}
 	}
 	t.sortCards()
+	sortWildcards(t.wildcards)
 	return t
 }
 
@@ -42,6 +48,10 @@ func (t *modelTable) add(p int, pv Provider, models []Model) {
 		r := route{p: p, m: m, provider: pv.Name, model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout}
 		t.routes[id] = r
 		for _, a := range mv.Aliases {
+			if isWildcard(a) {
+				t.wildcards = append(t.wildcards, wildcard{prefix: strings.TrimSuffix(a, "*"), target: id})
+				continue
+			}
 			t.routes[a] = r
 		}
 		t.cards = append(t.cards, cardOf(pv, mv, id))
@@ -59,6 +69,7 @@ func (t *modelTable) clone() *modelTable {
 		c.routes[k] = v
 	}
 	c.cards = append(make([]llm.ModelCard, 0, len(t.cards)+8), t.cards...)
+	c.wildcards = append([]wildcard(nil), t.wildcards...)
 	for p, ms := range t.models {
 		c.models[p] = append(make([]Model, 0, len(ms)+1), ms...)
 	}
@@ -180,6 +191,7 @@ func (s *supervisor) grow(ctx actor.Context, msg *addModels) error {
 		t.add(msg.p, pv, []Model{m})
 	}
 	t.sortCards()
+	sortWildcards(t.wildcards)
 	s.g.table.Store(t)
 	ctx.Send(s.providers[msg.p], &addLanes{n: len(t.models[msg.p])})
 	s.g.log.Info().Str("provider", pv.Name).Int("added", len(fresh)).Int("models", len(t.models[msg.p])).

@@ -135,7 +135,7 @@ func series(cfg *config.Config) telemetry.Series {
 func toProvider(p *config.Provider, models []actors.Model, b llm.Backend) actors.Provider {
 	ap := actors.Provider{
 		Name: p.Name, Kind: p.Kind, Backend: b, Lanes: p.Lanes, QueueLength: p.QueueLength,
-		QueueTimeout: p.QueueTimeout.D(), RunTimeout: p.RunTimeout.D(), Models: models,
+		QueueTimeout: p.QueueTimeout.D(), RunTimeout: p.RunTimeout.D(), Models: models, Aliases: p.Aliases,
 	}
 	if p.RateLimit != nil {
 		ap.RPM = p.RateLimit.RPM

@@ -119,6 +119,10 @@ type Provider struct {
 	// Models lists the served models. Required for CLI and fake kinds; HTTP kinds with no
 	// models get theirs from the backend's model list at start.
 	Models []Model `yaml:"models"`
+	// Aliases are client-name patterns ending in '*': a name one of them is a prefix of leads
+	// to this provider's model of that name ("claude-*": claude-sonnet-4-5 → NAME/claude-sonnet-4-5).
+	// An exact id or alias wins over a pattern; a longer pattern over a shorter one.
+	Aliases []string `yaml:"aliases"`
 
 	// CLI kinds only. Command defaults to the CLI's usual name (codex, claude, gemini);
 	// Args are appended to the ones Tollgate builds; Env adds environment variables;
@@ -181,7 +185,9 @@ type Model struct {
 	// four (when Fallbacks is set; empty otherwise).
 	FallbackOn []string `yaml:"fallback_on"`
 	// Aliases are extra client-facing names for this model; unique across the config and
-	// never equal to a "provider/model" id.
+	// never equal to a "provider/model" id. One ending in '*' is a pattern: every name it is
+	// a prefix of leads here ("claude-*"), unless an exact id, an alias or a longer pattern
+	// matches the name.
 	Aliases []string `yaml:"aliases"`
 
 	// Fake kind only: scripted behaviour, interpreted by providers/fake (fake.Script). Reply

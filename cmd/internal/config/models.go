@@ -104,23 +104,19 @@ func validateRefs(c *Config, p *problems) {
 		}
 	}
 	aliases := map[string]string{} // alias → path where first defined
+	for i := range c.Providers {
+		for a, alias := range c.Providers[i].Aliases {
+			ap := fmt.Sprintf("providers[%d].aliases[%d]", i, a)
+			if !strings.HasSuffix(alias, "*") {
+				p.add(ap, "%q: a provider's alias is a pattern ending in '*' (a plain alias belongs on a model)", alias)
+				continue
+			}
+			checkAlias(alias, ap, aliases, full, byName, p)
+		}
+	}
 	forEachModel(c, func(pr *Provider, m *Model, mp string) {
 		for a, alias := range m.Aliases {
-			ap := fmt.Sprintf("%s.aliases[%d]", mp, a)
-			prov, _, hasSlash := strings.Cut(alias, "/")
-			switch first, dup := aliases[alias]; {
-			case strings.TrimSpace(alias) == "" || strings.TrimSpace(alias) != alias:
-				p.add(ap, "must be non-empty without surrounding white space")
-			case full[alias]:
-				p.add(ap, "%q is already a model id", alias)
-			case hasSlash && byName[prov] != nil:
-				// It would shadow a model the provider may list at start.
-				p.add(ap, "%q looks like a model of provider %q; an alias must not start with a provider name and \"/\"", alias, prov)
-			case dup:
-				p.add(ap, "duplicate alias %q (also %s)", alias, first)
-			default:
-				aliases[alias] = ap
-			}
+			checkAlias(alias, fmt.Sprintf("%s.aliases[%d]", mp, a), aliases, full, byName, p)
 		}
 	})
 	forEachModel(c, func(pr *Provider, m *Model, mp string) {
@@ -135,6 +131,27 @@ func validateRefs(c *Config, p *problems) {
 			}
 		}
 	})
+}
+
+// checkAlias checks one alias at path ap and records it in aliases: unique, no white space
+// around it, never a model id or shaped like one, '*' only at its end.
+func checkAlias(alias, ap string, aliases map[string]string, full map[string]bool, byName map[string]*Provider, p *problems) {
+	prov, _, hasSlash := strings.Cut(alias, "/")
+	switch first, dup := aliases[alias]; {
+	case strings.TrimSpace(alias) == "" || strings.TrimSpace(alias) != alias:
+		p.add(ap, "must be non-empty without surrounding white space")
+	case strings.Contains(strings.TrimSuffix(alias, "*"), "*"):
+		p.add(ap, "%q: '*' may only end an alias (a prefix pattern)", alias)
+	case full[alias]:
+		p.add(ap, "%q is already a model id", alias)
+	case hasSlash && byName[prov] != nil:
+		// It would shadow a model the provider may list at start.
+		p.add(ap, "%q looks like a model of provider %q; an alias must not start with a provider name and \"/\"", alias, prov)
+	case dup:
+		p.add(ap, "duplicate alias %q (also %s)", alias, first)
+	default:
+		aliases[alias] = ap
+	}
 }
 
 // checkFallback returns why fb names no model, or "".

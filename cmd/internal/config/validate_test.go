@@ -63,6 +63,8 @@ func TestInvalidFixtures(t *testing.T) {
 		"duplicate_model":  {":7: providers[0].models[2].id: duplicate model id \"echo\" (also models[0])", ":8: providers[0].models[3].id: required"},
 		"fallback_unknown": {"fallbacks[0]: unknown model \"demo/b\": provider \"demo\" has models a, c", "fallbacks[1]: unknown model \"nope/x\": no provider \"nope\" (providers: cloud, demo)",
 			"fallbacks[2]: \"justaname\" is neither \"provider/model\" nor an alias", "fallbacks[3]: a model cannot fall back to itself"},
+		"alias_patterns": {"providers[0].aliases[1]: \"plain\": a provider's alias is a pattern ending in '*'", "providers[1].models[0].aliases[0]: duplicate alias \"claude-*\" (also providers[0].aliases[0])",
+			"providers[1].models[0].aliases[1]: \"mid*dle*\": '*' may only end an alias"},
 		"alias_conflicts": {"aliases[1]: \"demo/b\" is already a model id", "aliases[2]: must be non-empty without surrounding white space", "aliases[3]: \"demo/later\" looks like a model of provider \"demo\"", "models[1].aliases[0]: duplicate alias \"quick\" (also providers[0].models[0].aliases[0])"},
 		"base_url":        {":4: providers[0].base_url: must be an http:// or https:// URL", ":7: providers[1].base_url: has no host", "providers[2].refresh_models: must be 0 (read once at start) or more, got -1s"},
 		"unset_env": {":2: environment variable TOLLGATE_TEST_UNSET is not set (use ${TOLLGATE_TEST_UNSET:-default} for an optional value)",
