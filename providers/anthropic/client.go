@@ -103,7 +103,11 @@ func (c *Client) OpenWithKey(ctx context.Context, req *llm.Request, i int) (llm.
 // Keys is how many keys a call to the backend model rotates over (llm.KeyedBackend).
 func (c *Client) Keys(model string) int { return c.keys.Count(model) }
 
+// A request that came in as Messages is relayed as sent (openNative).
 func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.Stream, error) {
+	if n := req.NativeFor(llm.FormatMessages); n != nil {
+		return c.openNative(ctx, req, n, key)
+	}
 	body, err := buildRequest(req)
 	if err != nil {
 		return nil, upstream.WithProvider(err, c.name)
@@ -201,6 +205,12 @@ func (c *Client) getJSON(ctx context.Context, path string, v any) error {
 // has closed the body. With headerTimeout set the call is aborted when no headers arrived
 // within c.headerTimeout.
 func (c *Client) send(ctx context.Context, method, path string, body []byte, key string, headerTimeout bool) (*http.Response, context.CancelFunc, error) {
+	return c.sendWith(ctx, method, path, body, key, headerTimeout, nil)
+}
+
+// sendWith is send with extra headers, which replace the adapter's own of the same name.
+func (c *Client) sendWith(ctx context.Context, method, path string, body []byte, key string, headerTimeout bool,
+	extra map[string]string) (*http.Response, context.CancelFunc, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body) // fresh per call, so the transport can replay it on a dead connection
@@ -215,6 +225,9 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, key
 	}
 	if key != "" {
 		hreq.Header.Set("x-api-key", key)
+	}
+	for k, v := range extra {
+		hreq.Header.Set(k, v)
 	}
 	var wait time.Duration
 	if headerTimeout {

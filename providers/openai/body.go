@@ -3,10 +3,10 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 // requestBody returns the exact JSON the backend receives for req.
@@ -35,12 +35,12 @@ func requestBody(req *llm.Request) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode model: %w", err)
 	}
-	body, err := setMember(req.Body, "model", func([]byte) []byte { return model })
+	body, err := upstream.SetMember(req.Body, "model", func([]byte) []byte { return model })
 	if err != nil {
 		return nil, fmt.Errorf("request body: %w", err)
 	}
 	if wantUsage {
-		body, err = setMember(body, "stream_options", includeUsage)
+		body, err = upstream.SetMember(body, "stream_options", includeUsage)
 		if err != nil {
 			return nil, fmt.Errorf("request body: %w", err)
 		}
@@ -54,79 +54,9 @@ func includeUsage(old []byte) []byte {
 	if len(old) == 0 || old[0] != '{' {
 		return []byte(`{"include_usage":true}`)
 	}
-	out, err := setMember(old, "include_usage", func([]byte) []byte { return []byte("true") })
+	out, err := upstream.SetMember(old, "include_usage", func([]byte) []byte { return []byte("true") })
 	if err != nil {
 		return []byte(`{"include_usage":true}`)
 	}
 	return out
-}
-
-// member is the byte span of one top-level member's value in a JSON object.
-type member struct {
-	key        string
-	start, end int
-}
-
-// members lists the top-level members of the JSON object obj.
-func members(obj []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	var out []member
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("read key: %w", err)
-		}
-		key, _ := t.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("read %q: %w", key, err)
-		}
-		end := int(dec.InputOffset())
-		out = append(out, member{key: key, start: end - len(raw), end: end})
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return nil, errors.New("unterminated JSON object")
-	}
-	if rest := bytes.TrimLeft(obj[dec.InputOffset():], " \t\r\n"); len(rest) > 0 { // JSON's whitespace only
-		return nil, errors.New("data after the JSON object")
-	}
-	return out, nil
-}
-
-// setMember returns a copy of obj with every value of key replaced by f(old value), or with
-// key:f(nil) added when key is absent. Everything else is kept byte for byte.
-func setMember(obj []byte, key string, f func(old []byte) []byte) ([]byte, error) {
-	ms, err := members(obj)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(obj)+64)
-	last := 0
-	found := false
-	for _, m := range ms {
-		if m.key != key {
-			continue
-		}
-		found = true
-		out = append(out, obj[last:m.start]...)
-		out = append(out, f(obj[m.start:m.end])...)
-		last = m.end
-	}
-	if found {
-		return append(out, obj[last:]...), nil
-	}
-	// Absent: append it as the last member, where a person would have written it.
-	end := bytes.LastIndexByte(obj, '}')
-	k, _ := json.Marshal(key)
-	out = append(out, obj[:end]...)
-	if len(ms) > 0 {
-		out = append(out, ',')
-	}
-	out = append(out, k...)
-	out = append(out, ':')
-	out = append(out, f(nil)...)
-	return append(out, obj[end:]...), nil
 }

@@ -33,7 +33,12 @@ func (c *Client) OpenWithKey(ctx context.Context, req *llm.Request, i int) (llm.
 	return c.keys.OpenKey(ctx, req, i, c.open)
 }
 
+// A request that came in as Responses goes to {base}/responses as sent when the backend
+// speaks Responses (openResponses).
 func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.Stream, error) {
+	if n := req.NativeFor(llm.FormatResponses); n != nil && c.speaksResponses() {
+		return c.openResponses(ctx, req, n, key)
+	}
 	body, err := requestBody(req)
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: err.Error(), Err: err}

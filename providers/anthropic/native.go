@@ -1,0 +1,111 @@
+package anthropic
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/upstream"
+)
+
+// openNative relays a request that came in as Messages: the client's body with only "model"
+// replaced, and its anthropic-version and anthropic-beta, so nothing a chat translation
+// would lose (cache_control, signed thinking blocks, context_management, betas) is lost. The
+// answer comes back as the backend's own events (Chunk.Format), each also decoded as the
+// chat path decodes it, so errors are classified the same way and an error right after
+// message_start still comes back from Open.
+func (c *Client) openNative(ctx context.Context, req *llm.Request, n *llm.Native, key string) (llm.Stream, error) {
+	model, err := json.Marshal(req.Model)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: encoding model: %w", err)
+	}
+	body, err := upstream.SetMember(n.Body, "model", func([]byte) []byte { return model })
+	if err != nil {
+		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: "request body: " + err.Error(), Err: err}
+	}
+	resp, cancel, err := c.sendWith(ctx, http.MethodPost, "/v1/messages", body, key, req.Stream, n.Header)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		b := upstream.ReadBody(resp.Body, maxErrorBody)
+		resp.Body.Close()
+		cancel()
+		return nil, c.statusError(resp.StatusCode, resp.Header, b, key)
+	}
+	errorf := func(ae *apiError) *llm.Error { return c.streamError(ae, key) }
+	if req.Stream {
+		src := &nativeEvents{events: events{ctx: ctx, r: sse.NewReader(resp.Body), dec: newDecoder(errorf)}}
+		s := upstream.NewChunkStream(c.name, resp.Body, cancel, src)
+		if err := s.Prime(); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	defer cancel()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMessageBody))
+	if err != nil {
+		return nil, upstream.TransportError(ctx, c.name, "reading answer", err, c.keys.Secrets()...)
+	}
+	var eb errorBody
+	if json.Unmarshal(b, &eb) == nil && eb.Error != nil {
+		return nil, errorf(eb.Error) // an error in a 200 is an error
+	}
+	chunks, err := decodeMessage(b)
+	if err != nil {
+		return nil, upstream.WithProvider(err, c.name)
+	}
+	ch := merge(llm.Chunk{Raw: b, Complete: true, Format: llm.FormatMessages}, chunks)
+	return upstream.Chunks([]llm.Chunk{ch}, io.EOF), nil
+}
+
+// nativeEvents is a Messages stream as an upstream.Source that yields each event as sent.
+type nativeEvents struct{ events }
+
+// Fill reads one event; message_stop ends the answer.
+func (e *nativeEvents) Fill(out []llm.Chunk) ([]llm.Chunk, error) {
+	if e.dec.done {
+		return out, io.EOF
+	}
+	ev, err := e.r.Next()
+	if err != nil {
+		return out, e.readError(err)
+	}
+	decoded, err := e.dec.event(ev, nil)
+	if err != nil {
+		return out, err
+	}
+	name := ev.Type
+	if name == "" || name == "message" {
+		var t struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(ev.Data, &t) // dec.event has decoded it once already
+		name = t.Type
+	}
+	ch := llm.Chunk{Raw: append([]byte(nil), ev.Data...), Format: llm.FormatMessages, Event: name}
+	return append(out, merge(ch, decoded)), nil
+}
+
+// merge puts what the decoded chunks say into ch's structured fields.
+func merge(ch llm.Chunk, decoded []llm.Chunk) llm.Chunk {
+	for _, d := range decoded {
+		ch.Role = cmp.Or(ch.Role, d.Role)
+		ch.Content += d.Content
+		ch.ReasoningContent += d.ReasoningContent
+		ch.ToolCalls = append(ch.ToolCalls, d.ToolCalls...)
+		if d.FinishReason != "" {
+			ch.FinishReason = d.FinishReason
+		}
+		if d.Usage != nil {
+			ch.Usage = d.Usage
+		}
+	}
+	return ch
+}
