@@ -47,6 +47,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err := st.start(e); err != nil {
 		return err
 	}
+	if c.tool != nil {
+		return st.(toolStreamer).toolCall(e, c.tool) // planTool plans calls only for streamers that have it
+	}
 	cut := -1
 	if c.modes&(ModeDrop|ModeErrorMidstream) != 0 {
 		cut = min(midstreamAfter, len(c.pieces))
@@ -86,12 +89,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call) error {
 // as DeepSeek does while a request is queued), split or dripped, or cut off (drop).
 func (s *Server) whole(w http.ResponseWriter, r *http.Request, c *call) error {
 	var body []byte
-	switch c.api {
-	case apiResponses:
+	switch {
+	case c.tool != nil:
+		body = toolWhole(c)
+	case c.api == apiResponses:
 		body = responsesWhole(c)
-	case apiAnthropic:
+	case c.api == apiAnthropic:
 		body = anthropicWhole(c)
-	case apiGemini:
+	case c.api == apiGemini:
 		body = geminiWhole(c)
 	default:
 		body = chatWhole(c)

@@ -43,10 +43,27 @@ type call struct {
 	reasoning []string // reasoning pieces to stream, maybe none
 	pieces    []string // content pieces to stream
 	truncated bool     // pieces were cut to maxTokens
+
+	tools      []string  // the names of the tools the request offers
+	toolResult string    // the text of the tool results in the conversation
+	sawResult  bool      // the conversation holds a tool result
+	tool       *toolPlan // tool-call mode: the answer is this call (tool.go)
 }
 
-// completionTokens counts one token per piece streamed.
-func (c *call) completionTokens() int { return len(c.reasoning) + len(c.pieces) }
+// addResult records one tool result of the conversation.
+func (c *call) addResult(raw json.RawMessage) {
+	c.sawResult = true
+	c.toolResult += outputText(raw)
+}
+
+// completionTokens counts one token per piece streamed, and one for a tool call.
+func (c *call) completionTokens() int {
+	n := len(c.reasoning) + len(c.pieces)
+	if c.tool != nil {
+		n++
+	}
+	return n
+}
 
 // readBody reads and decodes a JSON request body into v.
 func readBody(w http.ResponseWriter, r *http.Request, v any) error {
@@ -63,9 +80,15 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) error {
 type chatRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
+		Role             string          `json:"role"`
 		Content          json.RawMessage `json:"content"`
 		ReasoningContent string          `json:"reasoning_content"`
 	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
 	Stream        bool `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -89,6 +112,12 @@ func parseChat(w http.ResponseWriter, r *http.Request, c *call) error {
 	}
 	for _, m := range req.Messages {
 		c.prompt += countWords(m.Content) + countFields(m.ReasoningContent)
+		if m.Role == "tool" {
+			c.addResult(m.Content)
+		}
+	}
+	for _, t := range req.Tools {
+		c.tools = append(c.tools, t.Function.Name)
 	}
 	return nil
 }
@@ -102,6 +131,9 @@ type responsesRequest struct {
 	Reasoning       *struct {
 		Summary string `json:"summary"`
 	} `json:"reasoning"`
+	Tools []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
 }
 
 func parseResponses(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -115,6 +147,19 @@ func parseResponses(w http.ResponseWriter, r *http.Request, c *call) error {
 	}
 	c.thinking = req.Reasoning != nil && req.Reasoning.Summary != "" && req.Reasoning.Summary != "none"
 	c.prompt = countFields(req.Instructions) + countWords(req.Input)
+	var items []struct {
+		Type   string          `json:"type"`
+		Output json.RawMessage `json:"output"`
+	}
+	_ = json.Unmarshal(req.Input, &items) // a string input holds no tool results
+	for _, it := range items {
+		if it.Type == "function_call_output" || it.Type == "custom_tool_call_output" {
+			c.addResult(it.Output)
+		}
+	}
+	for _, t := range req.Tools {
+		c.tools = append(c.tools, t.Name)
+	}
 	return nil
 }
 
@@ -129,6 +174,9 @@ type anthropicRequest struct {
 	Thinking *struct {
 		Type string `json:"type"`
 	} `json:"thinking"`
+	Tools []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
 }
 
 func parseAnthropic(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -141,6 +189,19 @@ func parseAnthropic(w http.ResponseWriter, r *http.Request, c *call) error {
 	c.prompt = countWords(req.System)
 	for _, m := range req.Messages {
 		c.prompt += countWords(m.Content)
+		var blocks []struct {
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(m.Content, &blocks) // a string content holds no tool results
+		for _, b := range blocks {
+			if b.Type == "tool_result" {
+				c.addResult(b.Content)
+			}
+		}
+	}
+	for _, t := range req.Tools {
+		c.tools = append(c.tools, t.Name)
 	}
 	return nil
 }

@@ -63,6 +63,25 @@ func TestGolden(t *testing.T) {
 		{name: "dashscope_stream", path: "/v1/chat/completions",
 			body: `{"model":"quirk-error-200-dashscope","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 		{name: "gemini_nested_error", path: "/v1beta/models/quirk-gemini-nested-error:generateContent", body: `{}`},
+		// tool-call mode: an agent's first turn is a call of its shell tool, the next (with
+		// the tool's output) an answer saying it came back.
+		{name: "tool_call_chat_stream", path: "/v1/chat/completions", opts: Options{Modes: ModeToolCall},
+			body: `{"model":"m","stream":true,"stream_options":{"include_usage":true},"tools":[{"type":"function","function":{"name":"exec_command"}}],"messages":[{"role":"user","content":"list"}]}`},
+		{name: "tool_call_chat_whole", path: "/v1/chat/completions", opts: Options{Modes: ModeToolCall},
+			body: `{"model":"m","tools":[{"type":"function","function":{"name":"Bash"}}],"messages":[{"role":"user","content":"list"}]}`},
+		{name: "tool_call_chat_result", path: "/v1/chat/completions", opts: Options{Modes: ModeToolCall, Chunks: 3},
+			body: `{"model":"m","stream":true,"tools":[{"type":"function","function":{"name":"Bash"}}],"messages":[{"role":"user","content":"list"},` +
+				`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"Bash","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"tollgate-tool-ok\n"}]}`},
+		{name: "tool_call_responses_stream", path: "/v1/responses", opts: Options{Modes: ModeToolCall},
+			body: `{"model":"m","stream":true,"tools":[{"type":"function","name":"exec_command"}],"input":"list"}`},
+		{name: "tool_call_responses_result", path: "/v1/responses", opts: Options{Modes: ModeToolCall, Chunks: 3},
+			body: `{"model":"m","tools":[{"type":"function","name":"exec_command"}],"input":[{"role":"user","content":"list"},` +
+				`{"type":"function_call","call_id":"c1","name":"exec_command","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"Output:\ntollgate-tool-ok"}]}`},
+		{name: "tool_call_anthropic_stream", path: "/v1/messages", opts: Options{Modes: ModeToolCall},
+			body: `{"model":"m","max_tokens":100,"stream":true,"tools":[{"name":"Bash","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"list"}]}`},
+		{name: "tool_call_anthropic_result", path: "/v1/messages", opts: Options{Modes: ModeToolCall, Chunks: 3},
+			body: `{"model":"m","max_tokens":100,"tools":[{"name":"Bash","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"list"},` +
+				`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"nothing"}]}]}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,6 +29,7 @@ const (
 	ModeQuota402                            // DeepSeek 402 Insufficient Balance
 	ModeOllamaReasoning                     // reasoning deltas in "reasoning" (Ollama)
 	ModeReasoning                           // reasoning deltas before the content (reasoning_content, thinking, thoughts)
+	ModeToolCall                            // an agent's turn: call its shell tool once, then answer with what it printed (tool.go)
 	modeEnd
 )
 
@@ -50,6 +51,7 @@ var modeNames = map[string]Modes{
 	"quota-402":           ModeQuota402,
 	"ollama-reasoning":    ModeOllamaReasoning,
 	"reasoning":           ModeReasoning,
+	"tool-call":           ModeToolCall,
 }
 
 // modeAliases are accepted spellings kept for callers that wrote the vendor first.

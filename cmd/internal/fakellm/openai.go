@@ -92,7 +92,10 @@ func (s *chatStream) fail(e *emitter) error {
 }
 
 func chatFinish(c *call) string {
-	if c.truncated {
+	switch {
+	case c.tool != nil:
+		return "tool_calls"
+	case c.truncated:
 		return "length"
 	}
 	return "stop"

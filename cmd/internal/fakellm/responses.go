@@ -213,7 +213,9 @@ func appendResponse(b []byte, c *call, status string, thought, text []byte) []by
 	b = append(b, `","model":`...)
 	b = appendString(b, c.model)
 	b = append(b, `,"output":[`...)
-	if text != nil {
+	if c.tool != nil && text != nil {
+		b = appendFunctionCallItem(b, c, "completed", c.tool.args)
+	} else if text != nil {
 		if len(c.reasoning) > 0 {
 			b = appendReasoningItem(b, "rs_fakellm_"+c.id, thought, true)
 			b = append(b, ',')

@@ -289,6 +289,9 @@ func (s *Server) prepare(r *http.Request, c *call) error {
 	if c.thinking || c.modes&(ModeReasoning|ModeOllamaReasoning) != 0 {
 		c.reasoning = s.thoughts
 	}
+	if c.modes.Has(ModeToolCall) && c.api != apiGemini {
+		s.planTool(c)
+	}
 	if c.maxTokens > 0 && c.completionTokens() > c.maxTokens {
 		c.truncated = true
 		c.reasoning = c.reasoning[:min(len(c.reasoning), c.maxTokens)]
