@@ -93,8 +93,9 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	MaxTokens           *int `json:"max_tokens"`
-	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	MaxTokens           *int   `json:"max_tokens"`
+	MaxCompletionTokens *int   `json:"max_completion_tokens"`
+	ReasoningEffort     string `json:"reasoning_effort"`
 }
 
 func parseChat(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -104,6 +105,7 @@ func parseChat(w http.ResponseWriter, r *http.Request, c *call) error {
 	}
 	c.model, c.stream = req.Model, req.Stream
 	c.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	c.thinking = req.ReasoningEffort != "" && req.ReasoningEffort != "none" // as DeepSeek's thinking mode
 	switch {
 	case req.MaxCompletionTokens != nil:
 		c.maxTokens = *req.MaxCompletionTokens
