@@ -153,8 +153,12 @@ type answerSink interface {
 // speaks it, relaying the client's body) are written as they came; chat chunks go through
 // sink. Once the first byte is out a failure can only end the stream, with the format's
 // error event.
+//
+// A native stream is over once its terminal event is out (terminal names them): what
+// follows is only the end of the backend's body, and a client that hangs up as soon as it
+// has the terminal event, as Codex does, has its whole answer.
 func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Stream, rec *record,
-	format llm.Format, newSink func(emit emitFunc) answerSink) {
+	format llm.Format, terminal map[string]bool, newSink func(emit emitFunc) answerSink) {
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	out := sse.NewWriter(w)
@@ -199,6 +203,9 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 			native = true
 			if out.Event(ch.Event, ch.Raw) != nil {
 				rec.clientGone = true
+				return
+			}
+			if terminal[ch.Event] {
 				return
 			}
 			continue

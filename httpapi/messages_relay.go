@@ -18,10 +18,13 @@ var messagesAPI = &ingress{
 	relay:  (*Server).relayMessages,
 }
 
+// messagesTerminal are the events that end a Messages stream.
+var messagesTerminal = map[string]bool{"message_stop": true, "error": true}
+
 func (s *Server) relayMessages(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
 	a := newMessagesAnswer(rec.id, req.Model)
 	if req.Stream {
-		s.streamAnswer(w, r, st, rec, llm.FormatMessages, func(emit emitFunc) answerSink {
+		s.streamAnswer(w, r, st, rec, llm.FormatMessages, messagesTerminal, func(emit emitFunc) answerSink {
 			a.emit = emit
 			return a
 		})

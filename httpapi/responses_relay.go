@@ -15,10 +15,13 @@ var responsesAPI = &ingress{
 	relay:  (*Server).relayResponses,
 }
 
+// responsesTerminal are the events that end a Responses stream.
+var responsesTerminal = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true}
+
 func (s *Server) relayResponses(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
 	a := newResponsesAnswer(rec.id, req.Model, s.opts.Now().Unix(), req.Tools)
 	if req.Stream {
-		s.streamAnswer(w, r, st, rec, llm.FormatResponses, func(emit emitFunc) answerSink {
+		s.streamAnswer(w, r, st, rec, llm.FormatResponses, responsesTerminal, func(emit emitFunc) answerSink {
 			a.emit = emit
 			return a
 		})
