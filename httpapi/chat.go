@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -17,58 +16,20 @@ import (
 // chatRoute is the chat route's pattern, for logs, metrics and spans.
 const chatRoute = "/v1/chat/completions"
 
-// chat serves POST /v1/chat/completions.
-func (s *Server) chat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	claimLog(w)
-	rec := &record{start: s.opts.Now(), id: requestID(r.Context()), route: chatRoute}
-	r, rec.span = s.startSpan(r, chatRoute)
-	defer s.logChat(rec)
-
-	req, prio, aerr := s.decodeChat(w, r)
-	if aerr != nil {
-		rec.fail(*aerr)
-		w.Header().Set("X-Gateway-Queue-Ms", "0")
-		aerr.write(w)
-		return
-	}
-	rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
-	s.describeRequest(rec.span, req, prio)
-
-	admitAt := s.opts.Now()
-	sv, err := s.opts.Gateway.Start(r.Context(), req.Model, prio, req)
-	s.queueSpan(r.Context(), admitAt, sv, err)
-	rec.served(sv)
-	servedHeaders(w.Header(), sv)
-	if err != nil {
-		if a, ok := s.answerError(r, err, rec); ok {
-			a.write(w)
+// chatAPI is POST /v1/chat/completions: OpenAI-compatible backends' chunks are relayed as
+// they came, structured ones encoded once (relayStream, relayWhole).
+var chatAPI = &ingress{
+	route:  chatRoute,
+	format: llm.FormatChat,
+	parse:  func(body []byte, _ *http.Request) (*llm.Request, *apiError) { return parseChat(body) },
+	fail:   failResponses,
+	relay: func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
+		if req.Stream {
+			s.relayStream(w, r, st, req, rec)
+		} else {
+			s.relayWhole(w, r, st, req, rec)
 		}
-		return
-	}
-	st := sv.Stream
-	defer func() {
-		if cerr := st.Close(); cerr != nil && rec.code == "" {
-			s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
-		}
-	}()
-	if req.Stream {
-		s.relayStream(w, r, st, req, rec)
-	} else {
-		s.relayWhole(w, r, st, req, rec)
-	}
-}
-
-// decodeChat reads and validates the body; errors name the offending field.
-func (s *Server) decodeChat(w http.ResponseWriter, r *http.Request) (*llm.Request, llm.Priority, *apiError) {
-	prio, body, a := s.readRequest(w, r)
-	if a != nil {
-		return nil, 0, a
-	}
-	req, a := parseChat(body)
-	if a != nil {
-		return nil, 0, a
-	}
-	return req, prio, nil
+	},
 }
 
 // readRequest reads what every ingress format shares: the X-Gateway-Priority header and the

@@ -81,7 +81,7 @@ func New(opts Options) *Server {
 	handle := func(method, path string, kind routeKind, h httprouter.Handle) {
 		r.Handle(method, path, s.logged(path, kind, h))
 	}
-	handle("POST", "/v1/chat/completions", routeModel, queueHeader(s.auth(s.opts.APIKeys, s.chat)))
+	handle("POST", chatAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(chatAPI))))
 	handle("POST", responsesAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(responsesAPI))))
 	handle("POST", messagesAPI.route, routeModel, queueHeader(s.authAs(s.opts.APIKeys, failMessages, s.serve(messagesAPI))))
 	handle("POST", "/v1/messages/count_tokens", routeInfo, s.authAs(s.opts.APIKeys, failMessages, s.countTokens))

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/upstream"
 )
 
@@ -116,7 +117,15 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: encoding request: %w", err)
 	}
-	resp, cancel, err := c.send(ctx, http.MethodPost, "/v1/messages", data, key, req.Stream)
+	return c.exchange(ctx, req, data, key, nil, false)
+}
+
+// exchange posts body to /v1/messages with key and the extra headers and reads the answer:
+// decoded into chat chunks, or, when native, as the backend's own events (each also decoded,
+// see openNative). Errors the backend reports before the first chunk come back as *llm.Error.
+func (c *Client) exchange(ctx context.Context, req *llm.Request, body []byte, key string, header map[string]string,
+	native bool) (llm.Stream, error) {
+	resp, cancel, err := c.sendWith(ctx, http.MethodPost, "/v1/messages", body, key, req.Stream, header)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +137,14 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 	}
 	errorf := func(ae *apiError) *llm.Error { return c.streamError(ae, key) }
 	if req.Stream {
-		s := newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf)).WithQuota(resp.Header, c.now())
+		var s *upstream.ChunkStream
+		if native {
+			s = upstream.NewChunkStream(c.name, resp.Body, cancel,
+				&nativeEvents{&events{ctx: ctx, r: sse.NewReader(resp.Body), dec: newDecoder(errorf)}})
+		} else {
+			s = newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf))
+		}
+		s = s.WithQuota(resp.Header, c.now())
 		if err := s.Prime(); err != nil {
 			return nil, err
 		}
@@ -147,6 +163,9 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 	chunks, err := decodeMessage(b)
 	if err != nil {
 		return nil, upstream.WithProvider(err, c.name)
+	}
+	if native {
+		chunks = []llm.Chunk{merge(llm.Chunk{Raw: b, Complete: true, Format: llm.FormatMessages}, chunks)}
 	}
 	return upstream.Chunks(chunks, io.EOF).WithQuota(resp.Header, c.now()), nil
 }

@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 
 	"github.com/tollgate/tollgate/providers/llm"
-	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/upstream"
 )
 
@@ -28,45 +26,11 @@ func (c *Client) openNative(ctx context.Context, req *llm.Request, n *llm.Native
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: "request body: " + err.Error(), Err: err}
 	}
-	resp, cancel, err := c.sendWith(ctx, http.MethodPost, "/v1/messages", body, key, req.Stream, n.Header)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		b := upstream.ReadBody(resp.Body, maxErrorBody)
-		resp.Body.Close()
-		cancel()
-		return nil, c.statusError(resp.StatusCode, resp.Header, b, key)
-	}
-	errorf := func(ae *apiError) *llm.Error { return c.streamError(ae, key) }
-	if req.Stream {
-		src := &nativeEvents{events: events{ctx: ctx, r: sse.NewReader(resp.Body), dec: newDecoder(errorf)}}
-		s := upstream.NewChunkStream(c.name, resp.Body, cancel, src)
-		if err := s.Prime(); err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	defer cancel()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMessageBody))
-	if err != nil {
-		return nil, upstream.TransportError(ctx, c.name, "reading answer", err, c.keys.Secrets()...)
-	}
-	var eb errorBody
-	if json.Unmarshal(b, &eb) == nil && eb.Error != nil {
-		return nil, errorf(eb.Error) // an error in a 200 is an error
-	}
-	chunks, err := decodeMessage(b)
-	if err != nil {
-		return nil, upstream.WithProvider(err, c.name)
-	}
-	ch := merge(llm.Chunk{Raw: b, Complete: true, Format: llm.FormatMessages}, chunks)
-	return upstream.Chunks([]llm.Chunk{ch}, io.EOF), nil
+	return c.exchange(ctx, req, body, key, n.Header, true)
 }
 
 // nativeEvents is a Messages stream as an upstream.Source that yields each event as sent.
-type nativeEvents struct{ events }
+type nativeEvents struct{ *events }
 
 // Fill reads one event; message_stop ends the answer.
 func (e *nativeEvents) Fill(out []llm.Chunk) ([]llm.Chunk, error) {

@@ -43,24 +43,9 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: err.Error(), Err: err}
 	}
-	hr, err := c.newRequest(ctx, http.MethodPost, "/chat/completions", key, body)
+	resp, cancel, err := c.post(ctx, "/chat/completions", key, req.Stream, body)
 	if err != nil {
 		return nil, err
-	}
-	if req.Stream {
-		hr.Header.Set("Accept", "text/event-stream")
-	} else {
-		hr.Header.Set("Accept", "application/json")
-	}
-	resp, cancel, err := c.send(ctx, "call backend", hr, req.Stream)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b := upstream.ReadBody(resp.Body, upstream.DefaultErrorBody)
-		_ = resp.Body.Close()
-		cancel()
-		return nil, c.statusError(resp, b)
 	}
 	br := bufio.NewReaderSize(resp.Body, sse.BufferSize) // shared with the SSE reader, not wrapped twice
 	if !req.Stream || isJSONBody(br) {
@@ -90,6 +75,31 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 		s.err = io.EOF // [DONE] before any chunk: an empty answer, but a clean one
 	}
 	return s, nil
+}
+
+// post sends body to path with key and returns a 2xx answer; any other status is an
+// *llm.Error. The caller calls cancel once it has closed the body.
+func (c *Client) post(ctx context.Context, path, key string, stream bool, body []byte) (*http.Response, context.CancelFunc, error) {
+	hr, err := c.newRequest(ctx, http.MethodPost, path, key, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if stream {
+		hr.Header.Set("Accept", "text/event-stream")
+	} else {
+		hr.Header.Set("Accept", "application/json")
+	}
+	resp, cancel, err := c.send(ctx, "call backend", hr, stream)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b := upstream.ReadBody(resp.Body, upstream.DefaultErrorBody)
+		_ = resp.Body.Close()
+		cancel()
+		return nil, nil, c.statusError(resp, b)
+	}
+	return resp, cancel, nil
 }
 
 // isJSONBody sniffs whether a 200 answer to a stream request is a plain JSON document rather

@@ -31,23 +31,9 @@ func (c *Client) openResponses(ctx context.Context, req *llm.Request, n *llm.Nat
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: "request body: " + err.Error(), Err: err}
 	}
-	hr, err := c.newRequest(ctx, http.MethodPost, "/responses", key, body)
+	resp, cancel, err := c.post(ctx, "/responses", key, req.Stream, body)
 	if err != nil {
 		return nil, err
-	}
-	hr.Header.Set("Accept", "application/json")
-	if req.Stream {
-		hr.Header.Set("Accept", "text/event-stream")
-	}
-	resp, cancel, err := c.send(ctx, "call backend", hr, req.Stream)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b := upstream.ReadBody(resp.Body, upstream.DefaultErrorBody)
-		_ = resp.Body.Close()
-		cancel()
-		return nil, c.statusError(resp, b)
 	}
 	if !req.Stream {
 		defer cancel()
@@ -55,7 +41,7 @@ func (c *Client) openResponses(ctx context.Context, req *llm.Request, n *llm.Nat
 		return c.readResponse(ctx, resp.Header, resp.Body)
 	}
 	src := &responsesEvents{c: c, ctx: ctx, header: resp.Header, r: sse.NewReader(resp.Body)}
-	s := upstream.NewChunkStream(c.name, resp.Body, cancel, src)
+	s := upstream.NewChunkStream(c.name, resp.Body, cancel, src).WithQuota(resp.Header, c.now())
 	if err := s.Prime(); err != nil {
 		return nil, err
 	}
@@ -81,7 +67,7 @@ func (c *Client) readResponse(ctx context.Context, h http.Header, r io.Reader) (
 	if err := c.inspectResponse(h, &ev, &ch); err != nil {
 		return nil, err
 	}
-	return upstream.Chunks([]llm.Chunk{ch}, io.EOF), nil
+	return upstream.Chunks([]llm.Chunk{ch}, io.EOF).WithQuota(h, c.now()), nil
 }
 
 // responsesEvent is the part of a Responses stream event the relay reads: enough to see
