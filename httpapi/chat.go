@@ -22,7 +22,7 @@ var chatAPI = &ingress{
 	route:  chatRoute,
 	format: llm.FormatChat,
 	parse:  func(body []byte, _ *http.Request) (*llm.Request, *apiError) { return parseChat(body) },
-	fail:   failResponses,
+	fail:   failOpenAI,
 	relay: func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
 		if req.Stream {
 			s.relayStream(w, r, st, req, rec)

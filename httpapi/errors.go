@@ -120,6 +120,9 @@ func (a apiError) write(w http.ResponseWriter) {
 	a.writeBody(w, a.body())
 }
 
+// failOpenAI writes an error answer in OpenAI's shape: chat's and Responses'.
+func failOpenAI(w http.ResponseWriter, a apiError) { a.write(w) }
+
 // writeBody sends the error as a whole response: its status, the retry headers of SPEC §4
 // and body, the error in the shape of the client's API.
 func (a apiError) writeBody(w http.ResponseWriter, body any) {

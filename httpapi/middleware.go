@@ -54,7 +54,7 @@ func newID() string {
 
 // auth admits a request that presents one of keys; with no keys everything is admitted.
 func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
-	return s.authAs(keys, failResponses, next)
+	return s.authAs(keys, failOpenAI, next)
 }
 
 // authAs is auth answering a refusal with fail, in the shape of the route's API.

@@ -11,7 +11,7 @@ var responsesAPI = &ingress{
 	route:  "/v1/responses",
 	format: llm.FormatResponses,
 	parse:  parseResponses,
-	fail:   failResponses,
+	fail:   failOpenAI,
 	relay:  (*Server).relayResponses,
 }
 
@@ -27,7 +27,7 @@ func (s *Server) relayResponses(w http.ResponseWriter, r *http.Request, st llm.S
 		})
 		return
 	}
-	s.wholeAnswer(w, r, st, rec, llm.FormatResponses, failResponses, a.add, func() any {
+	s.wholeAnswer(w, r, st, rec, llm.FormatResponses, failOpenAI, a.add, func() any {
 		_ = a.end() // without emit it only closes the items
 		status := "completed"
 		if a.incomplete() != nil {
@@ -36,6 +36,3 @@ func (s *Server) relayResponses(w http.ResponseWriter, r *http.Request, st llm.S
 		return a.object(status, nil)
 	})
 }
-
-// failResponses writes an error answer in OpenAI's shape, as for chat.
-func failResponses(w http.ResponseWriter, a apiError) { a.write(w) }
