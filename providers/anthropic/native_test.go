@@ -1,15 +1,19 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 // nativeReq is a request that came in as Messages, for backend model "claude-x".
@@ -107,4 +111,40 @@ func TestNativeWhole(t *testing.T) {
 	if err != nil || len(chunks) != 1 || !chunks[0].Complete || string(chunks[0].Raw) != answer || chunks[0].Usage.TotalTokens != 4 {
 		t.Fatalf("chunks %+v, %v", chunks, err)
 	}
+}
+
+// FuzzNativeStream feeds arbitrary bytes to the native event relay: it never panics, always
+// ends, yields only events as sent (JSON, in the Messages format), and io.EOF only after
+// message_stop.
+func FuzzNativeStream(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(testdata, "stream", "*.sse"))
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("data: {\"type\":\"message_stop\"}\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ev := &events{ctx: context.Background(), r: sse.NewReader(bytes.NewReader(data)), dec: newDecoder(testErrorf)}
+		s := upstream.NewChunkStream("claude", io.NopCloser(bytes.NewReader(nil)), nil, &nativeEvents{ev})
+		defer s.Close()
+		for i := 0; ; i++ {
+			if i > len(data)+10 {
+				t.Fatal("more chunks than input bytes")
+			}
+			ch, err := s.Next()
+			if err == io.EOF {
+				if !ev.dec.done {
+					t.Fatal("io.EOF before message_stop")
+				}
+				return
+			}
+			if err != nil {
+				return
+			}
+			if ch.Format != llm.FormatMessages || !json.Valid(ch.Raw) {
+				t.Fatalf("chunk %+v is not a native event", ch)
+			}
+		}
+	})
 }

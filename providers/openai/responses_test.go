@@ -1,7 +1,9 @@
 package openai
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 func responsesReq(stream bool, body string) *llm.Request {
@@ -103,4 +107,37 @@ func TestResponsesNativeErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzResponsesStream feeds arbitrary bytes to the Responses event relay: it never panics,
+// always ends, and yields only events as sent (JSON, in the Responses format), ending
+// cleanly only after a terminal event.
+func FuzzResponsesStream(f *testing.F) {
+	f.Add([]byte(responsesSSE))
+	f.Add([]byte("data: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\"}\n\n"))
+	f.Add([]byte("data: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\"}}\n\n"))
+	c := newTestClient(f, KindOpenAI, "http://127.0.0.1:1")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		src := &responsesEvents{c: c, ctx: context.Background(), r: sse.NewReader(bytes.NewReader(data))}
+		s := upstream.NewChunkStream("oai", io.NopCloser(bytes.NewReader(nil)), nil, src)
+		defer s.Close()
+		for i := 0; ; i++ {
+			if i > len(data)+10 {
+				t.Fatal("more chunks than input bytes")
+			}
+			ch, err := s.Next()
+			if err == io.EOF {
+				if !src.done {
+					t.Fatal("io.EOF before a terminal event")
+				}
+				return
+			}
+			if err != nil {
+				return
+			}
+			if ch.Format != llm.FormatResponses || !json.Valid(ch.Raw) {
+				t.Fatalf("chunk %+v is not a native event", ch)
+			}
+		}
+	})
 }
