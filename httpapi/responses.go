@@ -309,6 +309,11 @@ func (t *translation) message(param string, it *responsesItem) *apiError {
 		a.Content = joinContent(a.Content, content)
 		return nil
 	}
+	if role == "developer" {
+		// Codex sends its instructions as developer messages. OpenAI reads system as
+		// developer; the compatible backends (Ollama, DeepSeek, ...) know only system.
+		role = "system"
+	}
 	t.endAssistant()
 	t.out = append(t.out, llm.Message{Role: role, Content: content})
 	return nil
