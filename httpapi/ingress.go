@@ -149,6 +149,10 @@ type answerSink interface {
 	fail(a apiError) error   // the format's in-stream error event, ending the stream
 }
 
+// nativeFollower is a sink that keeps count of a native stream's events, so that an error
+// event it writes after them continues the stream (Responses' sequence numbers).
+type nativeFollower interface{ follow(raw []byte) }
+
 // streamAnswer writes a streamed answer. Chunks in the client's own format (a backend that
 // speaks it, relaying the client's body) are written as they came; chat chunks go through
 // sink. Once the first byte is out a failure can only end the stream, with the format's
@@ -201,6 +205,9 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 		}
 		if ch.Format == format && format != llm.FormatChat {
 			native = true
+			if f, ok := sink.(nativeFollower); ok {
+				f.follow(ch.Raw)
+			}
 			if out.Event(ch.Event, ch.Raw) != nil {
 				rec.clientGone = true
 				return

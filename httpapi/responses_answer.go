@@ -266,6 +266,23 @@ func (a *responsesAnswer) end() error {
 	return a.event(name, respEvent{Response: a.object(status, nil)})
 }
 
+// follow takes the sequence number of a backend's own event, relayed as it came, so a
+// response.failed written after it comes next in the sequence.
+func (a *responsesAnswer) follow(raw []byte) {
+	const key = `"sequence_number":`
+	i := bytes.Index(raw, []byte(key))
+	if i < 0 {
+		return
+	}
+	rest := bytes.TrimLeft(raw[i+len(key):], " ")
+	n := 0
+	for len(rest) > 0 && rest[0] >= '0' && rest[0] <= '9' && n < 1<<40 {
+		n = n*10 + int(rest[0]-'0')
+		rest = rest[1:]
+	}
+	a.seq = n + 1
+}
+
 // fail sends response.failed with the error in Tollgate's vocabulary, Codex reads its code and message.
 func (a *responsesAnswer) fail(e apiError) error {
 	return a.event("response.failed", respEvent{Response: a.object("failed", &respError{Code: e.code, Message: e.message})})
