@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -387,4 +388,64 @@ func TestIngressSDKRetryAfter(t *testing.T) {
 			g.waitIdle(t)
 		})
 	}
+}
+
+// TestIngressSDKErrors: each SDK reads the gateway's refusals in its own API's error shape,
+// with Tollgate's code and the field named.
+func TestIngressSDKErrors(t *testing.T) {
+	g, _ := startIngress(t, fakellm.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	rc := responsesClient(g.URL)
+	for _, tc := range []struct {
+		p           responses.ResponseNewParams
+		status      int
+		code, param string
+		messageSays string
+	}{
+		{responses.ResponseNewParams{Model: "nope/x", Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("hi")}},
+			404, "model_not_found", "model", "/v1/models"},
+		{responses.ResponseNewParams{Model: "gpt-5-codex", PreviousResponseID: oai.String("resp_1"),
+			Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("hi")}},
+			400, "invalid_request", "previous_response_id", "stores no responses"},
+	} {
+		_, err := rc.Responses.New(ctx, tc.p)
+		var e *oai.Error
+		if !errors.As(err, &e) || e.StatusCode != tc.status || e.Code != tc.code || e.Param != tc.param || !strings.Contains(e.Message, tc.messageSays) {
+			t.Errorf("Responses.New(%s): %v; want %d %s naming %s", tc.p.Model, err, tc.status, tc.code, tc.param)
+		}
+	}
+
+	mc := messagesClient(g.URL)
+	user := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
+	for _, tc := range []struct {
+		p                      anthropic.MessageNewParams
+		opt                    aopt.RequestOption
+		status                 int
+		typ, code, messageSays string
+	}{
+		{anthropic.MessageNewParams{Model: "nope/x", MaxTokens: 5, Messages: user}, nil, 404, "not_found_error", "model_not_found", "/v1/models"},
+		// This SDK version has no temperature field; the wire still has it.
+		{anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 5, Messages: user}, aopt.WithJSONSet("temperature", 1.5),
+			400, "invalid_request_error", "invalid_request", "temperature must be between 0 and 1"},
+	} {
+		var opts []aopt.RequestOption
+		if tc.opt != nil {
+			opts = append(opts, tc.opt)
+		}
+		_, err := mc.Messages.New(ctx, tc.p, opts...)
+		var e *anthropic.Error
+		if !errors.As(err, &e) || e.StatusCode != tc.status || string(e.Type()) != tc.typ ||
+			!strings.Contains(e.RawJSON(), `"code":"`+tc.code+`"`) || !strings.Contains(e.Message, tc.messageSays) {
+			t.Errorf("Messages.New(%s): %v (%s); want %d %s with code %s", tc.p.Model, err, rawOf(e), tc.status, tc.typ, tc.code)
+		}
+	}
+}
+
+func rawOf(e *anthropic.Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.RawJSON()
 }
