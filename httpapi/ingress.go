@@ -205,14 +205,7 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 		}
 		if ch.Format == format && format != llm.FormatChat {
 			native = true
-			if f, ok := sink.(nativeFollower); ok {
-				f.follow(ch.Raw)
-			}
-			if out.Event(ch.Event, ch.Raw) != nil {
-				rec.clientGone = true
-				return
-			}
-			if terminal[ch.Event] {
+			if over := relayEvent(out, &ch, sink, terminal, rec); over {
 				return
 			}
 			continue
@@ -241,6 +234,19 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 	if !started && sink.start() != nil || sink.end() != nil {
 		rec.clientGone = true
 	}
+}
+
+// relayEvent writes a backend's own event as it came and reports whether the stream is over:
+// the event was its terminal one, or the client is gone.
+func relayEvent(out *sse.Writer, ch *llm.Chunk, sink answerSink, terminal map[string]bool, rec *record) (over bool) {
+	if f, ok := sink.(nativeFollower); ok {
+		f.follow(ch.Raw)
+	}
+	if out.Event(ch.Event, ch.Raw) != nil {
+		rec.clientGone = true
+		return true
+	}
+	return terminal[ch.Event]
 }
 
 // wholeAnswer reads a whole answer: a backend's own body in the client's format is written as
