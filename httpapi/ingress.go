@@ -165,6 +165,14 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 	format llm.Format, terminal map[string]bool, newSink func(emit emitFunc) answerSink) {
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
+	if hint, _ := st.(buffered); hint == nil || !hint.Buffered() {
+		// As relayStream: the headers go out now, so a client tells a queued call from a
+		// slow first token, unless the first chunk is already here to carry them.
+		if http.NewResponseController(w).Flush() != nil {
+			rec.clientGone = true
+			return
+		}
+	}
 	out := sse.NewWriter(w)
 	gone := false
 	sink := newSink(func(name string, v any) error {
