@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"math"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
@@ -100,8 +99,8 @@ func messagesError(a apiError) messagesErrorBody {
 func failMessages(w http.ResponseWriter, a apiError) { a.writeBody(w, messagesError(a)) }
 
 // countTokens serves POST /v1/messages/count_tokens: the request is read as /v1/messages reads
-// it (so a bad one gets the same 400) and its prompt is estimated at one token per four bytes
-// of text, the common rule for English; Tollgate has no tokenizer for every backend's model.
+// it (so a bad one gets the same 400) and its prompt estimated as admission estimates it
+// (llm.EstimatePromptTokens); Tollgate has no tokenizer for every backend's model.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	_, body, aerr := s.readRequest(w, r)
 	var req *llm.Request
@@ -112,20 +111,5 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, _ httproute
 		failMessages(w, *aerr)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": estimateTokens(req)})
-}
-
-// estimateTokens is a prompt's size in tokens, at one per four bytes of text and tool schema.
-func estimateTokens(req *llm.Request) int {
-	n := 0
-	for _, m := range req.Messages {
-		n += len(m.Content.PlainText()) + len(m.ReasoningContent)
-		for _, t := range m.ToolCalls {
-			n += len(t.Function.Name) + len(t.Function.Arguments)
-		}
-	}
-	for _, t := range req.Tools {
-		n += len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters)
-	}
-	return int(math.Ceil(float64(n) / 4))
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": llm.EstimatePromptTokens(req)})
 }
