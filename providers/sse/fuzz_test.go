@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -10,8 +11,9 @@ import (
 )
 
 // referenceParse is the WHATWG algorithm written as plainly as possible over the whole input,
-// to check the streaming Reader against.
-func referenceParse(in string) []Event {
+// to check the streaming Reader against. limit is the Reader's event size limit: over it,
+// the events before and true are returned.
+func referenceParse(in string, limit int) ([]Event, bool) {
 	in = strings.TrimPrefix(in, "\uFEFF")
 	var lines []string
 	for {
@@ -29,8 +31,13 @@ func referenceParse(in string) []Event {
 	var data strings.Builder
 	var typ, id string
 	hasData := false
+	size := 0 // the current event's bytes, counted as the Reader counts them
 	for _, l := range lines {
+		if size += len(l); size > limit {
+			return out, true
+		}
 		if l == "" {
+			size = 0
 			if hasData {
 				out = append(out, Event{Type: typ, Data: []byte(strings.TrimSuffix(data.String(), "\n")), ID: id})
 			}
@@ -55,7 +62,8 @@ func referenceParse(in string) []Event {
 			}
 		}
 	}
-	return out
+	// The unterminated rest is read too, and can pass the limit before the stream ends.
+	return out, size+len(in) > limit
 }
 
 // chunkReader cuts its input at pseudo-random points.
@@ -82,19 +90,24 @@ func FuzzReader(f *testing.F) {
 		"event: e\nid: 1\ndata: a\ndata: b\n\n: c\n\ndata:no-space\r\n\r\n",
 		"data: a\r", "id: \x00\ndata\n\n", "data: 你好\n\n",
 	} {
-		f.Add([]byte(s), uint64(1))
+		f.Add([]byte(s), uint64(1), uint16(0))
+		f.Add([]byte(s), uint64(2), uint16(4))
 	}
-	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
-		want := referenceParse(string(in))
+	f.Fuzz(func(t *testing.T, in []byte, seed uint64, limit uint16) {
+		max := int(limit)
+		if max == 0 {
+			max = DefaultMaxEvent
+		}
+		want, over := referenceParse(string(in), max)
 		readers := map[string]io.Reader{
 			"whole":    bytes.NewReader(in),
 			"one byte": iotest.OneByteReader(bytes.NewReader(in)),
 			"random":   &chunkReader{b: in, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9))},
 		}
 		for name, rd := range readers {
-			got, err := readAll(NewReader(rd))
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+			got, err := readAll(NewReaderLimit(rd, int(limit)))
+			if over != errors.Is(err, ErrEventTooLarge) || (!over && err != nil) {
+				t.Fatalf("%s: error %v, reference over the limit %d: %v, for %q", name, err, max, over, in)
 			}
 			if !sameEvents(got, want) {
 				t.Fatalf("%s: events %q, reference %q for %q", name, got, want, in)

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -20,12 +21,14 @@ type Event struct {
 	ID   string // the last event ID seen so far on the stream
 }
 
-// MaxLine is the longest line the Reader accepts. Tool-call chunks can be large, so it is far
-// above bufio.Scanner's 64 KiB default.
-const MaxLine = 8 << 20
+// DefaultMaxEvent is the event size limit of a Reader made by NewReader. Tool-call chunks can
+// be large, so it is far above bufio.Scanner's 64 KiB default; it only stops a backend that
+// never ends an event from making the Reader buffer without end.
+const DefaultMaxEvent = 8 << 20
 
-// ErrLineTooLong is returned when a line exceeds MaxLine.
-var ErrLineTooLong = errors.New("sse: line too long")
+// ErrEventTooLarge is returned (wrapped, with the limit) when an event grows past the
+// Reader's limit before the blank line that ends it.
+var ErrEventTooLarge = errors.New("sse: event too large")
 
 // Reader reads events from a stream.
 type Reader struct {
@@ -36,6 +39,8 @@ type Reader struct {
 	line    []byte // the current line, reused
 	skipLF  bool   // the previous line ended in CR: a leading LF belongs to it
 	started bool   // a leading BOM has been looked for
+	max     int    // the event size limit
+	size    int    // bytes in the current event's lines so far
 	// Comments counts comment lines seen; a relay uses it as proof of liveness.
 	Comments int
 }
@@ -46,25 +51,38 @@ type Reader struct {
 // that are typically a few hundred bytes.
 const BufferSize = 4 << 10
 
-// NewReader returns a Reader on r. An r that is already a *bufio.Reader of at least
-// BufferSize is used as it is.
-func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, BufferSize)}
+// NewReader returns a Reader on r with the DefaultMaxEvent limit. An r that is already a
+// *bufio.Reader of at least BufferSize is used as it is.
+func NewReader(r io.Reader) *Reader { return NewReaderLimit(r, DefaultMaxEvent) }
+
+// NewReaderLimit returns a Reader on r that refuses events larger than maxEvent bytes;
+// maxEvent <= 0 means DefaultMaxEvent. An event's size is the sum of its lines' lengths,
+// line ends excepted, from the line after the previous blank line to the blank line that ends
+// it (comments and event or id lines count too): that is what the Reader holds while it
+// waits for the blank line, so it never holds more than about twice maxEvent.
+func NewReaderLimit(r io.Reader, maxEvent int) *Reader {
+	if maxEvent <= 0 {
+		maxEvent = DefaultMaxEvent
+	}
+	return &Reader{r: bufio.NewReaderSize(r, BufferSize), max: maxEvent}
 }
 
 // Next returns the next event. At the end of the stream it returns io.EOF; an event that was
-// not terminated by a blank line is discarded, as the standard requires. Other errors come
-// from the underlying reader.
+// not terminated by a blank line is discarded, as the standard requires. An event over the
+// limit ends the stream with an error wrapping ErrEventTooLarge; other errors come from the
+// underlying reader.
 func (r *Reader) Next() (Event, error) {
 	r.data = r.data[:0]
 	r.evType = ""
+	r.size = 0
 	hasData := false
 	for {
-		line, err := r.readLine()
+		line, err := r.readLine(r.max - r.size)
 		if err != nil {
 			return Event{}, err
 		}
 		if len(line) == 0 { // blank line: dispatch
+			r.size = 0
 			if !hasData {
 				r.evType = ""
 				continue
@@ -75,6 +93,7 @@ func (r *Reader) Next() (Event, error) {
 			}
 			return Event{Type: r.evType, Data: data, ID: r.lastID}, nil
 		}
+		r.size += len(line)
 		if line[0] == ':' {
 			r.Comments++
 			continue
@@ -102,9 +121,10 @@ func (r *Reader) Next() (Event, error) {
 	}
 }
 
-// readLine returns the next line without its terminator. A line cut short by the end of the
-// stream is not a line: io.EOF is returned instead, which discards any pending event.
-func (r *Reader) readLine() ([]byte, error) {
+// readLine returns the next line without its terminator, refusing one longer than limit. A
+// line cut short by the end of the stream is not a line: io.EOF is returned instead, which
+// discards any pending event.
+func (r *Reader) readLine(limit int) ([]byte, error) {
 	r.line = r.line[:0]
 	for {
 		b, err := r.r.ReadByte()
@@ -136,21 +156,27 @@ func (r *Reader) readLine() ([]byte, error) {
 			r.skipLF = true
 			return r.line, nil
 		}
-		if len(r.line) >= MaxLine {
-			return nil, ErrLineTooLong
+		if len(r.line) >= limit {
+			return nil, r.tooLarge()
 		}
 		r.line = append(r.line, b)
 		// Fast path: take the rest of the line from the buffer in one go.
 		if buf, _ := r.r.Peek(r.r.Buffered()); len(buf) > 0 {
-			if i := bytes.IndexAny(buf, "\r\n"); i > 0 {
-				r.line = append(r.line, buf[:i]...)
-				_, _ = r.r.Discard(i)
-			} else if i < 0 {
-				r.line = append(r.line, buf...)
-				_, _ = r.r.Discard(len(buf))
+			n := bytes.IndexAny(buf, "\r\n")
+			if n < 0 {
+				n = len(buf)
 			}
+			if len(r.line)+n > limit {
+				return nil, r.tooLarge()
+			}
+			r.line = append(r.line, buf[:n]...)
+			_, _ = r.r.Discard(n)
 		}
 	}
+}
+
+func (r *Reader) tooLarge() error {
+	return fmt.Errorf("%w: an event passed %d bytes without ending", ErrEventTooLarge, r.max)
 }
 
 // Ready reports whether a data event is already buffered in full, so the next call to Next

@@ -123,12 +123,82 @@ func TestReaderErrors(t *testing.T) {
 		t.Fatalf("after a read error: %v, want %v", err, boom)
 	}
 
-	long := "data: " + strings.Repeat("x", MaxLine+1) + "\n\n"
-	if _, err := NewReader(strings.NewReader(long)).Next(); !errors.Is(err, ErrLineTooLong) {
-		t.Fatalf("overlong line: %v, want ErrLineTooLong", err)
+	long := "data: " + strings.Repeat("x", DefaultMaxEvent) + "\n\n"
+	if _, err := NewReader(strings.NewReader(long)).Next(); !errors.Is(err, ErrEventTooLarge) {
+		t.Fatalf("overlong line: %v, want ErrEventTooLarge", err)
 	}
 	big := "data: " + strings.Repeat("y", 1<<20) + "\n\n" // far above bufio.Scanner's 64 KiB
 	if e, err := NewReader(strings.NewReader(big)).Next(); err != nil || len(e.Data) != 1<<20 {
 		t.Fatalf("1 MiB line: %d bytes, %v", len(e.Data), err)
 	}
+}
+
+// TestReaderEventLimit: the limit counts every line of an event, is reset by the blank line
+// that ends it, and refuses the first byte over it, wherever the reads cut the stream.
+func TestReaderEventLimit(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    string
+		limit int
+		want  []Event // the events before the error, if any
+		over  bool    // the stream ends with ErrEventTooLarge
+	}{
+		{"exactly at the limit", "data:abcd\n\n", 9, []Event{ev("", "abcd", "")}, false},
+		{"one byte over", "data:abcde\n\n", 9, nil, true},
+		{"lines add up", "data:ab\ndata:cd\n\n", 13, nil, true},
+		{"lines add up to the limit", "data:ab\ndata:cd\n\n", 14, []Event{ev("", "ab\ncd", "")}, false},
+		{"blank line resets", "data:abcd\n\ndata:efgh\n\n", 9, []Event{ev("", "abcd", ""), ev("", "efgh", "")}, false},
+		{"comments count", ": ping\ndata:ab\n\n", 10, nil, true},
+		{"comment blocks reset", ": ping\n\n: ping\n\ndata:ab\n\n", 7, []Event{ev("", "ab", "")}, false},
+		{"endless data without a blank line", "data: a\n" + strings.Repeat("data: aaaaaaaaaa\n", 100), 64, nil, true},
+		{"endless line", "data: " + strings.Repeat("a", 1000), 64, nil, true},
+		{"events before the big one", "data: a\n\ndata: " + strings.Repeat("b", 100) + "\n\n", 64, []Event{ev("", "a", "")}, true},
+		{"zero means the default", "data: " + strings.Repeat("c", 1000) + "\n\n", 0, []Event{ev("", strings.Repeat("c", 1000), "")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for name, rd := range map[string]io.Reader{
+				"whole":    strings.NewReader(tt.in),
+				"one byte": iotest.OneByteReader(strings.NewReader(tt.in)),
+			} {
+				got, err := readAll(NewReaderLimit(rd, tt.limit))
+				if tt.over != errors.Is(err, ErrEventTooLarge) || (!tt.over && err != nil) {
+					t.Errorf("%s: error %v, want over=%v", name, err, tt.over)
+				}
+				if !sameEvents(got, tt.want) {
+					t.Errorf("%s: events %q, want %q", name, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestReaderEventLimitMemory: a backend that never ends its event costs the Reader at most
+// about twice the limit, however much it sends.
+func TestReaderEventLimitMemory(t *testing.T) {
+	const limit = 64 << 10
+	endless := io.MultiReader(strings.NewReader("data: x\n"), &repeatReader{line: []byte("data: " + strings.Repeat("y", 1000) + "\n")})
+	r := NewReaderLimit(endless, limit)
+	if _, err := r.Next(); !errors.Is(err, ErrEventTooLarge) {
+		t.Fatalf("endless event: %v, want ErrEventTooLarge", err)
+	}
+	if held := cap(r.data) + cap(r.line); held > 2*limit+2*BufferSize {
+		t.Fatalf("the Reader holds %d bytes for a %d-byte limit", held, limit)
+	}
+}
+
+// repeatReader repeats line forever.
+type repeatReader struct {
+	line []byte
+	off  int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], r.line[r.off:])
+		n += c
+		r.off = (r.off + c) % len(r.line)
+	}
+	return n, nil
 }
