@@ -63,7 +63,7 @@ func (c *Client) statusError(status int, h http.Header, body []byte, key string)
 		e.Message = eb.Error.Message
 	}
 	if e.Message == "" {
-		e.Message = fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body))
+		e.Message = fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body, key))
 	}
 	e.Message = upstream.Redact(e.Message, key)
 	if e.Kind == llm.KindUpstreamRateLimited || e.Kind == llm.KindProviderUnavailable {

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"unicode/utf8"
+	"unicode"
 )
 
 // defaultStderrMax is how much of a child's stderr is kept: its tail, where the error is.
@@ -41,18 +41,27 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// String returns the kept tail, starting at a character boundary, marked when cut.
+// String returns the kept tail, marked when cut. A cut tail starts after the first white
+// space past the cut: the token the cut went through (a key's last characters, perhaps) is
+// dropped whole, since no redaction can recognise a fragment of it.
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	b := t.buf
 	if t.dropped {
-		for len(b) > 0 && !utf8.RuneStart(b[0]) {
-			b = b[1:]
-		}
-		return "…" + string(b)
+		return cutFront(string(t.buf))
 	}
-	return string(b)
+	return string(t.buf)
+}
+
+// cutFront marks s as the tail of something longer and drops the token cut at its front:
+// everything up to the first white space.
+func cutFront(s string) string {
+	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+		s = s[i:]
+	} else {
+		s = ""
+	}
+	return "…" + strings.TrimLeftFunc(s, unicode.IsSpace)
 }
 
 // secretPatterns match credentials a CLI might print in its diagnostics.

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 // decoder turns one CLI's stdout event lines into chunks. One decoder serves one run.
@@ -126,7 +127,7 @@ func (s *stream) endError(readErr error) error {
 	}
 	detail := f.message
 	if detail == "" {
-		detail = stderrDetail(s.proc.stderr.String(), 3, 600)
+		detail = stderrDetail(s.stderrTail(), 3, 600)
 	}
 	if s.proc.exitCode() == 0 && errors.Is(readErr, io.EOF) {
 		how = "exited without " + s.dec.finalEvent()
@@ -143,8 +144,8 @@ func (s *stream) Close() error {
 	s.closeOnce.Do(func() {
 		s.proc.release(s.dec.finished())
 		if s.onStderr != nil {
-			if tail := strings.TrimSpace(s.proc.stderr.String()); tail != "" {
-				s.onStderr(s.red.redact(tail))
+			if tail := strings.TrimSpace(s.stderrTail()); tail != "" {
+				s.onStderr(tail)
 			}
 		}
 		if s.cleanup != nil {
@@ -160,8 +161,14 @@ func (s *stream) Close() error {
 
 var errClosed = errors.New("cli: stream closed")
 
+// stderrTail is the child's stderr as far as it was kept, redacted: what messages and logs
+// may show of it, and what they cut (redacted first, so a key cut in half cannot escape
+// redaction by no longer matching).
+func (s *stream) stderrTail() string { return s.red.redact(s.proc.stderr.String()) }
+
 // stderrDetail is what a failed run's stderr says, for its error message: its last n
-// non-blank lines, at most limit bytes. When the last line that reports an error comes before
+// non-blank lines, at most limit bytes. s must already be redacted (stderrTail): a key the
+// cut went through would no longer match its value. When the last line that reports an error comes before
 // them, it leads instead of the first of them: a CLI refusing its arguments prints the error
 // and then its usage ("error: the argument '--x' cannot be used multiple times", "Usage:
 // codex exec [OPTIONS] <COMMAND> [ARGS]", "For more information, try '--help'."), and the
@@ -182,7 +189,7 @@ func stderrDetail(s string, n, limit int) string {
 	if errAt < 0 || errAt >= len(lines)-n {
 		return keepTail(strings.Join(lines[max(0, len(lines)-n):], " | "), limit)
 	}
-	return keepHead(strings.Join(append([]string{lines[errAt]}, lines[len(lines)-n+1:]...), " | "), limit)
+	return upstream.Cut(strings.Join(append([]string{lines[errAt]}, lines[len(lines)-n+1:]...), " | "), limit)
 }
 
 // reportsError reports whether a stderr line states an error ("error: ...", "Error: ...",
@@ -202,16 +209,4 @@ func keepTail(s string, max int) string {
 		cut++
 	}
 	return "…" + s[cut:]
-}
-
-// keepHead cuts s to its first max bytes, at a character boundary, marking the cut.
-func keepHead(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -78,13 +78,18 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-func TestTailBufferKeepsWholeCharactersOfTheTail(t *testing.T) {
-	tb := newTailBuffer(10)
+func TestTailBufferKeepsWholeTokensOfTheTail(t *testing.T) {
+	tb := newTailBuffer(15)
 	io.WriteString(tb, "first line\n")
-	io.WriteString(tb, "世界世界") // 12 bytes: the buffer now cuts inside a character
+	io.WriteString(tb, "xx世界 世界世界") // the last 15 bytes start inside 界: that token is dropped whole
 	got := tb.String()
-	if !utf8.ValidString(got) || !strings.HasPrefix(got, "…") || !strings.HasSuffix(got, "世界") {
-		t.Errorf("tail %q", got)
+	if !utf8.ValidString(got) || got != "…世界世界" {
+		t.Errorf("tail %q, want …世界世界", got)
+	}
+	noSpace := newTailBuffer(4)
+	io.WriteString(noSpace, "sk-0123456789")
+	if got := noSpace.String(); got != "…" {
+		t.Errorf("tail %q of one cut token, want only the mark", got)
 	}
 	small := newTailBuffer(100)
 	io.WriteString(small, "short")

@@ -130,5 +130,5 @@ func (c *Client) statusError(status int, h http.Header, body []byte, key string)
 		return upstream.Annotate(apiErrorToLLM(c.name, ae, status, h, c.now(), key), h, body, c.now())
 	}
 	return upstream.Annotate(upstream.StatusError(c.name, status, h, "",
-		upstream.Redact(fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body)), key), c.now()), h, body, c.now())
+		fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body, key)), c.now()), h, body, c.now())
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -106,7 +105,7 @@ func rawString(r json.RawMessage) string {
 func (c *Client) statusError(resp *http.Response, body []byte) *llm.Error {
 	be, ok := parseError(bytes.TrimSpace(body))
 	if !ok && len(bytes.TrimSpace(body)) > 0 {
-		be.msg = "backend said: " + snippet(body)
+		be.msg = "backend said: " + c.snippet(body)
 	}
 	kind, known := kindForCode(be)
 	switch {
@@ -165,21 +164,10 @@ func (c *Client) newError(kind llm.Kind, status int, h http.Header, be backendEr
 	return e
 }
 
-// snippet is a short, printable excerpt of a body that is not a recognised error.
-func snippet(body []byte) string {
-	const max = 300
-	b := bytes.TrimSpace(body)
-	if len(b) == 0 {
-		return ""
-	}
-	if len(b) > max {
-		b = b[:max]
-		for len(b) > 0 && !utf8.Valid(b) { // do not cut a character in half
-			b = b[:len(b)-1]
-		}
-		return string(b) + "…"
-	}
-	return string(b)
+// snippet is a short excerpt of a body that is not a recognised error: the keys redacted
+// first, then cut past 300 bytes, so a key straddling the cut is never shown in part.
+func (c *Client) snippet(body []byte) string {
+	return upstream.Cut(upstream.Redact(string(bytes.TrimSpace(body)), c.secrets...), 300)
 }
 
 // codeKinds maps backend error codes and types (lower-cased) to kinds. Codes win over the

@@ -35,7 +35,7 @@ func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 		Data []json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, c.upstreamError("list models: answer is not a model list: "+snippet(body), err)
+		return nil, c.upstreamError("list models: answer is not a model list: "+c.snippet(body), err)
 	}
 	out := make([]llm.ModelInfo, 0, len(list.Data))
 	for _, raw := range list.Data {

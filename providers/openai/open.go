@@ -143,7 +143,7 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (
 		}
 	}
 	if b[0] != '{' || !json.Valid(b) {
-		return llm.Chunk{}, c.upstreamError("backend answered 200 with a body that is not a JSON object: "+snippet(b), nil)
+		return llm.Chunk{}, c.upstreamError("backend answered 200 with a body that is not a JSON object: "+c.snippet(b), nil)
 	}
 	if hasBareReasoning(b) {
 		b = renameReasoning(b, "message")

@@ -61,7 +61,7 @@ func (c *Client) readResponse(ctx context.Context, h http.Header, r io.Reader) (
 	}
 	var ev responsesEvent
 	if json.Unmarshal(b, &ev.Response) != nil || ev.Response == nil || ev.Response.Object != "response" {
-		return nil, c.upstreamError("backend answered 200 with a body that is not a response: "+snippet(b), nil)
+		return nil, c.upstreamError("backend answered 200 with a body that is not a response: "+c.snippet(b), nil)
 	}
 	ch := llm.Chunk{Raw: b, Complete: true, Format: llm.FormatResponses}
 	if err := c.inspectResponse(h, &ev, &ch); err != nil {
@@ -163,7 +163,7 @@ func (e *responsesEvents) Fill(out []llm.Chunk) ([]llm.Chunk, error) {
 	}
 	var re responsesEvent
 	if err := json.Unmarshal(ev.Data, &re); err != nil {
-		return out, e.c.upstreamError("backend sent a stream event that is not JSON: "+snippet(ev.Data), err)
+		return out, e.c.upstreamError("backend sent a stream event that is not JSON: "+e.c.snippet(ev.Data), err)
 	}
 	e.events++
 	name := ev.Type

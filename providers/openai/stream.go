@@ -110,11 +110,11 @@ func (s *stream) next() (llm.Chunk, error) {
 				return llm.Chunk{}, s.c.bodyError(s.header, be)
 			}
 			if ev.Type == "error" {
-				return llm.Chunk{}, s.c.bodyError(s.header, backendError{msg: snippet(data)})
+				return llm.Chunk{}, s.c.bodyError(s.header, backendError{msg: s.c.snippet(data)})
 			}
 		}
 		if data[0] != '{' || !json.Valid(data) {
-			return llm.Chunk{}, s.c.upstreamError("backend sent a stream frame that is not a JSON object: "+snippet(data), nil)
+			return llm.Chunk{}, s.c.upstreamError("backend sent a stream frame that is not a JSON object: "+s.c.snippet(data), nil)
 		}
 		ch := llm.Chunk{Raw: append([]byte(nil), data...)}
 		if hasBareReasoning(data) {

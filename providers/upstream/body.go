@@ -41,20 +41,28 @@ func Redact(s string, secrets ...string) string {
 	return s
 }
 
-// Snippet is the start of a body for an error message, on one line: whitespace runs become
-// one space, and past 200 bytes it is cut, never inside a character, and ends with "…".
-func Snippet(b []byte) string {
-	const max = 200
-	s := strings.Join(strings.Fields(string(b)), " ")
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut-- // never split a character
-		}
-		s = s[:cut] + "…"
-	}
+// Snippet is the start of a body for an error message, on one line: secrets redacted
+// first, then whitespace runs made one space, then cut past 200 bytes (see Cut). Redacting
+// before cutting is what keeps a key that straddles the cut from showing all but its last
+// characters.
+func Snippet(b []byte, secrets ...string) string {
+	s := strings.Join(strings.Fields(Redact(string(b), secrets...)), " ")
 	if s == "" {
-		s = "(empty body)"
+		return "(empty body)"
 	}
-	return s
+	return Cut(s, 200)
+}
+
+// Cut returns s cut to at most max bytes, never inside a character, ending with "…" when
+// something was cut off. Whatever it cuts must already be redacted: a secret cut in half no
+// longer matches its value.
+func Cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut-- // never split a character
+	}
+	return s[:cut] + "…"
 }
