@@ -36,14 +36,17 @@ var statusOf = map[llm.Kind]struct {
 	llm.KindUpstreamAuth:        {http.StatusBadGateway, "api_error", true},
 	llm.KindProviderUnavailable: {http.StatusServiceUnavailable, "api_error", false},
 	llm.KindRunTimeout:          {http.StatusGatewayTimeout, "timeout_error", true},
-	llm.KindInvalidRequest:      {http.StatusBadRequest, "invalid_request_error", false},
-	llm.KindModelNotFound:       {http.StatusNotFound, "invalid_request_error", false},
-	llm.KindQueueFull:           {http.StatusTooManyRequests, "rate_limit_error", false},
-	llm.KindQueueTimeout:        {http.StatusTooManyRequests, "rate_limit_error", false},
-	llm.KindOverloaded:          {http.StatusTooManyRequests, "rate_limit_error", false},
-	llm.KindDraining:            {http.StatusServiceUnavailable, "api_error", true},
-	llm.KindBatchCapacity:       {http.StatusTooManyRequests, "rate_limit_error", false},
-	llm.KindBatchImpossible:     {http.StatusBadRequest, "invalid_request_error", false},
+	// A cut-off answer is the backend's failure, like upstream_error, and a new attempt
+	// may well be whole: a 5xx the SDKs retry, not a 4xx that blames the client.
+	llm.KindUpstreamTruncated: {http.StatusBadGateway, "api_error", false},
+	llm.KindInvalidRequest:    {http.StatusBadRequest, "invalid_request_error", false},
+	llm.KindModelNotFound:     {http.StatusNotFound, "invalid_request_error", false},
+	llm.KindQueueFull:         {http.StatusTooManyRequests, "rate_limit_error", false},
+	llm.KindQueueTimeout:      {http.StatusTooManyRequests, "rate_limit_error", false},
+	llm.KindOverloaded:        {http.StatusTooManyRequests, "rate_limit_error", false},
+	llm.KindDraining:          {http.StatusServiceUnavailable, "api_error", true},
+	llm.KindBatchCapacity:     {http.StatusTooManyRequests, "rate_limit_error", false},
+	llm.KindBatchImpossible:   {http.StatusBadRequest, "invalid_request_error", false},
 }
 
 // Limits on the wait a busy answer advises: every SDK honours 1–60 s (PROTOCOLS.md §1).

@@ -29,6 +29,7 @@ func TestErrorMapping(t *testing.T) {
 		{&llm.Error{Kind: llm.KindUpstreamInvalid, Message: "bad"}, 400, "upstream_invalid_request", "", "", false},
 		{&llm.Error{Kind: llm.KindUpstreamAuth}, 502, "upstream_auth_failed", "", "", true},
 		{&llm.Error{Kind: llm.KindUpstream}, 502, "upstream_error", "", "", false},
+		{&llm.Error{Kind: llm.KindUpstreamTruncated}, 502, "upstream_truncated", "", "", false},
 		{errors.New("plain"), 502, "upstream_error", "", "", false},
 		{&llm.Error{Kind: llm.KindProviderUnavailable}, 503, "provider_unavailable", "1", "1000", false},
 		{&llm.Error{Kind: llm.KindRunTimeout}, 504, "provider_run_timeout", "", "", true},
@@ -73,7 +74,8 @@ func TestErrorMapping(t *testing.T) {
 func TestNoRetryableStatusForPermanentErrors(t *testing.T) {
 	for k, s := range statusOf {
 		retryableStatus := s.status == 408 || s.status == 409 || s.status == 429 || s.status >= 500
-		waitingHelps := k.Retryable() || k == llm.KindProviderUnavailable || k == llm.KindUpstream
+		// A backend's failure, a cut-off answer included, may not recur on a new attempt.
+		waitingHelps := k.Retryable() || k == llm.KindProviderUnavailable || k == llm.KindUpstream || k == llm.KindUpstreamTruncated
 		if retryableStatus && !waitingHelps && !s.noRetry {
 			t.Errorf("%s: status %d invites SDK retries that cannot help", k, s.status)
 		}

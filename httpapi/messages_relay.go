@@ -53,6 +53,7 @@ var anthropicTypes = map[string]string{
 	"upstream_rate_limited":           "rate_limit_error",
 	"upstream_quota_exhausted":        "billing_error",
 	"upstream_error":                  "api_error",
+	"upstream_truncated":              "api_error",
 	"upstream_auth_failed":            "api_error",
 	"provider_unavailable":            "overloaded_error",
 	"gateway_draining":                "api_error",

@@ -84,7 +84,8 @@ func familyCases(p string) []quirkCase {
 		{provider: p, mode: "overloaded", status: 503, code: "provider_unavailable", retryAfter: "1"},
 		{provider: p, mode: "quota", status: 402, code: "upstream_quota_exhausted", shouldRetry: "false"},
 		{provider: p, mode: "garbage", status: 502, code: "upstream_error"},
-		{provider: p, mode: "drop", status: 502, code: "upstream_error", midCode: "upstream_error"},
+		// A dropped connection cuts the answer off: never passed off as a complete one.
+		{provider: p, mode: "drop", status: 502, code: "upstream_truncated", midCode: "upstream_truncated"},
 		{provider: p, mode: "error-midstream", status: 502, code: "upstream_error", midCode: midCode},
 		{provider: short, mode: "hang", status: 504, code: "provider_run_timeout", shouldRetry: "false", clientGone: true},
 	}

@@ -54,6 +54,9 @@ type Config struct {
 	// Negative: none. Non-streaming calls are not bounded by it: their headers only come
 	// when the whole answer is ready.
 	HeaderTimeout time.Duration
+	// MaxEventBytes caps one SSE event of a streamed answer (limits.max_event_bytes); a
+	// larger one ends the answer as an upstream error. Zero: sse.DefaultMaxEvent (8 MiB).
+	MaxEventBytes int
 }
 
 // Client calls the Messages API. It is safe for concurrent use.
@@ -63,6 +66,7 @@ type Client struct {
 	keys          *upstream.KeyRing
 	http          *http.Client
 	headerTimeout time.Duration
+	maxEvent      int              // SSE event size limit; 0: the reader's default
 	now           func() time.Time // clock for Retry-After dates; a test seam
 }
 
@@ -83,7 +87,8 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("anthropic provider %q: base_url %q must start with http:// or https://", cfg.Name, cfg.BaseURL)
 	}
 	c := &Client{name: cfg.Name, base: base, keys: upstream.NewKeyRing(cfg.Keys, cfg.ModelKeys),
-		http: cfg.HTTPClient, headerTimeout: upstream.Timeout(cfg.HeaderTimeout, defaultHeaderTimeout), now: time.Now}
+		http: cfg.HTTPClient, headerTimeout: upstream.Timeout(cfg.HeaderTimeout, defaultHeaderTimeout),
+		maxEvent: cfg.MaxEventBytes, now: time.Now}
 	if c.http == nil {
 		c.http = upstream.SharedHTTPClient(upstream.Timeout(cfg.ConnectTimeout, defaultConnectTimeout))
 	}
@@ -140,9 +145,9 @@ func (c *Client) exchange(ctx context.Context, req *llm.Request, body []byte, ke
 		var s *upstream.ChunkStream
 		if native {
 			s = upstream.NewChunkStream(c.name, resp.Body, cancel,
-				&nativeEvents{&events{ctx: ctx, r: sse.NewReader(resp.Body), dec: newDecoder(errorf)}})
+				&nativeEvents{&events{ctx: ctx, r: sse.NewReaderLimit(resp.Body, c.maxEvent), dec: newDecoder(errorf)}})
 		} else {
-			s = newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf))
+			s = newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf), c.maxEvent)
 		}
 		s = s.WithQuota(resp.Header, c.now())
 		if err := s.Prime(); err != nil {
@@ -152,9 +157,9 @@ func (c *Client) exchange(ctx context.Context, req *llm.Request, body []byte, ke
 	}
 	defer cancel()
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMessageBody))
+	b, err := upstream.ReadAnswer(ctx, c.name, resp.Body, maxMessageBody, c.keys.Secrets()...)
 	if err != nil {
-		return nil, upstream.TransportError(ctx, c.name, "reading answer", err, c.keys.Secrets()...)
+		return nil, err
 	}
 	var eb errorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error != nil {

@@ -86,6 +86,7 @@ type decoder struct {
 	toolIndex map[int]int                // content block index → OpenAI tool call index
 	toolArgs  map[int]bool               // tool call index → some arguments were streamed
 	usage     usage
+	started   bool // an event was decoded: a stream ending now cuts an answer off
 	done      bool // message_stop seen: the answer is complete
 }
 
@@ -102,6 +103,7 @@ func (d *decoder) event(ev sse.Event, out []llm.Chunk) ([]llm.Chunk, error) {
 	if e.Type == "" {
 		e.Type = ev.Type
 	}
+	d.started = true
 	switch e.Type {
 	case "message_start":
 		if e.Message != nil {

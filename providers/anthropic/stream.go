@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"context"
-	"errors"
 	"io"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -20,8 +19,9 @@ type events struct {
 }
 
 // newStream returns the stream of the answer in body; see upstream.NewChunkStream.
-func newStream(ctx context.Context, provider string, body io.ReadCloser, cancel context.CancelFunc, dec *decoder) *upstream.ChunkStream {
-	return upstream.NewChunkStream(provider, body, cancel, &events{ctx: ctx, r: sse.NewReader(body), dec: dec})
+// maxEvent is the SSE event size limit (0: the reader's default).
+func newStream(ctx context.Context, provider string, body io.ReadCloser, cancel context.CancelFunc, dec *decoder, maxEvent int) *upstream.ChunkStream {
+	return upstream.NewChunkStream(provider, body, cancel, &events{ctx: ctx, r: sse.NewReaderLimit(body, maxEvent), dec: dec})
 }
 
 // Fill reads one event; see upstream.Source. message_stop ends the answer.
@@ -36,16 +36,12 @@ func (e *events) Fill(out []llm.Chunk) ([]llm.Chunk, error) {
 	return e.dec.event(ev, out)
 }
 
-// readError explains why reading the event stream failed. A cancelled call reports the
-// context's error, so the gateway can tell a client's disconnect from a backend failure.
+// readError explains why reading the event stream failed (see upstream.EndError). A
+// cancelled call reports the context's error, so the gateway can tell a client's disconnect
+// from a backend failure.
 func (e *events) readError(err error) error {
 	if ctxErr := e.ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		// Not wrapping io.EOF: a caller testing errors.Is(err, io.EOF) would take the
-		// truncated answer for a complete one.
-		return &llm.Error{Kind: llm.KindUpstream, Message: "stream ended before message_stop", Err: io.ErrUnexpectedEOF}
-	}
-	return &llm.Error{Kind: llm.KindUpstream, Message: "reading stream: " + err.Error(), Err: err}
+	return upstream.EndError(err, e.dec.started, "before message_stop")
 }

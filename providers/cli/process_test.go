@@ -292,7 +292,7 @@ func TestFailedRuns(t *testing.T) {
 				"Usage: codex exec [OPTIONS] <COMMAND> [ARGS]\n\nFor more information, try '--help'."},
 			inMsg: "exit status 2: error: the argument '--skip-git-repo-check' cannot be used multiple times | " +
 				"Usage: codex exec [OPTIONS] <COMMAND> [ARGS] | For more information, try '--help'.", fromOpen: true},
-		{name: "exit 0 without final event", kind: KindCodex, wantKind: llm.KindUpstream,
+		{name: "exit 0 without final event", kind: KindCodex, wantKind: llm.KindUpstreamTruncated,
 			env:   map[string]string{"FAKE_CLI_STREAM": "codex/no_final.jsonl"},
 			inMsg: "without turn.completed"},
 		{name: "claude retries a bad key", kind: KindClaude, wantKind: llm.KindUpstreamAuth,

@@ -131,6 +131,9 @@ func (s *stream) endError(readErr error) error {
 	}
 	if s.proc.exitCode() == 0 && errors.Is(readErr, io.EOF) {
 		how = "exited without " + s.dec.finalEvent()
+		if !f.known { // nothing the CLI reported explains it better: the answer was cut off
+			f.kind, f.known = llm.KindUpstreamTruncated, true
+		}
 	}
 	f.message = strings.TrimSpace(fmt.Sprintf("%s %s: %s", s.command, how, detail))
 	f.message = strings.TrimSuffix(f.message, ":")

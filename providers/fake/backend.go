@@ -86,7 +86,7 @@ func (b *Backend) Open(ctx context.Context, req *llm.Request) (llm.Stream, error
 		sc = b.cfg.Default
 	}
 	switch sc.Fail {
-	case FailNone, FailMidstream:
+	case FailNone, FailMidstream, FailTruncated:
 	case FailHang:
 		<-ctx.Done()
 		return nil, fmt.Errorf("fake %s: hang: %w", b.cfg.Name, ctx.Err())

@@ -98,6 +98,7 @@ func TestStreams(t *testing.T) {
 		finish    llm.FinishReason
 		usage     llm.Usage
 		wantErr   bool
+		errKind   llm.Kind // the error's kind, when wantErr
 	}{{
 		name:    "reply",
 		script:  Script{Reply: "Hello  there, world!\n"},
@@ -146,6 +147,14 @@ func TestStreams(t *testing.T) {
 		req:     userReq("m", "go"),
 		content: "a b",
 		wantErr: true,
+		errKind: llm.KindUpstream,
+	}, {
+		name:    "truncated",
+		script:  Script{Reply: "a b c d", Fail: FailTruncated},
+		req:     userReq("m", "go"),
+		content: "a b",
+		wantErr: true,
+		errKind: llm.KindUpstreamTruncated,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,8 +166,8 @@ func TestStreams(t *testing.T) {
 			defer s.Close()
 			chunks, err := drain(t, s)
 			if tt.wantErr {
-				if llm.KindOf(err) != llm.KindUpstream || err == nil {
-					t.Fatalf("err = %v, want an upstream error", err)
+				if llm.KindOf(err) != tt.errKind || err == nil {
+					t.Fatalf("err = %v, want %s", err, tt.errKind)
 				}
 				if _, again := s.Next(); again != err {
 					t.Errorf("Next after the error returned %v, want the same error", again)

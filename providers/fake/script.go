@@ -19,6 +19,7 @@ const (
 	FailQuota       = "quota"        // Open fails: KindUpstreamQuota
 	FailUpstream    = "upstream"     // Open fails: KindUpstream
 	FailMidstream   = "midstream"    // Next fails with KindUpstream after half the tokens
+	FailTruncated   = "truncated"    // Next fails with KindUpstreamTruncated after half the tokens: the answer stops without its finish reason
 	FailHang        = "hang"         // Open blocks until its context is done
 )
 

@@ -27,7 +27,8 @@ type stream struct {
 	b      *Backend
 	req    *llm.Request // for Backend.Hold
 	toks   []token
-	failAt int // index of the token before which a midstream failure happens; -1 for none
+	failAt int        // index of the token before which a midstream failure happens; -1 for none
+	fail   *llm.Error // the failure at failAt
 	finish llm.FinishReason
 	prompt int
 	first  time.Duration // wait before the first chunk
@@ -51,8 +52,15 @@ func newStream(ctx context.Context, b *Backend, req *llm.Request, sc Script) *st
 	if limit := req.OutputLimit(); limit > 0 && len(s.toks) > limit {
 		s.toks, s.finish = s.toks[:limit], llm.FinishLength
 	}
-	if sc.Fail == FailMidstream {
+	switch sc.Fail {
+	case FailMidstream:
 		s.failAt = len(s.toks) / 2
+		s.fail = &llm.Error{Kind: llm.KindUpstream, Provider: b.cfg.Name, Message: "fake: stream broken midway",
+			UpstreamCode: "server_error"}
+	case FailTruncated:
+		s.failAt = len(s.toks) / 2
+		s.fail = &llm.Error{Kind: llm.KindUpstreamTruncated, Provider: b.cfg.Name,
+			Message: "fake: the answer stopped without a finish reason"}
 	}
 	if sc.TokensPerSecond > 0 {
 		s.every = time.Duration(float64(time.Second) / sc.TokensPerSecond)
@@ -71,13 +79,13 @@ func (s *stream) Next() (llm.Chunk, error) {
 		return llm.Chunk{}, s.err
 	}
 	if err := s.ctx.Err(); err != nil {
-		return llm.Chunk{}, s.fail(fmt.Errorf("fake %s: %w", s.b.cfg.Name, err))
+		return llm.Chunk{}, s.failWith(fmt.Errorf("fake %s: %w", s.b.cfg.Name, err))
 	}
 	switch {
 	case s.pos < 0:
 		if s.b.Hold != nil {
 			if err := s.b.Hold(s.ctx, s.req); err != nil {
-				return llm.Chunk{}, s.fail(fmt.Errorf("fake %s: hold: %w", s.b.cfg.Name, err))
+				return llm.Chunk{}, s.failWith(fmt.Errorf("fake %s: hold: %w", s.b.cfg.Name, err))
 			}
 		}
 		if err := s.wait(s.first); err != nil {
@@ -86,10 +94,7 @@ func (s *stream) Next() (llm.Chunk, error) {
 		s.pos = 0
 		return llm.Chunk{Role: "assistant"}, nil
 	case s.pos == s.failAt:
-		return llm.Chunk{}, s.fail(&llm.Error{
-			Kind: llm.KindUpstream, Provider: s.b.cfg.Name, Message: "fake: stream broken midway",
-			UpstreamCode: "server_error",
-		})
+		return llm.Chunk{}, s.failWith(s.fail)
 	case s.pos < len(s.toks):
 		if err := s.wait(s.every); err != nil {
 			return llm.Chunk{}, err
@@ -132,12 +137,12 @@ func (s *stream) wait(d time.Duration) error {
 		}
 	}
 	if err != nil {
-		return s.fail(fmt.Errorf("fake %s: %w", s.b.cfg.Name, err))
+		return s.failWith(fmt.Errorf("fake %s: %w", s.b.cfg.Name, err))
 	}
 	return nil
 }
 
-func (s *stream) fail(err error) error {
+func (s *stream) failWith(err error) error {
 	s.err = err
 	return err
 }

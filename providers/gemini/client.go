@@ -53,6 +53,9 @@ type Config struct {
 	// Negative: none. Non-streaming calls are not bounded by it: their headers only come
 	// when the whole answer is ready.
 	HeaderTimeout time.Duration
+	// MaxEventBytes caps one SSE event of a streamed answer (limits.max_event_bytes); a
+	// larger one ends the answer as an upstream error. Zero: sse.DefaultMaxEvent (8 MiB).
+	MaxEventBytes int
 }
 
 // Client calls the Gemini API. It is safe for concurrent use.
@@ -62,6 +65,7 @@ type Client struct {
 	keys          *upstream.KeyRing
 	http          *http.Client
 	headerTimeout time.Duration
+	maxEvent      int              // SSE event size limit; 0: the reader's default
 	now           func() time.Time // clock for Retry-After dates; a test seam
 }
 
@@ -85,7 +89,8 @@ func New(cfg Config) (*Client, error) {
 		base += "/v1beta" // a bare host, as in GOOGLE_GEMINI_BASE_URL: the API version is implied
 	}
 	c := &Client{name: cfg.Name, base: base, keys: upstream.NewKeyRing(cfg.Keys, cfg.ModelKeys),
-		http: cfg.HTTPClient, headerTimeout: upstream.Timeout(cfg.HeaderTimeout, defaultHeaderTimeout), now: time.Now}
+		http: cfg.HTTPClient, headerTimeout: upstream.Timeout(cfg.HeaderTimeout, defaultHeaderTimeout),
+		maxEvent: cfg.MaxEventBytes, now: time.Now}
 	if c.http == nil {
 		c.http = upstream.SharedHTTPClient(upstream.Timeout(cfg.ConnectTimeout, defaultConnectTimeout))
 	}
@@ -134,7 +139,7 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 		return apiErrorToLLM(c.name, ae, 0, nil, c.now(), key)
 	}
 	if req.Stream {
-		s := newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf)).WithQuota(resp.Header, c.now())
+		s := newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf), c.maxEvent).WithQuota(resp.Header, c.now())
 		if err := s.Prime(); err != nil {
 			return nil, err
 		}
@@ -142,9 +147,9 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 	}
 	defer cancel()
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	b, err := upstream.ReadAnswer(ctx, c.name, resp.Body, maxResponseBody, c.keys.Secrets()...)
 	if err != nil {
-		return nil, upstream.TransportError(ctx, c.name, "reading answer", err, c.keys.Secrets()...)
+		return nil, err
 	}
 	chunks, err := decodeResponse(b, errorf)
 	if err != nil {

@@ -152,10 +152,13 @@ func (d *decoder) toolCall(id, name string, args json.RawMessage) llm.ToolCallDe
 }
 
 // finish ends the answer: the usage chunk, or an error when the backend stopped before
-// saying why it finished.
+// saying why it finished (a truncated answer) or before answering at all.
 func (d *decoder) finish(out []llm.Chunk) ([]llm.Chunk, error) {
-	if !d.done {
-		return out, &llm.Error{Kind: llm.KindUpstream, Message: "answer ended without a finish reason"}
+	switch {
+	case !d.started:
+		return out, &llm.Error{Kind: llm.KindUpstream, Message: "the stream ended before any event of an answer"}
+	case !d.done:
+		return out, &llm.Error{Kind: llm.KindUpstreamTruncated, Message: "the answer ended without a finish reason"}
 	}
 	if d.usage != nil {
 		out = append(out, llm.Chunk{UsageOnly: true, Usage: d.usage.toLLM()})

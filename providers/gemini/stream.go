@@ -18,8 +18,9 @@ type events struct {
 }
 
 // newStream returns the stream of the answer in body; see upstream.NewChunkStream.
-func newStream(ctx context.Context, provider string, body io.ReadCloser, cancel context.CancelFunc, dec *decoder) *upstream.ChunkStream {
-	return upstream.NewChunkStream(provider, body, cancel, &events{ctx: ctx, r: sse.NewReader(body), dec: dec})
+// maxEvent is the SSE event size limit (0: the reader's default).
+func newStream(ctx context.Context, provider string, body io.ReadCloser, cancel context.CancelFunc, dec *decoder, maxEvent int) *upstream.ChunkStream {
+	return upstream.NewChunkStream(provider, body, cancel, &events{ctx: ctx, r: sse.NewReaderLimit(body, maxEvent), dec: dec})
 }
 
 // Fill reads one event; see upstream.Source. Gemini marks no end: the body's clean end after
@@ -43,11 +44,12 @@ func (e *events) Fill(out []llm.Chunk) ([]llm.Chunk, error) {
 	return e.dec.event(ev.Data, out)
 }
 
-// readError explains why reading the event stream failed. A cancelled call reports the
-// context's error, so the gateway can tell a client's disconnect from a backend failure.
+// readError explains why reading the event stream failed (see upstream.EndError). A
+// cancelled call reports the context's error, so the gateway can tell a client's disconnect
+// from a backend failure.
 func (e *events) readError(err error) error {
 	if ctxErr := e.ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	return &llm.Error{Kind: llm.KindUpstream, Message: "reading stream: " + err.Error(), Err: err}
+	return upstream.EndError(err, e.dec != nil && e.dec.started, "before a finish reason")
 }

@@ -26,6 +26,10 @@ const (
 	KindProviderUnavailable
 	// KindRunTimeout: the call ran past its provider's run_timeout (504).
 	KindRunTimeout
+	// KindUpstreamTruncated: the backend's answer ended before its end marker (OpenAI's
+	// [DONE] or a finish reason, Anthropic's message_stop, Gemini's finishReason, a CLI's
+	// final event): a cut-off answer, never to be passed off as a complete one (502).
+	KindUpstreamTruncated
 
 	// Gateway decisions, made before any backend was called.
 
@@ -47,6 +51,7 @@ var kindNames = [...]string{
 	KindUpstreamAuth:        "upstream_auth_failed",
 	KindProviderUnavailable: "provider_unavailable",
 	KindRunTimeout:          "provider_run_timeout",
+	KindUpstreamTruncated:   "upstream_truncated",
 	KindInvalidRequest:      "invalid_request",
 	KindModelNotFound:       "model_not_found",
 	KindQueueFull:           "provider_queue_full",

@@ -71,6 +71,9 @@ type Config struct {
 	// Non-streaming calls are not bounded by it: their headers only come with the whole
 	// answer, which a reasoning model may take minutes to write.
 	HeaderTimeout time.Duration
+	// MaxEventBytes caps one SSE event of a streamed answer (limits.max_event_bytes); a
+	// larger one ends the answer as an upstream error. 0 → sse.DefaultMaxEvent (8 MiB).
+	MaxEventBytes int
 }
 
 // Client calls one OpenAI-compatible provider. It is safe for concurrent use.
@@ -81,6 +84,7 @@ type Client struct {
 	headerTimeout time.Duration // for streaming calls; 0: none
 	keys          *upstream.KeyRing
 	secrets       []string // every key, for Redact
+	maxEvent      int      // SSE event size limit; 0: the reader's default
 	now           func() time.Time
 }
 
@@ -116,7 +120,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		kind: cfg.Kind, name: name, base: strings.TrimRight(base, "/"),
 		http: cfg.HTTPClient, headerTimeout: upstream.Timeout(cfg.HeaderTimeout, header),
-		keys: keys, secrets: keys.Secrets(), now: time.Now,
+		keys: keys, secrets: keys.Secrets(), maxEvent: cfg.MaxEventBytes, now: time.Now,
 	}
 	if c.http == nil {
 		c.http = upstream.SharedHTTPClient(upstream.Timeout(cfg.ConnectTimeout, 10*time.Second))

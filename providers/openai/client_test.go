@@ -227,7 +227,7 @@ func TestUTF8SplitAcrossWrites(t *testing.T) {
 	}
 }
 
-// TestBrokenStream: a connection that dies mid-stream is an upstream error, not a clean end.
+// TestBrokenStream: a connection that dies mid-stream is a truncated answer, not a clean end.
 func TestBrokenStream(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -248,8 +248,8 @@ func TestBrokenStream(t *testing.T) {
 	}
 	if _, err := s.Next(); err == nil || err == io.EOF {
 		t.Fatalf("Next on a broken stream = %v, want an error", err)
-	} else if k := llm.KindOf(err); k != llm.KindUpstream {
-		t.Fatalf("kind = %v (%v), want upstream_error", k, err)
+	} else if k := llm.KindOf(err); k != llm.KindUpstreamTruncated {
+		t.Fatalf("kind = %v (%v), want upstream_truncated", k, err)
 	}
 }
 

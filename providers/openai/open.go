@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -63,7 +61,7 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 		}
 		return &chunkList{chunks: []llm.Chunk{ch}, quota: quota}, nil
 	}
-	s := &stream{c: c, ctx: ctx, cancel: cancel, header: resp.Header, body: resp.Body, r: sse.NewReader(br)}
+	s := &stream{c: c, ctx: ctx, cancel: cancel, header: resp.Header, body: resp.Body, r: sse.NewReaderLimit(br, c.maxEvent)}
 	first, err := s.next()
 	if err != nil && err != io.EOF {
 		_ = s.Close()
@@ -122,15 +120,9 @@ func isJSONBody(br *bufio.Reader) bool {
 
 // readComplete reads a whole chat.completion body and returns it as a Complete chunk.
 func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (llm.Chunk, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxCompletion+1))
+	b, err := upstream.ReadAnswer(ctx, c.name, r, maxCompletion, c.secrets...)
 	if err != nil {
-		if ctx.Err() != nil {
-			return llm.Chunk{}, ctx.Err()
-		}
-		return llm.Chunk{}, c.upstreamError("read response: "+err.Error(), err)
-	}
-	if len(b) > maxCompletion {
-		return llm.Chunk{}, c.upstreamError(fmt.Sprintf("response larger than %d bytes", maxCompletion), nil)
+		return llm.Chunk{}, err
 	}
 	// DeepSeek writes blank lines while a request waits in its queue.
 	b = bytes.TrimSpace(b)
@@ -199,5 +191,3 @@ func (l *chunkList) Next() (llm.Chunk, error) {
 
 // Close has nothing to stop: the body was read and closed before Open returned.
 func (l *chunkList) Close() error { return nil }
-
-var errNoChunk = errors.New("stream ended before any chunk")

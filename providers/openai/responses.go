@@ -40,7 +40,7 @@ func (c *Client) openResponses(ctx context.Context, req *llm.Request, n *llm.Nat
 		defer resp.Body.Close()
 		return c.readResponse(ctx, resp.Header, resp.Body)
 	}
-	src := &responsesEvents{c: c, ctx: ctx, header: resp.Header, r: sse.NewReader(resp.Body)}
+	src := &responsesEvents{c: c, ctx: ctx, header: resp.Header, r: sse.NewReaderLimit(resp.Body, c.maxEvent)}
 	s := upstream.NewChunkStream(c.name, resp.Body, cancel, src).WithQuota(resp.Header, c.now())
 	if err := s.Prime(); err != nil {
 		return nil, err
@@ -50,14 +50,9 @@ func (c *Client) openResponses(ctx context.Context, req *llm.Request, n *llm.Nat
 
 // readResponse reads a whole response object; one that failed is an error.
 func (c *Client) readResponse(ctx context.Context, h http.Header, r io.Reader) (llm.Stream, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxCompletion+1))
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return nil, ctx.Err()
-	case err != nil:
-		return nil, c.upstreamError("read response: "+err.Error(), err)
-	case len(b) > maxCompletion:
-		return nil, c.upstreamError(fmt.Sprintf("response larger than %d bytes", maxCompletion), nil)
+	b, err := upstream.ReadAnswer(ctx, c.name, r, maxCompletion, c.secrets...)
+	if err != nil {
+		return nil, err
 	}
 	var ev responsesEvent
 	if json.Unmarshal(b, &ev.Response) != nil || ev.Response == nil || ev.Response.Object != "response" {
@@ -156,10 +151,10 @@ func (e *responsesEvents) Fill(out []llm.Chunk) ([]llm.Chunk, error) {
 		if e.ctx.Err() != nil {
 			return out, e.ctx.Err()
 		}
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF // not io.EOF: the answer is not complete
-		}
-		return out, e.c.upstreamError(fmt.Sprintf("stream ended before response.completed, after %d events: %v", e.events, err), err)
+		// Before its terminal event the answer is cut off (or never began): see EndError.
+		le := upstream.EndError(err, e.events > 0, fmt.Sprintf("before response.completed, after %d events", e.events))
+		le.Provider, le.Message = e.c.name, upstream.Redact(le.Message, e.c.secrets...)
+		return out, le
 	}
 	var re responsesEvent
 	if err := json.Unmarshal(ev.Data, &re); err != nil {

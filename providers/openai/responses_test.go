@@ -82,8 +82,8 @@ func TestResponsesNative(t *testing.T) {
 	}
 }
 
-// TestResponsesNativeErrors: response.failed as the first event, and an error event, come
-// back from Open as classified errors.
+// TestResponsesNativeErrors: response.failed as the first event, an error event, and a stream
+// cut off after its first event come back from Open as classified errors.
 func TestResponsesNativeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, sse string
@@ -93,7 +93,8 @@ func TestResponsesNativeErrors(t *testing.T) {
 			"event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"rate_limit_exceeded\",\"message\":\"slow\"}}}\n\n",
 			llm.KindUpstreamRateLimited},
 		{"error", "event: error\ndata: {\"type\":\"error\",\"code\":\"insufficient_quota\",\"message\":\"no money\"}\n\n", llm.KindUpstreamQuota},
-		{"cut", "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"object\":\"response\",\"status\":\"in_progress\"}}\n\n", llm.KindUpstream},
+		// Cut off after it began: a truncated answer, never a complete one.
+		{"cut", "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"object\":\"response\",\"status\":\"in_progress\"}}\n\n", llm.KindUpstreamTruncated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

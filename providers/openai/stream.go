@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 // stream relays a backend's SSE answer chunk by chunk.
@@ -24,8 +25,10 @@ type stream struct {
 	r       *sse.Reader
 	pending *llm.Chunk // the first chunk, read by Open
 	chunks  int
-	err     error // sticky: once the stream has ended, Next keeps saying how
-	close   sync.Once
+	// finished: a chunk carried a finish reason, so the answer may end without [DONE]
+	finished bool
+	err      error // sticky: once the stream has ended, Next keeps saying how
+	close    sync.Once
 }
 
 // Quota is what the answer's headers said of the backend's buckets.
@@ -122,24 +125,27 @@ func (s *stream) next() (llm.Chunk, error) {
 		}
 		inspect(&ch)
 		s.chunks++
+		s.finished = s.finished || ch.FinishReason != ""
 		return ch, nil
 	}
 }
 
-// endError says why reading stopped. A clean end without [DONE] after some chunks is accepted
-// (openai-node does the same); a clean end before any chunk, or a broken connection, is the
-// backend's failure; our own cancellation is returned as the context's error.
+// endError says why reading stopped. The body's end is the answer's end only after a finish
+// reason (openai-node too accepts a stream without [DONE]); before one, an answer that had
+// started was cut off, whether the backend closed the stream cleanly or mid-event. Our own
+// cancellation is returned as the context's error.
 func (s *stream) endError(err error) error {
 	if s.ctx.Err() != nil {
 		return s.ctx.Err()
 	}
-	if err == io.EOF {
-		if s.chunks > 0 {
-			return io.EOF
-		}
-		return s.c.upstreamError(errNoChunk.Error(), errNoChunk)
+	if err == io.EOF && s.finished {
+		return io.EOF
 	}
-	return s.c.upstreamError(fmt.Sprintf("stream broken after %d chunks: %v", s.chunks, err), err)
+	// The message never quotes [DONE]: a client that looks for it in the data of an event
+	// would take the error event for the stream's end.
+	e := upstream.EndError(err, s.chunks > 0, fmt.Sprintf("after %d chunks, without a finish reason or the DONE marker", s.chunks))
+	e.Provider, e.Message = s.c.name, upstream.Redact(e.Message, s.c.secrets...)
+	return e
 }
 
 // inspect fills the chunk's Usage, UsageOnly and FinishReason from Raw. It only decodes when a

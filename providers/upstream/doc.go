@@ -4,5 +4,7 @@
 // explained (TransportError), the wait a backend advises (RetryHint), what it says of its
 // capacity and buckets while refusing (StatedLimit, ParseQuota, Annotate;
 // docs/capacity-signals.md), the error kind its status means (KindForStatus), a capped read
-// of its error body and scrubbing of keys from anything that may reach a client. It depends on the standard library and providers/llm only.
+// of its error body, a whole answer read without mistaking a cut-off one for complete
+// (ReadAnswer, EndError) and scrubbing of keys from anything that may reach a client. It
+// depends on the standard library, providers/llm and providers/sse only.
 package upstream

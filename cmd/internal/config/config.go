@@ -192,7 +192,8 @@ type Model struct {
 
 	// Fake kind only: scripted behaviour, interpreted by providers/fake (fake.Script). Reply
 	// "" lets the fake choose (it echoes the prompt); Fail is one of its fail modes
-	// ("rate_limited", "unavailable", "midstream", "hang", ...); TokensPerSecond 0 is unpaced.
+	// ("rate_limited", "unavailable", "midstream", "truncated", "hang", ...); TokensPerSecond 0
+	// is unpaced.
 	Reply           string   `yaml:"reply"`
 	ReasoningText   string   `yaml:"reasoning_text"`
 	FirstTokenDelay Duration `yaml:"first_token_delay"`

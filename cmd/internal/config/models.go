@@ -86,7 +86,7 @@ func validateFakeFields(m *Model, fake bool, kind, mp string, p *problems) {
 
 // fakeFailModes are the failures providers/fake can inject; "" is none.
 var fakeFailModes = []string{fake.FailNone, fake.FailRateLimited, fake.FailUnavailable, fake.FailInvalid,
-	fake.FailAuth, fake.FailQuota, fake.FailUpstream, fake.FailMidstream, fake.FailHang}
+	fake.FailAuth, fake.FailQuota, fake.FailUpstream, fake.FailMidstream, fake.FailTruncated, fake.FailHang}
 
 // validateRefs checks what spans providers: aliases are unique and never shadow a model id;
 // fallbacks name a model that exists (or may exist: an HTTP provider without a model list
