@@ -19,6 +19,13 @@ func TestAuth(t *testing.T) {
 		{"POST", "/v1/chat/completions", "", "", 401},
 		{"POST", "/v1/chat/completions", "Authorization", "Bearer wrong", 401},
 		{"POST", "/v1/chat/completions", "Authorization", "Bearer client-key", 200},
+		{"POST", "/v1/chat/completions", "Authorization", "bearer client-key", 200}, // RFC 9110: the scheme is case-insensitive
+		{"POST", "/v1/chat/completions", "Authorization", "BEARER  client-key ", 200},
+		{"POST", "/v1/chat/completions", "Authorization", "Basic client-key", 401},
+		{"POST", "/v1/chat/completions", "Authorization", "Bearerclient-key", 401},
+		{"POST", "/v1/chat/completions", "Authorization", "Bearer client-ke", 401},
+		{"POST", "/v1/chat/completions", "Authorization", "Bearer client-key2", 401},
+		{"POST", "/v1/chat/completions", "Authorization", "Bearer ", 401},
 		{"POST", "/v1/chat/completions", "x-api-key", "client-key", 200},
 		{"GET", "/v1/models", "", "", 401},
 		{"GET", "/v1/models", "Authorization", "Bearer client-key", 200},
@@ -45,5 +52,18 @@ func TestAuth(t *testing.T) {
 		if strings.Contains(w.Body.String(), "client-key") || strings.Contains(w.Body.String(), "admin-key") {
 			t.Errorf("a key appears in the answer: %s", w.Body)
 		}
+	}
+}
+
+func TestKeySet(t *testing.T) {
+	ks := newKeySet([]string{"alpha-key", "", "beta-key"})
+	for got, want := range map[string]bool{"alpha-key": true, "beta-key": true, "": false, "alpha": false,
+		"alpha-key ": false, "gamma-key": false} {
+		if ks.match(got) != want {
+			t.Errorf("match(%q) = %v, want %v", got, !want, want)
+		}
+	}
+	if newKeySet([]string{""}).match("") {
+		t.Error("an empty key admitted an empty one")
 	}
 }

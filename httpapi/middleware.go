@@ -3,10 +3,8 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
-	"strings"
 
 	"github.com/julienschmidt/httprouter"
 )
@@ -52,7 +50,8 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// auth admits a request that presents one of keys; with no keys everything is admitted.
+// auth admits a request that presents one of keys (see presentedKey); with no keys
+// everything is admitted.
 func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
 	return s.authAs(keys, failOpenAI, next)
 }
@@ -62,16 +61,12 @@ func (s *Server) authAs(keys []string, fail func(http.ResponseWriter, apiError),
 	if len(keys) == 0 {
 		return next
 	}
+	ks := newKeySet(keys)
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		got := r.Header.Get("x-api-key")
-		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			got = strings.TrimSpace(bearer)
-		}
-		for _, k := range keys {
-			if k != "" && subtle.ConstantTimeCompare([]byte(got), []byte(k)) == 1 {
-				next(w, r, ps)
-				return
-			}
+		got := presentedKey(r)
+		if ks.match(got) {
+			next(w, r, ps)
+			return
 		}
 		msg := "missing API key: send Authorization: Bearer <key> or x-api-key: <key>"
 		if got != "" {
