@@ -73,6 +73,9 @@ func parseChat(body []byte) (*llm.Request, *apiError) {
 		a := invalid("stream_options", "stream_options is only allowed when stream is true")
 		return nil, &a
 	}
+	if a := checkChatRanges(req); a != nil {
+		return nil, a
+	}
 	for i, m := range req.Messages {
 		switch m.Role {
 		case "system", "developer", "user", "assistant", "tool":

@@ -89,7 +89,7 @@ func decodeObject(body []byte, v any) ([]byte, *apiError) {
 		var a apiError
 		switch {
 		case errors.As(err, &te) && te.Field != "":
-			a = invalid(te.Field, fmt.Sprintf("field %s: expected %s, got JSON %s", te.Field, te.Type, te.Value))
+			a = typeMismatch(te) // the JSON type wanted, never the Go type
 		case errors.As(err, &se):
 			a = invalid("", fmt.Sprintf("request body is not valid JSON: %v (at byte %d)", se, se.Offset))
 		default:

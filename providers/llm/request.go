@@ -6,8 +6,7 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
+	"reflect"
 )
 
 // Request is an OpenAI Chat Completions request as the gateway hands it to a backend. The
@@ -32,6 +31,14 @@ type Request struct {
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 	ResponseFormat      json.RawMessage `json:"response_format,omitempty"`
 	User                string          `json:"user,omitempty"`
+
+	// N, the penalties and the log-probability fields are range-checked by the HTTP layer;
+	// OpenAI-compatible backends receive them as sent; the translating adapters do not send them.
+	N                *int     `json:"n,omitempty"`
+	PresencePenalty  *float64 `json:"presence_penalty,omitempty"`
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	Logprobs         *bool    `json:"logprobs,omitempty"`
+	TopLogprobs      *int     `json:"top_logprobs,omitempty"`
 
 	// Body is the client's request body exactly as received (a JSON object). OpenAI-compatible
 	// adapters forward it with only "model" replaced, so parameters this struct does not model
@@ -132,7 +139,29 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 		*c = Content{Parts: parts}
 		return nil
 	}
-	return errors.New("content must be a string or an array of parts")
+	return typeError(data, reflect.TypeFor[Content]())
+}
+
+// typeError is the error of a value of the wrong JSON type. As an *json.UnmarshalTypeError
+// it gets its field's path from the decoder that called UnmarshalJSON, and whoever reports
+// it names the JSON types the field takes, not the Go type.
+func typeError(data []byte, t reflect.Type) error {
+	got := "number"
+	switch {
+	case len(data) == 0:
+		got = "nothing"
+	case data[0] == '{':
+		got = "object"
+	case data[0] == '[':
+		got = "array"
+	case data[0] == '"':
+		got = "string"
+	case data[0] == 't' || data[0] == 'f':
+		got = "bool"
+	case data[0] == 'n':
+		got = "null"
+	}
+	return &json.UnmarshalTypeError{Value: got, Type: t}
 }
 
 // MarshalJSON writes a string when Parts is nil, the parts otherwise.
@@ -162,8 +191,11 @@ func (s *Stop) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	var many []string
+	if len(data) == 0 || data[0] != '[' {
+		return typeError(data, reflect.TypeFor[Stop]())
+	}
 	if err := json.Unmarshal(data, &many); err != nil {
-		return fmt.Errorf("stop must be a string or a list of strings: %w", err)
+		return err // a list holding something else: the decoder says where
 	}
 	*s = many
 	return nil
