@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -33,23 +31,16 @@ var chatAPI = &ingress{
 }
 
 // readRequest reads what every ingress format shares: the X-Gateway-Priority header and the
-// body, bounded by max_body_bytes.
+// body, bounded by max_body_bytes and body_timeout (readBody).
 func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (llm.Priority, []byte, *apiError) {
 	prio, err := llm.ParsePriority(r.Header.Get("X-Gateway-Priority"))
 	if err != nil {
 		a := invalid("X-Gateway-Priority", "header X-Gateway-Priority: "+err.Error())
 		return 0, nil, &a
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return 0, nil, &apiError{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
-				typ:     "invalid_request_error",
-				message: fmt.Sprintf("request body is larger than the limit of %d bytes (max_body_bytes)", tooBig.Limit)}
-		}
-		a := invalid("", "could not read the request body: "+err.Error())
-		return 0, nil, &a
+	body, a := s.readBody(w, r)
+	if a != nil {
+		return 0, nil, a
 	}
 	return prio, body, nil
 }

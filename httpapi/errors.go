@@ -21,6 +21,7 @@ type apiError struct {
 	provider   string
 	retryAfter time.Duration // > 0 only for answers where waiting helps
 	noRetry    bool          // send x-should-retry: false (a 5xx that retrying cannot fix)
+	closeConn  bool          // close the connection after the answer (what is left of the request cannot be trusted)
 }
 
 // statusOf is the one table from error kind to HTTP status and OpenAI error type.
@@ -138,6 +139,9 @@ func (a apiError) writeBody(w http.ResponseWriter, body any) {
 	}
 	if a.noRetry {
 		h.Set("x-should-retry", "false")
+	}
+	if a.closeConn {
+		h.Set("Connection", "close") // the server closes it once the answer is out
 	}
 	w.WriteHeader(a.status)
 	_ = json.NewEncoder(w).Encode(body)

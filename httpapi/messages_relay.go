@@ -46,6 +46,8 @@ var anthropicTypes = map[string]string{
 	"model_not_found":                 "not_found_error",
 	"not_found":                       "not_found_error",
 	"request_too_large":               "request_too_large",
+	"request_header_too_large":        "request_too_large",
+	"request_timeout":                 "timeout_error",
 	"provider_queue_full":             "rate_limit_error",
 	"provider_queue_timeout":          "rate_limit_error",
 	"gateway_overloaded":              "rate_limit_error",

@@ -38,6 +38,14 @@ type Options struct {
 	State func() any
 	// MaxBodyBytes caps a request body; 0 → 8 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout bounds reading a request body, from the start of its handler; past it the
+	// request is answered 408 request_timeout and its connection closed. 0 → no bound here
+	// (the server's own read deadlines, if any, still apply).
+	BodyTimeout time.Duration
+	// MaxHeaderBytes caps a request's line and headers together, as sent; a request over it
+	// is answered 431 request_header_too_large and its connection closed. 0 → no cap here
+	// (the server's own, which it applies before any handler runs, still does).
+	MaxHeaderBytes int
 	// APIKeys, when non-empty, are the keys clients must present (Authorization: Bearer or
 	// x-api-key). AdminKeys guard /admin; when empty, /admin takes the API keys.
 	APIKeys, AdminKeys []string
@@ -64,7 +72,8 @@ type Options struct {
 type Server struct {
 	opts    Options
 	router  *httprouter.Router
-	unready atomic.Bool // set by Unready
+	unready atomic.Bool  // set by Unready
+	handler http.Handler // the router behind the request id and the request limits
 }
 
 // New returns the handler with every route of SPEC §3 that exists so far.
@@ -128,13 +137,13 @@ func New(opts Options) *Server {
 		apiError{status: http.StatusInternalServerError, code: "internal_error", typ: "api_error",
 			message: "internal error"}.write(w)
 	}
+	s.handler = s.withRequestID(s.limits(s.router))
 	return s
 }
 
-// ServeHTTP tags the request with an id, then routes it.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.withRequestID(s.router).ServeHTTP(w, r)
-}
+// ServeHTTP tags the request with an id, applies the request limits (limits.go), then
+// routes it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -55,7 +54,7 @@ func serveGateway(args []string) error {
 		return fmt.Errorf("cpu profile: %w", err)
 	}
 	runtime.SetMutexProfileFraction(10)
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := a.Server()
 	fmt.Printf("listening on %s\n", ln.Addr())
 	serveErr := serveUntilSignal(srv, ln)
 	pprof.StopCPUProfile()

@@ -77,7 +77,15 @@ func benchTransport(idlePerHost int) *http.Transport {
 }
 
 // serveUntilSignal serves srv on ln until SIGINT or SIGTERM, then shuts it down.
-func serveUntilSignal(srv *http.Server, ln net.Listener) error {
+// server is what serveUntilSignal runs: an *http.Server (the bare proxy) or the gateway's
+// own (*serve.Server).
+type server interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
+}
+
+func serveUntilSignal(srv server, ln net.Listener) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	served := make(chan error, 1)

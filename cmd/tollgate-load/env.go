@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/app"
 	"github.com/tollgate/tollgate/cmd/internal/config"
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
+	"github.com/tollgate/tollgate/cmd/internal/serve"
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/openai"
 )
@@ -75,7 +76,7 @@ type env struct {
 // local is the in-process machinery behind an env.
 type local struct {
 	app      *app.App
-	server   *http.Server
+	server   *serve.Server
 	backends []*backend // in setup.providers order
 	upstream *http.Transport
 	meter    *callMeter // backend calls as the gateway holds them
@@ -158,7 +159,7 @@ func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
 		l.closeBackends()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	l.server = &http.Server{Handler: l.app.Handler, ReadHeaderTimeout: 10 * time.Second}
+	l.server = l.app.Server()
 	go func() { // exits when close shuts the server down
 		defer close(l.served)
 		_ = l.server.Serve(ln)

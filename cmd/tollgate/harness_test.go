@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -44,17 +45,25 @@ func serveApp(t *testing.T, yaml string, o app.Options) *gateway {
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}
-	srv := httptest.NewServer(a.Handler)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := a.Server() // the server the binary runs, with its connection limits
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }() // exits when the cleanup closes the server
 	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
+		_ = srv.Close()
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := a.Drain(ctx); err != nil {
 			t.Errorf("drain: %v", err)
 		}
 	})
-	return &gateway{App: a, URL: srv.URL}
+	return &gateway{App: a, URL: "http://" + ln.Addr().String()}
 }
 
 // waitIdle polls the gateway's state until nothing runs or waits.

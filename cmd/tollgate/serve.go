@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -43,7 +42,7 @@ func serve(cfg *config.Config, log zerolog.Logger) error {
 		_ = a.Drain(context.Background())
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := a.Server()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }() // exits when srv is shut down
 	log.Info().Msg(metricsSummary(cfg, ln.Addr().String()))
@@ -94,6 +93,12 @@ func flushTraces(tr *telemetry.Tracing, log zerolog.Logger) {
 	}
 }
 
+// stopper is the HTTP server drain stops (app.App.Server's).
+type stopper interface {
+	Shutdown(context.Context) error
+	Close() error
+}
+
 // drain shuts the gateway down the way load balancers need it:
 //  1. /readyz answers 503 "draining" while everything is still accepted and served, for
 //     delay, so the balancer takes the instance out before a connection is refused;
@@ -102,7 +107,7 @@ func flushTraces(tr *telemetry.Tracing, log zerolog.Logger) {
 //  3. at the end of grace what still runs is stopped: every open stream gets the final
 //     SPEC §4 error event (gateway_draining), every answer not yet started a 503, and the
 //     handlers get finalWrite to write them before the connections are closed.
-func drain(a *app.App, srv *http.Server, delay, grace time.Duration, log zerolog.Logger) error {
+func drain(a *app.App, srv stopper, delay, grace time.Duration, log zerolog.Logger) error {
 	a.Unready()
 	log.Info().Dur("drain_delay", delay).Dur("drain_grace", grace).Msg("draining: /readyz answers 503; still serving until drain_delay ends")
 	if delay > 0 {

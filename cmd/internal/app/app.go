@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/actors"
 	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/cmd/internal/serve"
 	"github.com/tollgate/tollgate/cmd/internal/telemetry"
 	"github.com/tollgate/tollgate/httpapi"
 	"github.com/tollgate/tollgate/providers/llm"
@@ -64,7 +65,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		b, ok := o.Backends[p.Name]
 		if !ok {
 			var err error
-			if b, err = backendFor(p, o.Logger); err != nil {
+			if b, err = backendFor(p, &cfg.Limits, o.Logger); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -97,6 +98,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	m := telemetry.NewMetrics(series(cfg), g.State)
 	h := httpapi.New(httpapi.Options{
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
+		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
 		APIKeys: cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
 		Metrics: m.Handler(), MetricsPublic: cfg.Metrics.Public, Observe: m.Observe,
 		Tracer: o.Tracer, TraceContent: o.TraceContent,
@@ -130,6 +132,16 @@ func series(cfg *config.Config) telemetry.Series {
 		}
 	}
 	return s
+}
+
+// Server returns the HTTP server the gateway is served with: Handler behind the
+// configuration's header, idle and per-client connection limits (cmd/internal/serve).
+func (a *App) Server() *serve.Server {
+	l := &a.Config.Limits
+	return serve.New(a.Handler, serve.Limits{
+		HeaderTimeout: l.HeaderTimeout.D(), IdleTimeout: l.IdleTimeout.D(),
+		MaxHeaderBytes: l.MaxHeaderBytes, MaxConnsPerClient: l.MaxConnsPerClient,
+	}, a.log)
 }
 
 func toProvider(p *config.Provider, models []actors.Model, b llm.Backend) actors.Provider {

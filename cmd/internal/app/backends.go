@@ -14,8 +14,9 @@ import (
 	"github.com/tollgate/tollgate/providers/openai"
 )
 
-// backendFor builds the adapter of one configured provider.
-func backendFor(p *config.Provider, log zerolog.Logger) (llm.Backend, error) {
+// backendFor builds the adapter of one configured provider; l gives the limits every adapter
+// that reads a backend's stream applies.
+func backendFor(p *config.Provider, l *config.Limits, log zerolog.Logger) (llm.Backend, error) {
 	modelKeys := map[string][]string{}
 	for _, m := range p.Models {
 		if len(m.Keys) > 0 {
@@ -26,11 +27,14 @@ func backendFor(p *config.Provider, log zerolog.Logger) (llm.Backend, error) {
 	case p.Kind == "fake":
 		return fakeBackend(p), nil
 	case openai.Supports(p.Kind):
-		return openai.New(openai.Config{Kind: p.Kind, Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys})
+		return openai.New(openai.Config{Kind: p.Kind, Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
+			MaxEventBytes: l.MaxEventBytes})
 	case p.Kind == "anthropic":
-		return anthropic.New(anthropic.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys})
+		return anthropic.New(anthropic.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
+			MaxEventBytes: l.MaxEventBytes})
 	case p.Kind == "gemini":
-		return gemini.New(gemini.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys})
+		return gemini.New(gemini.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
+			MaxEventBytes: l.MaxEventBytes})
 	case config.IsCLI(p.Kind):
 		return cliBackend(p, log)
 	}

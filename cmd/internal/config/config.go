@@ -46,7 +46,8 @@ type Auth struct {
 	AdminKeys []string `yaml:"admin_keys"`
 }
 
-// Limits are the gateway-wide admission limits (SPEC §2) and request size limit (SPEC §4).
+// Limits are the gateway-wide admission limits (SPEC §2), the bounds on what one client or
+// one backend may make the gateway hold (SPEC §4), and the HTTP server's own timeouts.
 type Limits struct {
 	// MaxRunning caps requests running at once across all providers; default 10.
 	MaxRunning int `yaml:"max_running"`
@@ -71,6 +72,29 @@ type Limits struct {
 	// MaxRetryWait is the longest a retry may wait (holding its lane) before it is made;
 	// default 2s; a retry that would wait longer is not made.
 	MaxRetryWait Duration `yaml:"max_retry_wait"`
+
+	// MaxEventBytes caps one SSE event read from a backend's stream (its lines from one
+	// blank line to the next); default 8 MiB. A larger event ends the answer with
+	// upstream_error, so a backend that never ends an event cannot grow memory.
+	MaxEventBytes int `yaml:"max_event_bytes"`
+	// HeaderTimeout bounds reading a request's line and headers; default 10s. Past it the
+	// connection is closed.
+	HeaderTimeout Duration `yaml:"header_timeout"`
+	// BodyTimeout bounds reading a request's body, from the end of its headers; default 30s.
+	// Past it the request is answered 408 request_timeout and the connection closed.
+	BodyTimeout Duration `yaml:"body_timeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its next request before it
+	// is closed; default 120s, longer than the 90s Go's and most clients' pools keep an idle
+	// connection, so a client seldom sends a request on a connection being closed.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes caps a request's line and headers together; default 64 KiB, at least
+	// 1024. A request over it is answered 431 request_header_too_large and the connection
+	// closed.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxConnsPerClient caps the connections open at once from one client IP address;
+	// default 0, which means no cap (clients behind one proxy or NAT share an address). A
+	// connection over the cap is closed as soon as it is accepted.
+	MaxConnsPerClient int `yaml:"max_conns_per_client"`
 }
 
 // Metrics configures GET /metrics (SPEC §15).
@@ -249,6 +273,12 @@ const (
 	defaultQueueTimeout  = 60 * time.Second
 	defaultRetryAfter    = time.Second
 	defaultMaxBodyBytes  = 8 << 20
+	defaultMaxEventBytes = 8 << 20
+	defaultHeaderTimeout = 10 * time.Second
+	defaultBodyTimeout   = 30 * time.Second
+	defaultIdleTimeout   = 120 * time.Second
+	defaultMaxHeaders    = 64 << 10
+	minMaxHeaders        = 1 << 10
 	defaultKillGrace     = 3 * time.Second
 	defaultRefreshModels = 10 * time.Minute
 	defaultDrainDelay    = 5 * time.Second

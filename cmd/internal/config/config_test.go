@@ -67,7 +67,9 @@ func TestMinimalGetsAllDefaults(t *testing.T) {
 	cfg := parseFile(t, "minimal.yaml")
 	want := Limits{MaxRunning: 10, MaxAdmitted: 16, QueueLength: 8, QueueTimeout: Duration(time.Minute),
 		RetryAfter: Duration(time.Second), MaxBodyBytes: 8 << 20,
-		Retries: 2, RetryBudget: 0.2, MaxRetryWait: Duration(2 * time.Second)}
+		Retries: 2, RetryBudget: 0.2, MaxRetryWait: Duration(2 * time.Second), MaxEventBytes: 8 << 20,
+		HeaderTimeout: Duration(10 * time.Second), BodyTimeout: Duration(30 * time.Second),
+		IdleTimeout: Duration(120 * time.Second), MaxHeaderBytes: 64 << 10, MaxConnsPerClient: 0}
 	if cfg.Limits != want {
 		t.Errorf("limits = %+v, want %+v", cfg.Limits, want)
 	}

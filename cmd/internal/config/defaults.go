@@ -42,6 +42,7 @@ func applyDefaults(c *Config, set map[string]int) {
 		l.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	limitsResilienceDefaults(l, omitted)
+	serverDefaults(l, omitted)
 	for i := range c.Providers {
 		p := &c.Providers[i]
 		path := fmt.Sprintf("providers[%d]", i)
@@ -95,5 +96,25 @@ func providerDefaults(p *Provider, l *Limits, omitted func(field string, zero bo
 		if omitted("refresh_models", p.RefreshModels == 0) {
 			p.RefreshModels = Duration(defaultRefreshModels)
 		}
+	}
+}
+
+// serverDefaults fills the limits on what one client or backend may make the gateway hold.
+// MaxConnsPerClient has none: its zero means no cap.
+func serverDefaults(l *Limits, omitted func(path string, zero bool) bool) {
+	if omitted("limits.max_event_bytes", l.MaxEventBytes == 0) {
+		l.MaxEventBytes = defaultMaxEventBytes
+	}
+	if omitted("limits.header_timeout", l.HeaderTimeout == 0) {
+		l.HeaderTimeout = Duration(defaultHeaderTimeout)
+	}
+	if omitted("limits.body_timeout", l.BodyTimeout == 0) {
+		l.BodyTimeout = Duration(defaultBodyTimeout)
+	}
+	if omitted("limits.idle_timeout", l.IdleTimeout == 0) {
+		l.IdleTimeout = Duration(defaultIdleTimeout)
+	}
+	if omitted("limits.max_header_bytes", l.MaxHeaderBytes == 0) {
+		l.MaxHeaderBytes = defaultMaxHeaders
 	}
 }

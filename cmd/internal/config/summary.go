@@ -34,6 +34,9 @@ func (c *Config) Summary() []string {
 			c.Limits.MaxRunning, c.Limits.MaxAdmitted, c.Limits.QueueLength, c.Limits.QueueTimeout,
 			c.Limits.RetryAfter, c.Limits.MaxBodyBytes),
 		fmt.Sprintf("drain: drain_delay %s, drain_grace %s", c.DrainDelay, c.DrainGrace),
+		fmt.Sprintf("connections: header_timeout %s, body_timeout %s, idle_timeout %s, max_header_bytes %d, max_conns_per_client %s, max_event_bytes %d",
+			c.Limits.HeaderTimeout, c.Limits.BodyTimeout, c.Limits.IdleTimeout, c.Limits.MaxHeaderBytes,
+			perClient(c.Limits.MaxConnsPerClient), c.Limits.MaxEventBytes),
 	}
 	for i := range c.Providers {
 		out = append(out, "provider "+c.Providers[i].String())
@@ -136,4 +139,11 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func perClient(n int) string {
+	if n == 0 {
+		return "off"
+	}
+	return fmt.Sprint(n)
 }

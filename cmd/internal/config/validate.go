@@ -93,6 +93,18 @@ func validateLimits(l *Limits, p *problems) {
 		p.add("limits.max_body_bytes", "must be at least 1, got %d", l.MaxBodyBytes)
 	}
 	validateLimitsResilience(l, p)
+	if l.MaxEventBytes < 1 {
+		p.add("limits.max_event_bytes", "must be at least 1, got %d", l.MaxEventBytes)
+	}
+	positive(l.HeaderTimeout, "limits.header_timeout", p)
+	positive(l.BodyTimeout, "limits.body_timeout", p)
+	positive(l.IdleTimeout, "limits.idle_timeout", p)
+	if l.MaxHeaderBytes < minMaxHeaders {
+		p.add("limits.max_header_bytes", "must be at least %d (a request line and the headers every client sends), got %d", minMaxHeaders, l.MaxHeaderBytes)
+	}
+	if l.MaxConnsPerClient < 0 {
+		p.add("limits.max_conns_per_client", "must be 0 (no cap) or more, got %d", l.MaxConnsPerClient)
+	}
 }
 
 // validateName checks a provider name and records it in names (name → index) for duplicates.
