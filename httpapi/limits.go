@@ -10,11 +10,19 @@ import (
 	"time"
 )
 
-// limits refuses, before routing, a request whose framing or size the gateway does not
-// accept, and bounds the time its body may take to arrive (see timedBody). Each refusal is
-// answered in SPEC §4's shape, closes the connection and leaves a log line.
+// limits bounds the time a request's body may take to arrive (see timedBody), then refuses,
+// before routing, a request whose framing or size the gateway does not accept. Each refusal
+// is answered in SPEC §4's shape, closes the connection and leaves a log line.
+//
+// The bound comes first and covers every request with a body, because a handler that
+// answers without reading the body (a refusal, a 401, a 404) leaves the server to read up to
+// 256 KiB of it before it reuses or closes the connection: without a deadline, a body that
+// never ends would hold the connection forever.
 func (s *Server) limits(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+			r.Body = newTimedBody(w, r.Body, s.opts.BodyTimeout)
+		}
 		if max := s.opts.MaxHeaderBytes; max > 0 {
 			if n := headerBytes(r); n > max {
 				s.refuse(w, r, apiError{status: http.StatusRequestHeaderFieldsTooLarge, code: "request_header_too_large",
@@ -33,17 +41,16 @@ func (s *Server) limits(next http.Handler) http.Handler {
 			s.refuse(w, r, a)
 			return
 		}
-		if s.opts.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-			r.Body = newTimedBody(w, r.Body, s.opts.BodyTimeout)
-		}
 		next.ServeHTTP(w, r)
 	})
 }
 
 // refuse answers a request the limits turned away and closes its connection: whatever the
-// client sends next on it cannot be trusted to start where the server thinks.
+// client sends next on it cannot be trusted to start where the server thinks. Nothing more of
+// it is read (the read deadline is now), so the connection closes as soon as the answer is out.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, a apiError) {
 	a.closeConn = true
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	if strings.HasPrefix(r.URL.Path, "/v1/") {
 		w.Header().Set("X-Gateway-Queue-Ms", "0") // SPEC §3: every API answer carries it
 	}

@@ -115,10 +115,17 @@ func TestLimitsRefuseAndClose(t *testing.T) {
 			400, "invalid_request"},
 		{"headers over max_header_bytes", chatRequest("X-Filler: "+strings.Repeat("a", 2100)+"\r\n", chatBody) + smuggled,
 			431, "request_header_too_large"},
+		// Nothing more of a refused request is read: a body that never ends holds nothing.
+		{"a chunked body that never ends", "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"mod\r\n",
+			400, "invalid_request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
 			resps := exchange(t, addr, tt.raw)
+			if took := time.Since(start); took >= 300*time.Millisecond {
+				t.Fatalf("closed after %v: the server waited for more of a refused request", took)
+			}
 			if len(resps) != 1 {
 				t.Fatalf("%d answers on the connection, want exactly 1 and then the close", len(resps))
 			}
