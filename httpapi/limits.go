@@ -59,9 +59,11 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, a apiError) {
 		fail = failMessages // in the shape the route's API answers in (SPEC §13)
 	}
 	fail(w, a)
-	s.opts.Logger.Warn().Str("request_id", requestID(r.Context())).Str("remote", r.RemoteAddr).
-		Str("method", r.Method).Str("path", r.URL.Path).Int("status", a.status).Str("code", a.code).
-		Msg("request refused before routing: " + a.message)
+	// The access log's line (access.go), which no route writes for a request refused before
+	// routing, with the client's address and the reason added.
+	s.opts.Logger.Info().Str("request_id", requestID(r.Context())).Str("method", r.Method).
+		Str("path", clip(r.URL.Path, 200)).Str("remote", r.RemoteAddr).Int("status", a.status).
+		Str("code", a.code).Str("refused", a.message).Msg("http")
 }
 
 // headerBytes is the size of a request's line and headers as sent, near enough: the server
