@@ -46,10 +46,11 @@ bench-admission:
 	GOGC=400 $(GO) test -run '^$$' -bench BenchmarkAdmission -benchtime 3s -count 3 ./actors/
 	$(GO) run ./cmd/tollgate-load --scenario overload,queue-memory
 
-# Every fuzz target for FUZZTIME each (a duration, or a count such as 100000x). A target
-# fails when an input fails it; .ci/fuzz explains the one Go 1.26 verdict it does not count.
+# Every fuzz target for FUZZTIME each (a duration, or a count such as 100000x), or only those
+# of PKGS="providers/sse httpapi". A target fails when an input fails it; .ci/fuzz explains
+# the one Go 1.26 verdict it does not count.
 fuzz:
-	GO=$(GO) bash .ci/fuzz $(FUZZTIME)
+	GO=$(GO) bash .ci/fuzz $(FUZZTIME) $(PKGS)
 
 # The console's pictures in docs/ (README.md shows them), taken by headless Chromium in the
 # middle of a parallel chat against fake backends.

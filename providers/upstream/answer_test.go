@@ -1,7 +1,9 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -87,4 +89,36 @@ func TestEndError(t *testing.T) {
 			t.Errorf("EndError(%v) = %s %q (wraps EOF: %v); want %s %q", tt.err, e.Kind, e.Message, errors.Is(e, io.EOF), tt.kind, tt.msg)
 		}
 	}
+}
+
+// FuzzReadAnswer: whatever the body, ReadAnswer returns it whole, or says why not: over the
+// size cap, or a JSON object or array that stops before it closes. Nothing else is refused,
+// and nothing cut is returned as an answer.
+func FuzzReadAnswer(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":`, `[1,2`, "  \n{}", "<html>", `{"a" 1}`, `"str`, ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		const max = 64
+		b, err := ReadAnswer(context.Background(), "p", bytes.NewReader(body), max)
+		trimmed := bytes.TrimSpace(body)
+		cut := len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') && !json.Valid(trimmed) &&
+			errors.Is(json.NewDecoder(bytes.NewReader(trimmed)).Decode(new(json.RawMessage)), io.ErrUnexpectedEOF)
+		switch kind := llm.KindOf(err); {
+		case err == nil:
+			if !bytes.Equal(b, body) || len(body) > max || cut {
+				t.Fatalf("accepted %q as %q", body, b)
+			}
+		case kind == llm.KindUpstreamTruncated:
+			if !cut || len(body) > max || errors.Is(err, io.EOF) {
+				t.Fatalf("%q called truncated: %v", body, err)
+			}
+		case kind == llm.KindUpstream:
+			if len(body) <= max {
+				t.Fatalf("%q refused: %v", body, err)
+			}
+		default:
+			t.Fatalf("%q: unexpected %v", body, err)
+		}
+	})
 }
