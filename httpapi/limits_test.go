@@ -77,7 +77,7 @@ func readAllResponses(t *testing.T, c net.Conn) []*http.Response {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				t.Fatalf("the server neither answered nor closed the connection: %v", err)
+				t.Fatalf("the server did not close the connection after %d answers: %v", len(out), err)
 			}
 			return out // a reset after the last answer
 		}
@@ -98,7 +98,9 @@ func errorCode(t *testing.T, resp *http.Response) string {
 }
 
 func TestLimitsRefuseAndClose(t *testing.T) {
-	addr, logs := rawServer(t, Options{BodyTimeout: 300 * time.Millisecond, MaxHeaderBytes: 2048})
+	// A body timeout far beyond exchange's deadline: a refusal that waited for the rest of
+	// its request would hang past it.
+	addr, logs := rawServer(t, Options{BodyTimeout: time.Minute, MaxHeaderBytes: 2048})
 	smuggled := "GET /admin/state HTTP/1.1\r\nHost: gw\r\n\r\n"
 	tests := []struct {
 		name   string
@@ -121,11 +123,7 @@ func TestLimitsRefuseAndClose(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start := time.Now()
 			resps := exchange(t, addr, tt.raw)
-			if took := time.Since(start); took >= 300*time.Millisecond {
-				t.Fatalf("closed after %v: the server waited for more of a refused request", took)
-			}
 			if len(resps) != 1 {
 				t.Fatalf("%d answers on the connection, want exactly 1 and then the close", len(resps))
 			}
