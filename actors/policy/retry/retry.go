@@ -68,8 +68,8 @@ func ClassOf(err error) Class {
 		return RateLimited
 	case llm.KindUpstreamAuth:
 		return BadKey
-	case llm.KindUpstream, llm.KindProviderUnavailable:
-		return Down
+	case llm.KindUpstream, llm.KindUpstreamTruncated, llm.KindProviderUnavailable:
+		return Down // a cut-off answer too: the backend failed, and a new attempt may be whole
 	}
 	return Fatal
 }

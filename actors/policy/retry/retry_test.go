@@ -23,6 +23,7 @@ func TestClassOf(t *testing.T) {
 		{&llm.Error{Kind: llm.KindUpstreamAuth}, BadKey},
 		{&llm.Error{Kind: llm.KindProviderUnavailable}, Down},
 		{&llm.Error{Kind: llm.KindUpstream, Err: errors.New("connection refused")}, Down},
+		{&llm.Error{Kind: llm.KindUpstreamTruncated}, Down},
 		{errors.New("anything else is the backend's failure"), Down},
 		{&llm.Error{Kind: llm.KindUpstreamInvalid}, Fatal},
 		{&llm.Error{Kind: llm.KindUpstreamQuota}, Fatal},

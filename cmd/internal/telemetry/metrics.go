@@ -222,9 +222,10 @@ var upstreamClass = map[string]string{
 	llm.KindProviderUnavailable.String(): "unavailable",
 	llm.KindRunTimeout.String():          "timeout",
 	llm.KindUpstream.String():            "error",
+	llm.KindUpstreamTruncated.String():   "truncated",
 }
 
-var upstreamClasses = []string{"rate_limited", "quota", "invalid_request", "auth", "unavailable", "timeout", "error"}
+var upstreamClasses = []string{"rate_limited", "quota", "invalid_request", "auth", "unavailable", "timeout", "truncated", "error"}
 
 // Retried implements actors.Observer.
 func (m *Metrics) Retried(provider string) { m.retries.WithLabelValues(provider).Inc() }
