@@ -1,16 +1,20 @@
-// Package actors runs Tollgate's admission control as an actor system.
-//
-// The supervisor actor owns the admission state (the pure policy.Gate: lanes, queues, global
-// caps and the priority-fair dispatch) because those rules span providers and must be decided
-// in one place, in one order. Under it, one provider actor per provider and one lane actor per
-// model run the admitted calls; each call has a request actor that turns a client hang-up or
-// a shutdown into cancellation of the backend. Backend I/O never runs inside Receive: the
-// HTTP handler pulls the stream, and a stream gives its lanes back to the supervisor only once
-// the backend has stopped.
+// Package actors runs Tollgate's admission control as an actor system, in the shape of
+// SPEC §2's design card:
 //
 //	supervisor ── provider "codex" ── lane "gpt-5-codex" ── request 17
-//	           │                   └─ lane "o3"          ── request 18
-//	           └─ provider "demo"  ── lane "echo"
+//	  global      queue, deadlines,  │  that model's       one call: its
+//	  caps,       rate limiter,      │  running calls      cancellation and
+//	  class       model choice       └─ lane "o3" ── ...   lane hand-back
+//	  order,
+//	  round-robin
+//
+// The supervisor owns what spans providers (policy.Dispatcher); each provider actor owns
+// its queue and limiter (policy.Provider); they agree through the grant protocol of
+// package policy. A model-lane actor per model runs that model's calls and arms their run
+// timers; each call has a request actor that turns a client hang-up or a shutdown into
+// cancellation of its backend. Backend I/O never runs inside Receive: the HTTP handler
+// pulls the stream, and a stream gives its lanes back only once the backend has stopped.
+// docs/architecture.md draws the messages and the supervision.
 package actors
 
 import (
@@ -51,6 +55,7 @@ type Provider struct {
 	QueueTimeout time.Duration // > 0
 	RunTimeout   time.Duration // > 0
 	RPM          int           // requests per minute; 0 = no rate limit
+	Burst        int           // the rate limiter's bucket; 0 = max(1, RPM/6)
 	Models       []Model
 	// Aliases are client-name patterns ending in '*' that lead to this provider's model of
 	// the client's name ("claude-*": claude-x → NAME/claude-x); see aliases.go.
@@ -79,15 +84,26 @@ type route struct {
 type Gateway struct {
 	system     *actor.ActorSystem
 	supervisor *actor.PID
-	dispatch   *poolDispatcher // runs every actor's mailbox
-	stopped    chan struct{}   // closed once the supervisor has stopped (Shutdown)
-	stopOnce   sync.Once
-	table      atomic.Pointer[modelTable] // routes, cards, models; see AddModels
-	opts       Options
-	nextID     atomic.Uint64
-	draining   atomic.Bool
-	log        zerolog.Logger
-	providers  map[string]*actor.PID // filled by the supervisor before New returns
+	providers  []*actor.PID  // the provider actors, by index; fixed once New returns
+	down       []atomic.Bool // per provider: stopped after its restart budget ran out
+	dispatch   *poolDispatcher
+
+	table   atomic.Pointer[modelTable] // routes, cards, models; see AddModels
+	tableMu sync.Mutex                 // serializes the copy-on-write updates of table
+
+	opts     Options
+	log      zerolog.Logger
+	nextID   atomic.Uint64
+	draining atomic.Bool
+
+	idle      chan struct{} // closed by the supervisor once a drain has left nothing running
+	stopped   chan struct{} // closed once the actors have stopped (Shutdown)
+	stopOnce  sync.Once
+	failed    chan struct{} // closed when the supervisor's restart budget ran out
+	failOnce  sync.Once
+	failCause atomic.Value // error: why failed was closed
+
+	faults *faultPlan // a test seam (faults_inject.go); nil in production builds
 }
 
 // mailboxThroughput is how many messages an actor handles before yielding its worker;
@@ -99,7 +115,8 @@ func New(opts Options) (*Gateway, error) {
 	if err := validate(&opts); err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, stopped: make(chan struct{})}
+	g := &Gateway{opts: opts, log: opts.Logger, idle: make(chan struct{}), stopped: make(chan struct{}),
+		failed: make(chan struct{}), down: make([]atomic.Bool, len(opts.Providers)), faults: newFaultPlan()}
 	g.table.Store(newModelTable(&opts))
 	// protoactor logs through slog; Tollgate logs through zerolog and reports supervision
 	// events itself, so the actor system's own logger is silenced.
@@ -107,15 +124,16 @@ func New(opts Options) (*Gateway, error) {
 		return slog.New(slog.DiscardHandler)
 	}))
 	g.dispatch = newPoolDispatcher(mailboxThroughput)
-	sup := newSupervisor(g)
-	props := actor.PropsFromProducer(func() actor.Actor { return sup.reincarnate() },
-		actor.WithSupervisor(providerStrategy()), actor.WithDispatcher(g.dispatch))
+	spawned := make(chan []*actor.PID, 1)
+	sup := newSupervisor(g, spawned)
+	props := actor.PropsFromProducer(func() actor.Actor { return sup },
+		actor.WithGuardian(newSupervisorGuardian(g)), actor.WithDispatcher(g.dispatch))
 	pid, err := g.system.Root.SpawnNamed(props, "supervisor")
 	if err != nil {
 		return nil, fmt.Errorf("start supervisor: %w", err)
 	}
 	g.supervisor = pid
-	g.providers = sup.providerPIDs()
+	g.providers = <-spawned // the supervisor spawns its providers before it handles anything else
 	return g, nil
 }
 
@@ -145,6 +163,8 @@ func validate(o *Options) error {
 		case p.Lanes < 1 || p.QueueLength < 0 || p.QueueTimeout <= 0 || p.RunTimeout <= 0:
 			errs = append(errs, fmt.Errorf("provider %q: lanes %d, queue_length %d, queue_timeout %s, run_timeout %s: all must be positive",
 				p.Name, p.Lanes, p.QueueLength, p.QueueTimeout, p.RunTimeout))
+		case p.RPM < 0 || p.Burst < 0:
+			errs = append(errs, fmt.Errorf("provider %q: rpm %d and burst %d must not be negative", p.Name, p.RPM, p.Burst))
 		}
 		seen[p.Name] = true
 		for _, m := range p.Models {
@@ -156,34 +176,39 @@ func validate(o *Options) error {
 	return errors.Join(errs...)
 }
 
+// limits is the dispatcher's part of the configuration.
+func (g *Gateway) limits() policy.Limits {
+	return policy.Limits{MaxRunning: g.opts.MaxRunning, MaxAdmitted: g.opts.MaxAdmitted}
+}
+
 // Start admits a call and blocks until it is running or turned away. On success the caller
 // owns the returned stream and must Close it; that gives the lanes back once the backend has
-// stopped. The returned Served describes the call also with an error. If ctx ends first,
-// Start withdraws the call and returns ctx's error.
+// stopped (if the backend stops first, its lanes are back already). The returned Served
+// describes the call also with an error. If ctx ends first, Start withdraws the call and
+// returns ctx's error.
 func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Served, error) {
 	r, ok := g.table.Load().lookup(model)
 	if !ok {
 		return llm.Served{}, g.notFound(model)
 	}
 	sv := llm.Served{Model: r.id, Provider: r.provider}
-	if g.draining.Load() {
-		return sv, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down and admits no new requests"}
+	if err := g.refusing(r); err != nil {
+		return sv, err
 	}
 	breq := *req
 	breq.Model = r.model
-	c := &call{
-		id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
-		reply: make(chan admitResult, 1),
-	}
-	g.system.Root.Send(g.supervisor, c)
+	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
+		reply: make(chan admitResult, 1)}
+	to := g.providers[r.p]
+	g.system.Root.Send(to, &arrive{c: c})
 	var res admitResult
 	select {
 	case res = <-c.reply:
 	case <-ctx.Done():
-		g.system.Root.Send(g.supervisor, &cancelCall{id: c.id})
-		res = g.await(c) // the supervisor answers every call exactly once
+		g.system.Root.Send(to, &withdraw{c: c})
+		res = g.await(c) // every call is answered exactly once
 		if res.stream != nil {
-			_ = res.stream.Close() // never opened: this only gives the lanes back
+			_ = res.stream.Close() // started as the client left: this gives the lanes back
 		}
 		sv.QueueWait = res.queueWait
 		return sv, ctx.Err()
@@ -202,7 +227,28 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 	return sv, nil
 }
 
-// await waits for a call's one answer. A call sent after the supervisor stopped (Start racing
+// refusing is the answer to a call the gateway refuses before any actor sees it, or nil.
+func (g *Gateway) refusing(r route) error {
+	switch {
+	case g.draining.Load():
+		return &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down and admits no new requests"}
+	case g.Failed() != nil:
+		return &llm.Error{Kind: llm.KindDraining, Message: "the gateway is stopping after an internal failure (see its log)"}
+	case g.down[r.p].Load():
+		return providerDown(r.provider)
+	}
+	return nil
+}
+
+// providerDown answers calls for a provider taken out of service after its actors failed
+// repeatedly (see supervision.go). Waiting does not help, but an operator's restart does:
+// the SDKs' own retries of a 503 are harmless and short.
+func providerDown(name string) *llm.Error {
+	return &llm.Error{Kind: llm.KindProviderUnavailable, Provider: name, RetryAfter: time.Minute,
+		Message: "provider " + name + " is out of service: its actors failed repeatedly (see the gateway's log); restart the gateway to bring it back"}
+}
+
+// await waits for a call's one answer. A call sent after the actors stopped (Start racing
 // Shutdown) reaches nobody; it is answered gateway_draining instead of waiting forever.
 func (g *Gateway) await(c *call) admitResult {
 	select {
@@ -244,31 +290,70 @@ func (g *Gateway) Drain() { g.draining.Store(true) }
 // Draining reports whether Drain was called.
 func (g *Gateway) Draining() bool { return g.draining.Load() }
 
-// Shutdown stops the actor system: queued calls are answered gateway_draining, running
-// backends are cancelled, and it returns once every actor has stopped or ctx ends.
+// Failed returns why the gateway can no longer admit anything, or nil: the supervisor's
+// restart budget ran out (a fault that repeats). Its callers should drain and exit so that
+// whatever runs the process starts a fresh one.
+func (g *Gateway) Failed() error {
+	select {
+	case <-g.failed:
+		err, _ := g.failCause.Load().(error)
+		return err
+	default:
+		return nil
+	}
+}
+
+// FailedC is closed when Failed starts returning an error.
+func (g *Gateway) FailedC() <-chan struct{} { return g.failed }
+
+// fail marks the gateway failed with cause, once.
+func (g *Gateway) fail(cause error) {
+	g.failOnce.Do(func() {
+		g.failCause.Store(cause)
+		close(g.failed)
+	})
+}
+
+// Shutdown stops the gateway: every waiting call is answered gateway_draining, every running
+// backend is stopped, and once nothing runs (or ctx ends) the actors stop. It returns ctx's
+// error if ctx ended first.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.Drain()
+	g.system.Root.Send(g.supervisor, &drainAll{})
+	var err error
+	select {
+	case <-g.idle:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
 	f := g.system.Root.StopFuture(g.supervisor)
 	done := make(chan error, 1)
 	go func() { done <- f.Wait() }() // exits when the supervisor has stopped
 	select {
-	case err := <-done:
+	case werr := <-done:
 		g.stopOnce.Do(func() { close(g.stopped) })
 		g.system.Shutdown()
 		g.dispatch.stop()
-		return err
+		if err == nil {
+			err = werr
+		}
 	case <-ctx.Done():
+		g.stopOnce.Do(func() { close(g.stopped) })
 		g.dispatch.stop() // what still runs gets goroutines of its own from now on
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	return err
 }
 
-// Inject makes the targeted provider or lane actor panic, to exercise supervision.
-func (g *Gateway) Inject(f Fault) error {
-	pid, ok := g.providers[f.Provider]
-	if !ok {
-		return fmt.Errorf("inject: no provider %q", f.Provider)
+// now is the gateway's clock.
+func (g *Gateway) now() time.Time { return g.opts.Now() }
+
+// providerIndex returns the index of provider name, or -1.
+func (g *Gateway) providerIndex(name string) int {
+	for i, pv := range g.opts.Providers {
+		if pv.Name == name {
+			return i
+		}
 	}
-	g.system.Root.Send(pid, &panicNow{model: f.Model})
-	return nil
+	return -1
 }

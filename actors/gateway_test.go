@@ -35,8 +35,8 @@ func TestStreamsThroughActors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wait != 0 {
-		t.Errorf("queue wait %v, want 0", wait)
+	if wait >= time.Millisecond { // an admission round trip, shown as 0 ms
+		t.Errorf("queue wait %v for a call that started at once", wait)
 	}
 	text, err := drain(t, s)
 	if err != nil || text != "hello there world" {
@@ -163,16 +163,18 @@ func TestCancelWhileRunningStopsBackendBeforeLaneReturns(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("backend context not cancelled after the client left")
 	}
+	// The lane comes back once the backend has stopped, without waiting for the HTTP
+	// handler: the waiting call starts only after the first call's backend was closed.
+	c2 := b.next(t)
+	select {
+	case <-c1.closed:
+	default:
+		t.Fatal("the next call started before the cancelled backend had stopped")
+	}
 	if _, err := s.Next(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next after hang-up: %v", err)
 	}
-	// The lane is still held until the stream is closed (the backend has stopped).
-	b.noCall(t)
-	if st := g.State(); st.Running != 1 || st.Queued != 1 {
-		t.Fatalf("before Close: %+v", st)
-	}
 	s.Close()
-	c2 := b.next(t)
 	close(c2.release)
 	drain(t, recv(t, waiting).stream)
 	waitState(t, g, "idle", idle)
@@ -264,50 +266,6 @@ func TestPriorityAndRoundRobin(t *testing.T) {
 		}
 	}
 	waitState(t, g, "idle", idle)
-}
-
-func TestSupervisionRestartsWithoutLeaks(t *testing.T) {
-	for _, target := range []Fault{{Provider: "p"}, {Provider: "p", Model: "m"}} {
-		t.Run("model="+target.Model, func(t *testing.T) {
-			b := newHeld()
-			p := testProvider("p", b, "m", "n")
-			p.Lanes = 2
-			g := newTestGateway(t, 10, 16, p)
-			running := startAsync(context.Background(), g, "p/m", llm.Interactive)
-			c1 := b.next(t)
-			s := recv(t, running).stream
-			queued := startAsync(context.Background(), g, "p/m", llm.Interactive)
-			waitState(t, g, "queued", func(s AdminState) bool { return s.Queued == 1 })
-			if err := g.Inject(target); err != nil {
-				t.Fatal(err)
-			}
-			// The running call is stopped with a clean error; its backend sees the cancel.
-			select {
-			case <-c1.ctx.Done():
-			case <-time.After(2 * time.Second):
-				t.Fatal("running backend not cancelled by the restart")
-			}
-			if _, err := s.Next(); err == nil || errors.Is(err, context.Canceled) {
-				t.Fatalf("want a clean gateway error, got %v", err)
-			}
-			s.Close()
-			// The queued call starts on the restarted actors and completes.
-			c2 := b.next(t)
-			close(c2.release)
-			if text, err := drain(t, recv(t, queued).stream); err != nil || text == "" {
-				t.Fatalf("queued call after restart: %q %v", text, err)
-			}
-			// Full capacity afterwards: two models run at once.
-			r3 := startAsync(context.Background(), g, "p/m", llm.Interactive)
-			r4 := startAsync(context.Background(), g, "p/n", llm.Interactive)
-			c3, c4 := b.next(t), b.next(t)
-			close(c3.release)
-			close(c4.release)
-			drain(t, recv(t, r3).stream)
-			drain(t, recv(t, r4).stream)
-			waitState(t, g, "idle", idle)
-		})
-	}
 }
 
 func TestShutdownAnswersEveryone(t *testing.T) {

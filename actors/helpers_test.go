@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,7 +114,11 @@ func testProvider(name string, b llm.Backend, models ...string) Provider {
 
 func newTestGateway(t *testing.T, maxRunning, maxAdmitted int, ps ...Provider) *Gateway {
 	t.Helper()
-	g, err := New(Options{MaxRunning: maxRunning, MaxAdmitted: maxAdmitted, Providers: ps, Logger: zerolog.Nop()})
+	log := zerolog.Nop()
+	if os.Getenv("TOLLGATE_TEST_LOG") != "" {
+		log = zerolog.New(zerolog.NewTestWriter(t))
+	}
+	g, err := New(Options{MaxRunning: maxRunning, MaxAdmitted: maxAdmitted, Providers: ps, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,53 +1,134 @@
 package actors
 
 import (
-	"fmt"
-
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/actors/policy"
 )
 
-// laneActor runs the calls of one model: it spawns a request actor per call and is their
-// supervisor. A lane actor that fails is restarted; its request actors are stopped with it,
-// which cancels their backends, so their clients get a clean error and the lanes come back.
+// laneActor runs one model's calls: it makes each started call's stream (its backend
+// context and run timer), spawns its request actor, answers the waiting Start, and when the
+// backend has stopped tells its provider that the call's lanes are free. Its one piece of
+// state is a fact: the calls running on the model. It survives a crash as it is (a crash
+// loses only the message being handled, which the provider's supervision handles), and a
+// provider rebuilding its own state asks for it.
 type laneActor struct {
-	g        *Gateway
-	p, m     int
-	parent   *actor.PID
-	restarts int
-	stopping bool // see providerActor.stopping
+	g       *Gateway
+	p, m    int
+	running map[policy.ID]*call
+	idle    []*actor.PID // request actors waiting for a call, at most maxIdleRequesters
 }
 
-func newLaneProducer(g *Gateway, p, m int, parent *actor.PID) actor.Producer {
-	incarnations := 0
-	return func() actor.Actor {
-		incarnations++
-		return &laneActor{g: g, p: p, m: m, parent: parent, restarts: incarnations - 1}
-	}
+// maxIdleRequesters bounds the request actors a lane keeps for its next calls; past it, a
+// freed request actor is stopped.
+const maxIdleRequesters = 64
+
+func (a *providerActor) spawnLane(ctx actor.Context, m int) {
+	la := &laneActor{g: a.g, p: a.p, m: m, running: map[policy.ID]*call{}}
+	props := actor.PropsFromProducer(func() actor.Actor { return la },
+		actor.WithSupervisor(requestStrategy()), actor.WithDispatcher(a.g.dispatch))
+	a.lanes = append(a.lanes, ctx.Spawn(props))
 }
 
 func (a *laneActor) Receive(ctx actor.Context) {
-	switch msg := ctx.Message().(type) {
-	case *actor.Stopping:
-		a.stopping = true
+	msg := ctx.Message()
+	if !a.g.down[a.p].Load() {
+		a.g.faults.hit(faultLane, a.g.opts.Providers[a.p].Name, a.g.model(a.p, a.m).Name, msg)
+	}
+	switch m := msg.(type) {
 	case *startCall:
-		c := msg.c
-		if a.stopping || !c.taken.CompareAndSwap(false, true) {
-			return // a duplicate re-sent after a restart, or answered at shutdown
+		a.start(ctx, m.c)
+	case *released:
+		a.release(ctx, m.c)
+	case *abort:
+		a.drop(ctx, m.c)
+	case *reportRunning:
+		calls := make([]*call, 0, len(a.running))
+		for _, c := range a.running {
+			calls = append(calls, c)
 		}
-		// The call's stream is made here and answered at once, so the waiting Start does not
-		// also wait for the request actor's first message; the request actor owns the call's
-		// cancellation from its start on.
-		s, cancel := newStream(a.g, c)
-		s.self = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newRequestActor(a.g, c, cancel) },
-			actor.WithDispatcher(a.g.dispatch)))
-		c.reply <- admitResult{stream: s, queueWait: c.started.Sub(c.arrived)}
-	case *panicNow:
-		panic(fmt.Sprintf("injected fault in lane %s/%s", a.g.opts.Providers[a.p].Name, a.g.model(a.p, a.m).Name))
-	case *actor.Started:
-		if a.restarts > 0 {
-			a.g.log.Warn().Str("provider", a.g.opts.Providers[a.p].Name).Str("model", a.g.model(a.p, a.m).Name).
-				Int("restarts", a.restarts).Msg("lane actor restarted")
-			ctx.Send(a.parent, &restarted{p: a.p, m: a.m})
+		ctx.Send(ctx.Parent(), &laneReport{m: a.m, calls: calls})
+	case *cancelAll:
+		for _, c := range a.running {
+			if c.s != nil {
+				c.s.cancel(m.cause)
+			}
+		}
+	case *actor.Terminated:
+		a.requesterStopped(m.Who)
+	}
+}
+
+// requester returns a request actor for a call: an idle one, or a new one.
+func (a *laneActor) requester(ctx actor.Context) *actor.PID {
+	if n := len(a.idle); n > 0 {
+		pid := a.idle[n-1]
+		a.idle = a.idle[:n-1]
+		return pid
+	}
+	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &requestActor{g: a.g} },
+		actor.WithDispatcher(a.g.dispatch)))
+}
+
+// requesterStopped: a request actor stopped (it failed; its strategy stops it). Its
+// stopping cancelled the call it served; it must not be handed another.
+func (a *laneActor) requesterStopped(pid *actor.PID) {
+	for i, p := range a.idle {
+		if p.Equal(pid) {
+			a.idle = append(a.idle[:i], a.idle[i+1:]...)
+			break
 		}
 	}
+	for _, c := range a.running {
+		if c.s != nil && c.s.self != nil && c.s.self.Equal(pid) {
+			c.s.cancel(errStopped) // it may have been handed this call after it failed
+		}
+	}
+}
+
+// start runs a call the provider started. The stream is made and the Start answered here,
+// so the waiting Start does not also wait for the request actor; the request actor owns the
+// call's cancellation from then on.
+func (a *laneActor) start(ctx actor.Context, c *call) {
+	if c.answered.Load() {
+		ctx.Send(ctx.Parent(), &freed{c: c}) // answered while it was on its way: nobody runs it
+		return
+	}
+	a.running[c.id] = c
+	s := newStream(a.g, c, ctx.Self())
+	c.s = s
+	s.self = a.requester(ctx)
+	ctx.Send(s.self, &serve{c: c})
+	if !c.answer(admitResult{stream: s, queueWait: c.queueWait(c.started)}) {
+		a.drop(ctx, c)
+	}
+}
+
+// release frees a call whose backend has stopped. It always tells the provider, even for a
+// call it no longer holds: a release re-sent after a crash must still reach the provider,
+// and the provider ignores a call it has freed already.
+func (a *laneActor) release(ctx actor.Context, c *call) {
+	if _, ok := a.running[c.id]; ok {
+		delete(a.running, c.id)
+		if c.s != nil && c.s.self != nil {
+			ctx.Send(c.s.self, &done{c: c})
+			if len(a.idle) < maxIdleRequesters {
+				a.idle = append(a.idle, c.s.self)
+			} else {
+				ctx.Stop(c.s.self)
+			}
+		}
+	}
+	ctx.Send(ctx.Parent(), &freed{c: c})
+}
+
+// drop abandons a call nobody will run (its Start was answered otherwise): its stream is
+// stopped before it was ever opened, which releases it; a call that has no stream yet is
+// released at once.
+func (a *laneActor) drop(ctx actor.Context, c *call) {
+	if c.s != nil {
+		c.s.abandon()
+		return
+	}
+	a.release(ctx, c)
 }

@@ -94,24 +94,19 @@ func cardOf(pv Provider, mv Model, id string) llm.ModelCard {
 // model returns model m of provider p as currently served.
 func (g *Gateway) model(p, m int) Model { return g.table.Load().models[p][m] }
 
-// addModelsTimeout bounds AddModels' wait for the supervisor, which answers at once unless
-// the actor system is gone.
+// addModelsTimeout bounds AddModels' wait for the provider actor, which answers at once
+// unless it is out of service or the actor system is gone.
 const addModelsTimeout = 10 * time.Second
 
 // AddModels adds models a backend reported to provider while the gateway runs: they get
-// routes, cards, lanes in the gate and a lane actor, and serve at once. A model whose id
-// ("provider/Name") is already served is skipped, as is an alias already taken, so the
-// configuration always wins. Models are never removed: one that disappears from a
+// routes, cards, lanes in the provider's policy and a lane actor, and serve at once. A model
+// whose id ("provider/Name") is already served is skipped, as is an alias already taken, so
+// the configuration always wins. Models are never removed: one that disappears from a
 // backend's list keeps its route and lanes until restart (its calls then fail as the
 // backend says), because removing it would have to answer its queued and running calls.
 // Requests already admitted are not disturbed.
 func (g *Gateway) AddModels(provider string, models []Model) error {
-	p := -1
-	for i, pv := range g.opts.Providers {
-		if pv.Name == provider {
-			p = i
-		}
-	}
+	p := g.providerIndex(provider)
 	if p < 0 {
 		return fmt.Errorf("add models: no provider %q", provider)
 	}
@@ -127,51 +122,58 @@ func (g *Gateway) AddModels(provider string, models []Model) error {
 	if len(models) == 0 {
 		return nil
 	}
-	res, err := g.system.Root.RequestFuture(g.supervisor, &addModels{p: p, models: models}, addModelsTimeout).Result()
-	if err != nil {
-		return fmt.Errorf("add models to %q: the gateway did not answer: %w", provider, err)
+	reply := make(chan error, 1)
+	g.system.Root.Send(g.providers[p], &addModel{models: models, reply: reply})
+	t := time.NewTimer(addModelsTimeout)
+	defer t.Stop()
+	select {
+	case err := <-reply:
+		if err != nil {
+			return fmt.Errorf("add models to %q: %w", provider, err)
+		}
+		return nil
+	case <-g.stopped:
+		return fmt.Errorf("add models to %q: the gateway has stopped", provider)
+	case <-t.C:
+		return fmt.Errorf("add models to %q: the provider did not answer within %s", provider, addModelsTimeout)
 	}
-	if e, ok := res.(*addModelsDone); ok && e.err != nil {
-		return fmt.Errorf("add models to %q: %w", provider, e.err)
-	}
-	return nil
 }
 
-// addModels, from Gateway.AddModels to the supervisor, which answers an *addModelsDone.
-type addModels struct {
-	p      int
+// addModel, from Gateway.AddModels to a provider actor, which answers on reply.
+type addModel struct {
 	models []Model
+	reply  chan error
 }
 
-type addModelsDone struct{ err error }
+// addModel adds models to the provider's policy and to the model table together, so that a
+// model's index is the same in both, spawns their lane actors, and publishes the table. A
+// call for a new model can only come once the table is published, after its lane exists.
+func (a *providerActor) addModel(ctx actor.Context, m *addModel) {
+	m.reply <- a.grow(ctx, m.models)
+}
 
-// addLanes, from the supervisor to a provider actor: provider's models grew to n, spawn
-// the lane actors it lacks.
-type addLanes struct{ n int }
-
-// grow adds models to the gate and the model table together, so a model's index is the same
-// in both, then publishes the table and has the provider actor spawn the new lanes. A
-// call for a new model can only reach the provider actor after addLanes: both are sent by
-// the supervisor, in that order.
-func (s *supervisor) grow(ctx actor.Context, msg *addModels) error {
-	if !s.alive {
+func (a *providerActor) grow(ctx actor.Context, models []Model) error {
+	if a.draining {
 		return errors.New("the gateway is shutting down")
 	}
-	pv := s.g.opts.Providers[msg.p]
-	old := s.g.table.Load()
+	g := a.g
+	g.tableMu.Lock()
+	defer g.tableMu.Unlock()
+	pv := g.opts.Providers[a.p]
+	old := g.table.Load()
 	var fresh []Model
 	seen := map[string]bool{}
-	for _, m := range msg.models {
+	for _, m := range models {
 		id := pv.Name + "/" + m.Name
 		if _, dup := old.routes[id]; dup || seen[id] {
 			continue
 		}
 		seen[id] = true
 		aliases := m.Aliases[:0:0]
-		for _, a := range m.Aliases {
-			if _, taken := old.routes[a]; !taken && !seen[a] {
-				aliases = append(aliases, a)
-				seen[a] = true
+		for _, al := range m.Aliases {
+			if _, taken := old.routes[al]; !taken && !seen[al] {
+				aliases = append(aliases, al)
+				seen[al] = true
 			}
 		}
 		m.Aliases = aliases
@@ -182,30 +184,19 @@ func (s *supervisor) grow(ctx actor.Context, msg *addModels) error {
 	}
 	t := old.clone()
 	for _, m := range fresh {
-		want := len(t.models[msg.p])
-		if got := s.gate.AddModel(msg.p, policy.ModelSpec{Name: m.Name, Lanes: m.Lanes}); got != want {
-			// The gate and the table grow only here, together: a mismatch is a bug, and
+		want := len(t.models[a.p])
+		if got := a.pol.AddModel(policy.ModelSpec{Name: m.Name, Lanes: m.Lanes}); got != want {
+			// The policy and the table grow only here, together: a mismatch is a bug, and
 			// publishing would route calls to the wrong lanes.
-			return fmt.Errorf("internal fault: gate added model %s/%s at %d, table at %d", pv.Name, m.Name, got, want)
+			return fmt.Errorf("internal fault: the policy added model %s/%s at %d, the table at %d", pv.Name, m.Name, got, want)
 		}
-		t.add(msg.p, pv, []Model{m})
+		t.add(a.p, pv, []Model{m})
+		a.spawnLane(ctx, want)
 	}
 	t.sortCards()
 	sortWildcards(t.wildcards)
-	s.g.table.Store(t)
-	ctx.Send(s.providers[msg.p], &addLanes{n: len(t.models[msg.p])})
-	s.g.log.Info().Str("provider", pv.Name).Int("added", len(fresh)).Int("models", len(t.models[msg.p])).
+	g.table.Store(t)
+	g.log.Info().Str("provider", pv.Name).Int("added", len(fresh)).Int("models", len(t.models[a.p])).
 		Msg("models added at runtime")
 	return nil
-}
-
-// spawnLanes spawns lane actors until the provider has one per model in [0, n), and tells
-// the supervisor the lanes it now has.
-func (a *providerActor) spawnLanes(ctx actor.Context, n int) {
-	for m := len(a.lanes); m < n; m++ {
-		props := actor.PropsFromProducer(newLaneProducer(a.g, a.p, m, ctx.Self()),
-			actor.WithSupervisor(requestStrategy()), actor.WithDispatcher(a.g.dispatch))
-		a.lanes = append(a.lanes, ctx.Spawn(props))
-	}
-	ctx.Send(a.parent, &lanesReady{p: a.p, from: ctx.Self(), lanes: append([]*actor.PID(nil), a.lanes...)})
 }

@@ -263,27 +263,6 @@ func TestAddModelsConcurrentReaders(t *testing.T) {
 
 // A lane actor of an added model is supervised like the others: after an injected fault it
 // restarts and serves.
-func TestAddedLaneRestarts(t *testing.T) {
-	b := newHeld()
-	g := newTestGateway(t, 10, 16, testProvider("p", b, "a"))
-	if err := g.AddModels("p", []Model{{Name: "b", Lanes: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Inject(Fault{Provider: "p", Model: "b"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Inject(Fault{Provider: "p"}); err != nil { // the provider too: it respawns both lanes
-		t.Fatal(err)
-	}
-	res := startAsync(context.Background(), g, "p/b", llm.Interactive)
-	c := b.next(t)
-	close(c.release)
-	if text, err := drain(t, recv(t, res).stream); err != nil || text != "ok b" {
-		t.Fatalf("%q %v", text, err)
-	}
-	waitState(t, g, "idle", idle)
-}
-
 // With the scripted fake backend, the way the demo provider runs: a model added at
 // runtime answers, and shows in Models and State.
 func TestAddModelsWithFakeBackend(t *testing.T) {

@@ -1,69 +1,424 @@
 package actors
 
 import (
-	"fmt"
+	"cmp"
+	"errors"
+	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// providerActor runs one provider's admitted calls. It owns a lane actor per model and hands
-// each started call to its model's lane. Its state is rebuilt on restart: the lanes are
-// respawned and the supervisor re-sends the calls that were lost with the failing message.
+// providerActor owns one provider's admission: its queue with deadlines, its lanes and
+// model lanes and its rate limiter (a policy.Provider), the timer for its next deadline or
+// token, and one lane actor per model. It tells the supervisor what it could start
+// (offers) and starts what it is granted, handing each call to its model's lane.
+//
+// Facts and derived state are kept apart so that a crash loses nothing that matters. The
+// facts are the calls it holds that have not started (waiting: each call carries its
+// arrival time and whether its verdict kept it), its lane actors, and its protocol epoch and
+// generation. Everything else is derived: after a crash, rebuild makes a new
+// policy.Provider from the calls still waiting and from the calls its lane actors report
+// running, starts a new epoch (which voids the grants in flight), and offers afresh.
 type providerActor struct {
-	g        *Gateway
-	p        int
-	parent   *actor.PID
-	lanes    []*actor.PID
-	restarts int
-	// stopping is set once the actor is stopping: protoactor still delivers user messages
-	// while it waits for its children to stop, and a child spawned then would never be told
-	// to stop, so the actor would never finish stopping.
-	stopping bool
+	g    *Gateway
+	p    int
+	name string
+
+	pol *policy.Provider
+
+	// Facts, kept across a rebuild.
+	waiting     map[policy.ID]*call
+	lanes       []*actor.PID
+	epoch, sync uint64
+
+	// A rebuild waits for every lane's report before it offers.
+	rebuilding bool
+	reported   []bool
+
+	timer  *time.Timer
+	wakeAt time.Time // when timer fires; zero when none is armed
+
+	draining bool
+	failed   bool
+
+	self *actor.PID
+	buf  []policy.ID
 }
 
-// newProviderProducer returns the producer of provider p's actor. The producer counts
-// incarnations so a restarted actor knows to report itself.
-func newProviderProducer(g *Gateway, p int, parent *actor.PID) actor.Producer {
-	incarnations := 0
-	return func() actor.Actor {
-		incarnations++
-		return &providerActor{g: g, p: p, parent: parent, restarts: incarnations - 1}
+func newProviderActor(g *Gateway, p int) *providerActor {
+	return &providerActor{g: g, p: p, name: g.opts.Providers[p].Name, waiting: map[policy.ID]*call{}}
+}
+
+// spec is the provider's admission configuration with the models served now.
+func (a *providerActor) spec() policy.ProviderSpec {
+	pv := a.g.opts.Providers[a.p]
+	models := a.g.table.Load().models[a.p]
+	ps := policy.ProviderSpec{Name: pv.Name, Lanes: pv.Lanes, QueueLength: pv.QueueLength,
+		QueueTimeout: pv.QueueTimeout, RPM: pv.RPM, Burst: pv.Burst, Models: make([]policy.ModelSpec, len(models))}
+	for i, m := range models {
+		ps.Models[i] = policy.ModelSpec{Name: m.Name, Lanes: m.Lanes}
 	}
+	return ps
 }
 
 func (a *providerActor) Receive(ctx actor.Context) {
-	switch msg := ctx.Message().(type) {
-	case *actor.Stopping:
-		a.stopping = true
-	case *startCall:
-		if a.stopping {
-			return // the supervisor answered every call not yet taken when it began to stop
-		}
-		if msg.c.route.m >= len(a.lanes) { // a model added since this incarnation started
-			a.spawnLanes(ctx, len(a.g.table.Load().models[a.p]))
-		}
-		ctx.Send(a.lanes[msg.c.route.m], msg)
-	case *addLanes:
-		if !a.stopping {
-			a.spawnLanes(ctx, msg.n)
-		}
-	case *panicNow:
-		if msg.model == "" {
-			panic(fmt.Sprintf("injected fault in provider %s", a.g.opts.Providers[a.p].Name))
-		}
-		for m, mv := range a.g.table.Load().models[a.p] {
-			if mv.Name == msg.model && m < len(a.lanes) {
-				ctx.Send(a.lanes[m], msg)
-			}
-		}
-	case *restarted: // from one of our lanes
-		ctx.Send(a.parent, msg)
+	msg := ctx.Message()
+	if a.failed || a.g.down[a.p].Load() {
+		a.receiveFailed(ctx, msg)
+		return
+	}
+	defer a.recoverRebuild(ctx)
+	a.g.faults.hit(faultProvider, a.name, "", msg)
+	if a.rebuilding {
+		a.receiveRebuilding(ctx, msg)
+		return
+	}
+	switch m := msg.(type) {
+	case *arrive:
+		a.arrive(ctx, m.c)
+	case *grants:
+		a.grants(ctx, m)
+	case *freed:
+		a.freed(ctx, m.c)
+	case *withdraw:
+		a.withdraw(ctx, m.c)
+	case *wake:
+		a.wake(ctx)
+	case *resync:
+		a.resync(ctx, m.sync)
+	case *stateQuery:
+		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *addModel:
+		a.addModel(ctx, m)
+	case *drainAll:
+		a.drain(ctx)
+	case *failNow:
+		a.fail(ctx)
+	case *laneReport:
+		// Only a rebuild asks for reports; a late one from an earlier rebuild says nothing new.
 	case *actor.Started:
-		pv := a.g.opts.Providers[a.p]
-		a.spawnLanes(ctx, len(a.g.table.Load().models[a.p]))
-		if a.restarts > 0 {
-			a.g.log.Warn().Str("provider", pv.Name).Int("restarts", a.restarts).Msg("provider actor restarted")
-			ctx.Send(a.parent, &restarted{p: a.p, m: -1})
+		a.self = ctx.Self()
+		a.pol = policy.NewProvider(a.spec())
+		for m := range a.g.table.Load().models[a.p] {
+			a.spawnLane(ctx, m)
+		}
+	case *actor.Stopping:
+		a.stopTimer()
+	}
+}
+
+func (a *providerActor) arrive(ctx actor.Context, c *call) {
+	now := a.g.now()
+	c.arrived = now
+	a.waiting[c.id] = c
+	if o, k := a.pol.Arrive(c.id, c.route.m, c.prio, now); o == policy.Rejected {
+		delete(a.waiting, c.id)
+		c.answer(admitResult{err: &llm.Error{Kind: k, Provider: a.name, Message: "internal fault: the call could not be queued (" + k.String() + ")"}})
+		return
+	}
+	if a.draining {
+		a.answerWaiting(c.id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
+	}
+	a.offer(ctx, now)
+}
+
+// grants starts what the supervisor granted and applies its verdicts. The supervisor
+// predicts that each grant starts a request; only when one does not (it is given back), a
+// verdict removes a request, or an overloaded verdict was moot, does it need a new offer.
+func (a *providerActor) grants(ctx actor.Context, m *grants) {
+	now := a.g.now()
+	changed := false
+	for _, gr := range m.g {
+		id, ok := a.pol.Grant(gr, now)
+		if !ok {
+			changed = true
+			continue
+		}
+		c := a.waiting[id]
+		delete(a.waiting, id)
+		if c == nil || c.answered.Load() {
+			// Answered while it waited (a supervision strategy answered it after a crash):
+			// nobody runs it, so its lanes are free again.
+			a.pol.Finish(id, now)
+			changed = true
+			continue
+		}
+		c.started = now
+		ctx.Send(a.lanes[c.route.m], &startCall{c: c})
+	}
+	for _, v := range m.v {
+		if kind, gone := a.pol.Verdict(v); gone {
+			c := a.waiting[v.ID]
+			delete(a.waiting, v.ID)
+			if c != nil {
+				c.answer(admitResult{err: a.busy(kind, c, now), queueWait: c.queueWait(now)})
+			}
+			changed = true
+		} else if c := a.waiting[v.ID]; c != nil && v.Epoch == a.epoch {
+			c.confirmed = !v.Overloaded
+		}
+		changed = changed || v.Overloaded
+	}
+	if changed {
+		a.offer(ctx, now)
+	} else {
+		a.arm(now)
+	}
+}
+
+func (a *providerActor) freed(ctx actor.Context, c *call) {
+	now := a.g.now()
+	if a.pol.Finish(c.id, now) {
+		a.offer(ctx, now)
+	}
+}
+
+func (a *providerActor) withdraw(ctx actor.Context, c *call) {
+	now := a.g.now()
+	if a.pol.Cancel(c.id) {
+		delete(a.waiting, c.id)
+		c.answer(admitResult{err: c.ctx.Err(), queueWait: c.queueWait(now)})
+		a.offer(ctx, now)
+	}
+}
+
+// wake is the timer: expire what is due, then offer (a token may have come as well).
+func (a *providerActor) wake(ctx actor.Context) {
+	a.wakeAt = time.Time{}
+	now := a.g.now()
+	a.buf = a.pol.Expire(now, a.buf[:0])
+	for _, id := range a.buf {
+		if c := a.waiting[id]; c != nil {
+			delete(a.waiting, id)
+			c.answer(admitResult{err: a.busy(llm.KindQueueTimeout, c, now), queueWait: c.queueWait(now)})
 		}
 	}
+	a.offer(ctx, now)
+}
+
+// resync answers a rebuilt supervisor: a new epoch (the old supervisor's grants still in
+// flight are void) and a fresh offer for its generation.
+func (a *providerActor) resync(ctx actor.Context, sync uint64) {
+	a.pol.Resync(sync)
+	a.epoch, a.sync = a.pol.Epoch(), sync
+	a.offer(ctx, a.g.now()) // the calls still awaiting a verdict are listed in it again
+}
+
+// offer reports the provider's state to the supervisor and re-arms the timer.
+func (a *providerActor) offer(ctx actor.Context, now time.Time) {
+	ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+	a.arm(now)
+	if a.draining && a.pol.Running() == 0 && a.pol.Queued() == 0 {
+		ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
+	}
+}
+
+// arm sets the timer for the provider's next wake-up, unless one is armed no later.
+func (a *providerActor) arm(now time.Time) {
+	at, ok := a.pol.NextWake(now)
+	if !ok || (!a.wakeAt.IsZero() && !at.Before(a.wakeAt)) {
+		return
+	}
+	a.stopTimer()
+	a.wakeAt = at
+	self, root := a.self, a.g.system.Root
+	// The timer's goroutine only sends one message and exits.
+	a.timer = time.AfterFunc(max(at.Sub(now), 0), func() { root.Send(self, &wake{}) })
+}
+
+func (a *providerActor) stopTimer() {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.wakeAt = time.Time{}
+}
+
+// answerWaiting answers a waiting call with err and forgets it.
+func (a *providerActor) answerWaiting(id policy.ID, err error, now time.Time) {
+	c := a.waiting[id]
+	if c == nil {
+		return
+	}
+	a.pol.Cancel(id)
+	delete(a.waiting, id)
+	c.answer(admitResult{err: err, queueWait: c.queueWait(now)})
+}
+
+// drain answers every waiting call gateway_draining and has the lanes stop what runs; the
+// provider reports idle once nothing of it runs.
+func (a *providerActor) drain(ctx actor.Context) {
+	a.draining = true
+	now := a.g.now()
+	for id := range a.waiting {
+		a.answerWaiting(id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
+	}
+	for _, l := range a.lanes {
+		ctx.Send(l, &cancelAll{cause: errDraining})
+	}
+	a.offer(ctx, now)
+}
+
+// rebuild replaces the derived state after a crash: a new policy.Provider, to be filled
+// from the facts once every lane has reported what runs on it (finishRebuild).
+func (a *providerActor) rebuild(ctx actor.Context) {
+	a.stopTimer()
+	a.pol = policy.NewProvider(a.spec())
+	a.rebuilding = true
+	a.reported = make([]bool, len(a.lanes))
+	for _, l := range a.lanes {
+		ctx.Send(l, &reportRunning{})
+	}
+	if len(a.lanes) == 0 {
+		a.finishRebuild(ctx)
+	}
+}
+
+// receiveRebuilding handles messages while the lanes' reports are awaited. Arrivals and
+// withdrawals change the facts; freed lanes are applied as they come (a lane reports before
+// or after it frees a call, in its own order, so the two never disagree); grants and
+// verdicts are for the old epoch and void.
+func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
+	now := a.g.now()
+	switch m := msg.(type) {
+	case *laneReport:
+		if m.m < len(a.reported) && !a.reported[m.m] {
+			a.reported[m.m] = true
+			for _, c := range m.calls {
+				a.pol.Resume(c.id, m.m, c.prio, c.started)
+			}
+		}
+		if !slices.Contains(a.reported, false) {
+			a.finishRebuild(ctx)
+		}
+	case *arrive:
+		m.c.arrived = now
+		a.waiting[m.c.id] = m.c
+	case *withdraw:
+		if c := a.waiting[m.c.id]; c != nil {
+			delete(a.waiting, m.c.id)
+			c.answer(admitResult{err: c.ctx.Err(), queueWait: c.queueWait(now)})
+		}
+	case *freed:
+		a.pol.Finish(m.c.id, now)
+	case *resync:
+		a.sync = m.sync // answered when the rebuild ends
+	case *stateQuery:
+		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *drainAll:
+		a.draining = true
+	case *failNow:
+		a.fail(ctx)
+	case *addModel:
+		a.addModel(ctx, m)
+	}
+}
+
+// finishRebuild requeues the waiting calls in arrival order, starts a new epoch, and offers.
+func (a *providerActor) finishRebuild(ctx actor.Context) {
+	now := a.g.now()
+	calls := make([]*call, 0, len(a.waiting))
+	for _, c := range a.waiting {
+		calls = append(calls, c)
+	}
+	slices.SortFunc(calls, func(x, y *call) int {
+		return cmp.Or(x.arrived.Compare(y.arrived), cmp.Compare(x.id, y.id))
+	})
+	for _, c := range calls {
+		if c.answered.Load() || !a.pol.Requeue(c.id, c.route.m, c.prio, c.arrived, c.confirmed) {
+			delete(a.waiting, c.id)
+		}
+	}
+	a.epoch++
+	a.pol.Rebuilt(now, a.epoch, a.sync)
+	a.rebuilding = false
+	a.g.log.Warn().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
+		Msg("provider actor rebuilt its state after a crash")
+	if a.draining {
+		a.drain(ctx)
+		return
+	}
+	a.offer(ctx, now)
+}
+
+// errProviderFailed is the cause of every call a provider taken out of service stops.
+var errProviderFailed = errors.New("provider taken out of service")
+
+// fail takes the provider out of service for good: its actors failed past their restart
+// budget, so a fault repeats. Every waiting call is answered provider_unavailable, every
+// running one is stopped; from then on the provider only keeps its lanes' accounting
+// (receiveFailed) and offers nothing, so the rest of the gateway keeps serving.
+func (a *providerActor) fail(ctx actor.Context) {
+	if a.failed {
+		return
+	}
+	a.failed = true
+	a.g.down[a.p].Store(true)
+	a.stopTimer()
+	a.g.log.Error().Str("provider", a.name).Msg("provider taken out of service: its actors failed past their restart budget")
+	now := a.g.now()
+	if a.rebuilding {
+		// The lanes' reports still on their way are applied as they come (receiveFailed).
+		a.rebuilding = false
+		a.epoch++
+		a.pol.Rebuilt(now, a.epoch, a.sync)
+	}
+	for id, c := range a.waiting {
+		a.pol.Cancel(id)
+		delete(a.waiting, id)
+		c.answer(admitResult{err: providerDown(a.name), queueWait: c.queueWait(now)})
+	}
+	a.pol.SetEffectiveLanes(0)
+	for _, l := range a.lanes {
+		ctx.Send(l, &cancelAll{cause: errProviderFailed})
+	}
+	ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+}
+
+// receiveFailed is the provider out of service: no fault hook, no admission; it answers,
+// accounts and reports, so that its calls' lanes and the global cap stay right.
+func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
+	if !a.failed {
+		a.fail(ctx)
+	}
+	now := a.g.now()
+	switch m := msg.(type) {
+	case *arrive:
+		m.c.answer(admitResult{err: providerDown(a.name)})
+	case *grants:
+		for _, gr := range m.g {
+			a.pol.Grant(gr, now) // counted as seen: the offer gives the start back
+		}
+		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+	case *freed:
+		a.pol.Finish(m.c.id, now)
+		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+		if a.draining && a.pol.Running() == 0 {
+			ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
+		}
+	case *resync:
+		a.pol.Resync(m.sync)
+		a.epoch, a.sync = a.pol.Epoch(), m.sync
+		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+	case *stateQuery:
+		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *addModel:
+		m.reply <- errors.New("provider " + a.name + " is out of service")
+	case *drainAll:
+		a.draining = true
+		if a.pol.Running() == 0 {
+			ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
+		}
+	case *laneReport:
+		for _, c := range m.calls {
+			a.pol.Resume(c.id, m.m, c.prio, c.started)
+		}
+	}
+}
+
+func (a *providerActor) state() ProviderState {
+	return providerState(a.g, a.p, a.pol, a.failed)
 }

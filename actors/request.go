@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,82 +17,130 @@ var (
 	errClientGone = errors.New("client disconnected")
 	errRunTimeout = errors.New("run_timeout exceeded")
 	errStopped    = errors.New("request actor stopped")
+	errDraining   = errors.New("the gateway is shutting down")
 )
 
-// finished, from a stream's Close to its request actor: the backend has stopped.
-type finished struct{}
-
 // requestActor owns one running call's cancellation: it turns the client's hang-up, or its own
-// stopping (a lane restart, a shutdown), into cancellation of the backend. The call's context,
-// its run_timeout and its stream are made by the lane actor (newStream), which answers the
-// waiting Start; Start opens the backend in the caller's goroutine, never in Receive.
+// stopping (a fault in it, a shutdown), into cancellation of the backend. The call's stream,
+// context and run timer are made by the lane actor (newStream); Start opens the backend in
+// the caller's goroutine, never in Receive.
+//
+// A request actor serves one call at a time and its lane recycles it for the next one (see
+// laneActor.requester): spawning and stopping an actor per call was a fifth of an admission
+// cycle's CPU. A call's messages carry the call, so a late hang-up of the previous call
+// cannot reach the next.
 type requestActor struct {
 	g         *Gateway
-	c         *call
-	cancel    context.CancelCauseFunc
+	c         *call // nil while idle
 	stopWatch func() bool
 }
 
-func newRequestActor(g *Gateway, c *call, cancel context.CancelCauseFunc) *requestActor {
-	return &requestActor{g: g, c: c, cancel: cancel}
-}
+// serve, from a lane actor to a request actor: own call c from now on.
+type serve struct{ c *call }
+
+// done, from a lane actor to a request actor: call c has ended; go idle.
+type done struct{ c *call }
 
 func (a *requestActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
-	case *actor.Started:
-		root, self := a.g.system.Root, ctx.Self()
+	msg := ctx.Message()
+	if a.c != nil && !a.g.down[a.c.route.p].Load() {
+		a.g.faults.hit(faultRequest, a.c.route.provider, a.c.route.model, msg)
+	}
+	switch m := msg.(type) {
+	case *serve:
+		a.c = m.c
+		root, self, c := a.g.system.Root, ctx.Self(), m.c
 		// The watcher turns the client's hang-up into a message (at once if the client has
 		// already gone); stopWatch unregisters it.
-		a.stopWatch = context.AfterFunc(a.c.ctx, func() { root.Send(self, &clientGone{}) })
+		a.stopWatch = context.AfterFunc(c.ctx, func() { root.Send(self, &clientGone{c: c}) })
 	case *clientGone:
-		a.cancel(errClientGone)
-	case *finished:
-		ctx.Stop(ctx.Self())
-	case *actor.Stopping:
-		if a.stopWatch != nil {
-			a.stopWatch()
+		if m.c == a.c {
+			a.c.s.cancel(errClientGone)
 		}
-		a.cancel(errStopped) // a no-op when the call already ended
+	case *done:
+		if m.c == a.c {
+			a.idle()
+		}
+	case *actor.Stopping:
+		if a.c != nil {
+			a.c.s.cancel(errStopped) // a no-op when the call already ended
+			a.idle()
+		}
 	}
 }
 
-// newStream makes a started call's context (cancellable with a cause; the run_timeout is a
-// timer on it rather than a second context) and its stream.
-func newStream(g *Gateway, c *call) (*stream, context.CancelCauseFunc) {
-	// Without the request context's cancellation but with its values (its trace span, so the
-	// backend's traceparent continues the client's trace): the client's hang-up reaches the
-	// call as a message to the request actor, which cancels it with a cause.
-	bctx, cancel := context.WithCancelCause(context.WithoutCancel(c.ctx))
-	timer := time.AfterFunc(c.route.timeout, func() { cancel(errRunTimeout) })
-	return &stream{g: g, c: c, ctx: bctx, timer: timer}, cancel
+func (a *requestActor) idle() {
+	if a.stopWatch != nil {
+		a.stopWatch()
+	}
+	a.c, a.stopWatch = nil, nil
 }
 
 // stream is the running call as the HTTP layer sees it: the backend's stream, with errors
-// explained by why the call was cancelled, and a Close that gives the lanes back.
+// explained by why the call was cancelled, and the lanes given back the moment the backend
+// has stopped.
+//
+// The lanes are tied to the backend, not to the client's socket (SPEC §2): when the call
+// ends by cancellation (client gone, run_timeout, a stopping request actor, a drain) the
+// backend is closed and the lanes are given back at once by the reaper, even while the
+// HTTP handler is blocked writing to a client that does not read; when the backend ends the
+// stream itself (its last chunk, an error), the handler's Next sees it and closes it then.
 type stream struct {
-	g     *Gateway
-	c     *call
-	ctx   context.Context
-	timer *time.Timer // the run timeout
-	self  *actor.PID
-	inner llm.Stream // nil until open succeeds
-	// hint is inner's optional Buffered capability, looked up once at open: the relay asks
-	// after every chunk.
-	hint   interface{ Buffered() bool }
-	closed bool
+	g         *Gateway
+	c         *call
+	lane      *actor.PID
+	self      *actor.PID // the request actor serving the call
+	ctx       context.Context
+	cancelCtx context.CancelCauseFunc
+	timer     *time.Timer // the run timeout
+
+	// mu guards inner and closed between the HTTP handler (Next, Close) and the reaper. A
+	// reaper waits at most for a Next in progress, which its cancellation ends.
+	mu        sync.Mutex
+	inner     llm.Stream // nil until open succeeds
+	closed    bool
+	hint      interface{ Buffered() bool } // inner's optional capability, looked up once at open
+	opened    bool
+	abandoned bool
+}
+
+// newStream makes a started call's context (cancellable with a cause, derived from the
+// client's so that values such as the trace span reach the adapters, but not its
+// cancellation: that goes through the request actor) and arms its run timer.
+func newStream(g *Gateway, c *call, lane *actor.PID) *stream {
+	bctx, cancel := context.WithCancelCause(context.WithoutCancel(c.ctx))
+	s := &stream{g: g, c: c, lane: lane, ctx: bctx, cancelCtx: cancel}
+	s.timer = time.AfterFunc(c.route.timeout, func() { s.cancel(errRunTimeout) })
+	return s
+}
+
+// cancel stops the call with cause: the backend's context is cancelled and the reaper
+// closes the backend and frees the lanes without waiting for the HTTP handler. Every
+// cancellation goes through here (the request actor, the run timer, a drain), so the reaper
+// costs a goroutine only for calls that are cancelled.
+func (s *stream) cancel(cause error) {
+	if s.ctx.Err() != nil {
+		return // cancelled already, or ended
+	}
+	s.cancelCtx(cause)
+	go s.reap() // exits once the backend is closed, or at once when the call had ended
 }
 
 // open calls the backend. On failure the call is over: its lanes are given back and the
 // error is explained by why the call was cancelled, if it was.
 func (s *stream) open() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return s.explain(context.Cause(s.ctx))
+	}
 	inner, err := s.safeOpen()
 	if err != nil {
-		s.closed = true
-		err = s.explain(err) // before finish: the request actor's stop cancels the context
-		s.finish()
+		err = s.explain(err) // before finish: finishing cancels the context
+		s.finishLocked()
 		return err
 	}
-	s.inner = inner
+	s.inner, s.opened = inner, true
 	s.hint, _ = inner.(interface{ Buffered() bool })
 	return nil
 }
@@ -107,11 +156,20 @@ func (s *stream) safeOpen() (st llm.Stream, err error) {
 	return s.c.route.backend.Open(s.ctx, s.c.req)
 }
 
-// Next returns the backend's next chunk, with a cancelled call's error explained.
+// Next returns the backend's next chunk, with a cancelled call's error explained. The
+// stream's end or error frees the lanes at once: the backend is done.
 func (s *stream) Next() (llm.Chunk, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return llm.Chunk{}, s.explain(context.Cause(s.ctx))
+	}
 	ch, err := s.inner.Next()
 	if err != nil {
-		return ch, s.explain(err)
+		err = s.explain(err)
+		_ = s.inner.Close()
+		s.finishLocked()
+		return ch, err
 	}
 	return ch, nil
 }
@@ -120,26 +178,55 @@ func (s *stream) Next() (llm.Chunk, error) {
 // tell (an optional capability of llm.Stream); false otherwise.
 func (s *stream) Buffered() bool { return s.hint != nil && s.hint.Buffered() }
 
-// Close stops the backend if needed, waits until it has stopped, and only then gives the
-// lanes back. It is safe to call more than once.
+// Close stops the backend if needed, waits until it has stopped, and gives the lanes back if
+// that has not happened yet. It is safe to call more than once.
 func (s *stream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		return nil
 	}
-	s.closed = true
 	var err error
 	if s.inner != nil {
 		err = s.inner.Close()
 	}
-	s.finish()
+	s.finishLocked()
 	return err
 }
 
-func (s *stream) finish() {
+// reap closes a cancelled call's backend and frees its lanes without waiting for the HTTP
+// handler, which may be blocked writing to a client that does not read.
+func (s *stream) reap() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || (!s.opened && !s.abandoned) {
+		return // not opened yet: open sees the cancellation and finishes
+	}
+	if s.inner != nil {
+		_ = s.inner.Close()
+	}
+	s.finishLocked()
+}
+
+// abandon stops a stream that Start will never open (its call was answered otherwise).
+func (s *stream) abandon() {
+	s.mu.Lock()
+	s.abandoned = true
+	s.mu.Unlock()
+	if s.ctx.Err() == nil {
+		s.cancelCtx(errStopped)
+	}
+	s.reap()
+}
+
+// finishLocked gives the lanes back: the backend has stopped. Called with mu held, once.
+func (s *stream) finishLocked() {
+	s.closed = true
 	s.timer.Stop()
-	root := s.g.system.Root
-	root.Send(s.g.supervisor, &release{id: s.c.id})
-	root.Send(s.self, &finished{})
+	if s.ctx.Err() == nil {
+		s.cancelCtx(context.Canceled) // releases the context's resources; the call has ended
+	}
+	s.g.system.Root.Send(s.lane, &released{c: s.c})
 }
 
 // explain maps an error seen after the call's context was cancelled to what the client is
@@ -147,17 +234,19 @@ func (s *stream) finish() {
 func (s *stream) explain(err error) error {
 	cause := context.Cause(s.ctx)
 	switch {
-	case cause == nil: // not cancelled: the backend's own error
+	case cause == nil || cause == context.Canceled: // not cancelled, or ended normally
 		return err
 	case errors.Is(cause, errRunTimeout):
 		return &llm.Error{Kind: llm.KindRunTimeout, Provider: s.c.route.provider,
 			Message: fmt.Sprintf("%s ran past its run_timeout (%s) and was stopped", s.c.route.id, s.c.route.timeout)}
 	case errors.Is(cause, errClientGone):
 		return context.Canceled
-	case s.g.Draining():
+	case errors.Is(cause, errProviderFailed):
+		return providerDown(s.c.route.provider)
+	case errors.Is(cause, errDraining) || s.g.Draining():
 		return &llm.Error{Kind: llm.KindDraining, Provider: s.c.route.provider, Message: "the gateway is shutting down"}
 	default:
 		return &llm.Error{Kind: llm.KindUpstream, Provider: s.c.route.provider,
-			Message: "internal fault: the request's lane was restarted; the backend call was stopped"}
+			Message: "internal fault: the request's actor stopped; the backend call was stopped"}
 	}
 }

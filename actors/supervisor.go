@@ -1,276 +1,205 @@
 package actors
 
 import (
+	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
-	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// supervisor is the root of the gateway's actors. It owns the admission state: every arrival,
-// start, release, cancellation and queue expiry is decided here, one message at a time, by
-// the pure policy.Gate. It never blocks: rejections are answered on the call's reply channel,
-// starts are handed to the calls' lane actors.
+// supervisor is the root of the gateway's actors. It owns only what spans providers: the
+// policy.Dispatcher (max_running, max_admitted, class priority, the providers' round-robin)
+// fed by the providers' offers; it grants starts and gives verdicts, and never blocks.
+//
+// Its one fact is the generation counter sync; the dispatcher is derived from the
+// providers' offers, so after a crash it is rebuilt by asking every provider for a fresh one
+// (see rebuild). It is also the supervisor, in protoactor's sense, of the provider actors
+// (HandleFailure, in supervision.go).
 type supervisor struct {
 	g         *Gateway
-	gate      *policy.Gate
-	calls     map[policy.ID]*call // queued, and started but not yet released
+	disp      *policy.Dispatcher
+	sync      uint64
 	providers []*actor.PID
-	lanes     [][]*actor.PID // per provider, as its actor last reported them (lanesReady)
-	timer     *time.Timer
-	wakeAt    time.Time
-	buf       []policy.ID
+	spawned   chan<- []*actor.PID // New's wait for the provider actors, answered once
 	self      *actor.PID
-	root      *actor.RootContext
-	alive     bool
+
+	scheduled bool // a dispatchNow is in our mailbox
+	resyncing bool // a resyncTick timer runs
+	buf       []policy.Grant
+	vbuf      []policy.Verdict
+	out       []grants // per provider, reused between dispatches
+
+	draining bool
+	idle     []bool // after drain: the providers that reported nothing left running
+
 }
 
-func newSupervisor(g *Gateway) *supervisor {
-	specs := make([]policy.ProviderSpec, len(g.opts.Providers))
-	for i, p := range g.opts.Providers {
-		ms := make([]policy.ModelSpec, len(p.Models))
-		for j, m := range p.Models {
-			ms[j] = policy.ModelSpec{Name: m.Name, Lanes: m.Lanes}
-		}
-		specs[i] = policy.ProviderSpec{Name: p.Name, Lanes: p.Lanes, QueueLength: p.QueueLength,
-			QueueTimeout: p.QueueTimeout, RPM: p.RPM, Models: ms}
-	}
-	return &supervisor{
-		g:     g,
-		gate:  policy.New(policy.Limits{MaxRunning: g.opts.MaxRunning, MaxAdmitted: g.opts.MaxAdmitted}, specs),
-		calls: make(map[policy.ID]*call),
-		root:  g.system.Root,
-	}
+func newSupervisor(g *Gateway, spawned chan<- []*actor.PID) *supervisor {
+	n := len(g.opts.Providers)
+	return &supervisor{g: g, disp: policy.NewDispatcher(g.limits(), n), spawned: spawned,
+		out: make([]grants, n)}
 }
-
-// reincarnate is the supervisor's producer. The admission state is the gateway's single
-// source of truth, so a restarted supervisor resumes with it rather than forgetting admitted
-// calls; its children (provider actors) are respawned by Started.
-func (s *supervisor) reincarnate() actor.Actor { return s }
-
-// providerPIDs returns the provider actors' PIDs by name. It is called once by New after the
-// supervisor has started; the map is read-only afterwards.
-func (s *supervisor) providerPIDs() map[string]*actor.PID {
-	ready := make(chan map[string]*actor.PID, 1)
-	s.root.Send(s.g.supervisor, &pidsQuery{reply: ready})
-	return <-ready
-}
-
-type pidsQuery struct{ reply chan map[string]*actor.PID }
-
-// restarted, from a provider or lane actor that was restarted (m < 0: the provider actor):
-// calls handed to it that it had not taken yet may have been lost with the failing message.
-type restarted struct{ p, m int }
 
 func (s *supervisor) Receive(ctx actor.Context) {
-	switch msg := ctx.Message().(type) {
-	case *call:
-		s.arrive(msg)
-	case *release:
-		s.release(msg.id)
-	case *cancelCall:
-		s.cancel(msg.id)
-	case *wake:
-		s.wakeAt = time.Time{}
-		s.expire()
-	case *stateQuery:
-		msg.reply <- s.state()
-	case *restarted:
-		s.redeliver(ctx, msg.p, msg.m)
-	case *lanesReady:
-		if msg.p < len(s.providers) && msg.from.Equal(s.providers[msg.p]) {
-			s.lanes[msg.p] = msg.lanes
+	msg := ctx.Message()
+	if s.g.Failed() != nil {
+		s.receiveFailed(ctx, msg)
+		return
+	}
+	defer s.recoverRebuild(ctx)
+	s.g.faults.hit(faultSupervisor, "", "", msg)
+	switch m := msg.(type) {
+	case *offer:
+		s.disp.Report(m.p, m.o)
+		s.schedule(ctx)
+	case *dispatchNow:
+		s.scheduled = false
+		s.dispatch(ctx)
+	case *resyncTick:
+		s.resyncing = false
+		if m.sync == s.sync {
+			s.askUnknown(ctx)
 		}
-	case *addModels:
-		ctx.Respond(&addModelsDone{err: s.grow(ctx, msg)})
-	case *pidsQuery:
-		m := make(map[string]*actor.PID, len(s.providers))
-		for i, p := range s.g.opts.Providers {
-			m[p.Name] = s.providers[i]
-		}
-		msg.reply <- m
+	case *drainAll:
+		s.drain(ctx)
+	case *providerIdle:
+		s.providerIdle(m.p)
 	case *actor.Started:
 		s.self = ctx.Self()
-		s.alive = true
 		s.spawnProviders(ctx)
-	case *actor.Stopping:
-		s.alive = false
-		s.stopping()
+	}
+}
+
+// schedule sends dispatchNow to ourselves unless one is on its way, so that offers already
+// in the mailbox are all taken in before the next dispatch: offers made at the same moment
+// are dispatched together, as one global dispatcher would.
+func (s *supervisor) schedule(ctx actor.Context) {
+	if s.scheduled || !s.disp.Due() {
+		return
+	}
+	s.scheduled = true
+	ctx.Send(s.self, &dispatchNow{})
+}
+
+// dispatch grants what can start, gives the verdicts on the arrivals the offers listed,
+// and sends each provider its share in one message.
+func (s *supervisor) dispatch(ctx actor.Context) {
+	s.buf = s.disp.Dispatch(s.buf[:0])
+	s.vbuf = s.disp.Verdicts(s.vbuf[:0])
+	if len(s.buf) == 0 && len(s.vbuf) == 0 {
+		return
+	}
+	for _, gr := range s.buf {
+		o := &s.out[gr.Provider]
+		o.g = append(o.g, gr)
+	}
+	for _, v := range s.vbuf {
+		o := &s.out[v.Provider]
+		o.v = append(o.v, v)
+	}
+	for p := range s.out {
+		if o := &s.out[p]; len(o.g) > 0 || len(o.v) > 0 {
+			// The message owns its slices: the next dispatch starts new ones.
+			ctx.Send(s.providers[p], &grants{g: o.g, v: o.v})
+			*o = grants{}
+		}
 	}
 }
 
 func (s *supervisor) spawnProviders(ctx actor.Context) {
-	s.providers = s.providers[:0]
-	s.lanes = make([][]*actor.PID, len(s.g.opts.Providers))
 	for i := range s.g.opts.Providers {
-		props := actor.PropsFromProducer(newProviderProducer(s.g, i, s.self),
-			actor.WithSupervisor(laneStrategy()), actor.WithDispatcher(s.g.dispatch))
+		pa := newProviderActor(s.g, i)
+		props := actor.PropsFromProducer(func() actor.Actor { return pa }, actor.WithDispatcher(s.g.dispatch))
 		s.providers = append(s.providers, ctx.Spawn(props))
 	}
+	s.spawned <- s.providers
 }
 
-func (s *supervisor) arrive(c *call) {
-	now := s.g.opts.Now()
-	c.arrived = now // the queue wait starts when the gate sees the call
-	if !s.alive {
-		c.reply <- admitResult{err: &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}}
+// rebuild replaces the dispatcher after a crash: the providers' offers it was derived from
+// are asked for again, under a new generation so that offers made for the old dispatcher
+// (which do not count the grants it sent) are ignored. It grants nothing until every
+// provider has answered; providers that have not answered are asked again every
+// resyncInterval, since a provider that crashed while handling the request lost it.
+func (s *supervisor) rebuild(ctx actor.Context) {
+	s.sync++
+	s.disp = policy.NewDispatcher(s.g.limits(), len(s.providers))
+	s.disp.Forget(s.sync)
+	s.scheduled = false
+	s.buf, s.vbuf = nil, nil
+	for p := range s.out {
+		s.out[p] = grants{}
+	}
+	s.askUnknown(ctx)
+}
+
+// resyncInterval is how often a rebuilt supervisor asks again the providers that have not
+// reported for its generation.
+const resyncInterval = 100 * time.Millisecond
+
+func (s *supervisor) askUnknown(ctx actor.Context) {
+	if s.disp.Ready() {
 		return
 	}
-	outcome, kind := s.gate.Arrive(c.id, c.route.p, c.route.m, c.prio, now)
-	switch outcome {
-	case policy.Started:
-		s.calls[c.id] = c
-		s.start(c, now)
-	case policy.Queued:
-		s.calls[c.id] = c
-	default:
-		c.reply <- admitResult{err: s.busy(kind, c, now)}
-	}
-	// Arrive may also have started queued calls it could not report (a rate limiter
-	// refilled before our timer fired), whatever it decided for this one; the gate then
-	// wants a wake-up now.
-	if at, ok := s.gate.NextWake(); ok && !at.After(now) {
-		s.dispatch()
-		return
-	}
-	s.schedule(now)
-}
-
-// busy builds a rejection that waiting can fix.
-func (s *supervisor) busy(kind llm.Kind, c *call, now time.Time) *llm.Error {
-	p := s.g.opts.Providers[c.route.p]
-	wait := s.g.opts.RetryAfter
-	if d := s.gate.RetryAfter(c.route.p, now); d > wait {
-		wait = d // a rate-limited provider knows when its next token comes
-	}
-	e := &llm.Error{Kind: kind, Provider: p.Name, RetryAfter: wait}
-	switch kind {
-	case llm.KindOverloaded:
-		e.Provider = ""
-		e.Message = "the gateway is at its limit of admitted requests (max_admitted); try again shortly"
-	case llm.KindQueueFull:
-		e.Message = "provider " + p.Name + " has all lanes busy and its queue is full (queue_length); try again shortly"
-	case llm.KindQueueTimeout:
-		e.Message = "provider " + p.Name + " did not free a lane within queue_timeout (" + p.QueueTimeout.String() + ")"
-	}
-	return e
-}
-
-// start hands a call to its model's lane actor, or to its provider actor while the lanes are
-// not known yet (just spawned, or a model just added); the provider passes it on. A call sent
-// to a lane that a provider restart has just stopped is lost with it and re-sent by redeliver.
-func (s *supervisor) start(c *call, now time.Time) {
-	c.started = now
-	to := s.providers[c.route.p]
-	if lanes := s.lanes[c.route.p]; c.route.m < len(lanes) {
-		to = lanes[c.route.m]
-	}
-	s.root.Send(to, &startCall{c: c})
-}
-
-func (s *supervisor) release(id policy.ID) {
-	if _, ok := s.calls[id]; !ok {
-		return // released twice, or answered at shutdown
-	}
-	delete(s.calls, id)
-	s.gate.Finish(id, s.g.opts.Now())
-	s.dispatch()
-}
-
-func (s *supervisor) cancel(id policy.ID) {
-	c, ok := s.calls[id]
-	if !ok || !s.gate.Cancel(id) {
-		return // running (its request actor sees the hang-up) or already answered
-	}
-	delete(s.calls, id)
-	c.reply <- admitResult{err: c.ctx.Err(), queueWait: s.g.opts.Now().Sub(c.arrived)}
-	s.dispatch()
-}
-
-// dispatch starts whatever the gate lets start now and re-arms the wake timer.
-func (s *supervisor) dispatch() {
-	now := s.g.opts.Now()
-	s.buf = s.gate.Dispatch(now, s.buf[:0])
-	for _, id := range s.buf {
-		if c, ok := s.calls[id]; ok {
-			s.start(c, now)
+	for p, pid := range s.providers {
+		if !s.disp.Known(p) {
+			ctx.Send(pid, &resync{sync: s.sync})
 		}
 	}
-	s.schedule(now)
+	if !s.resyncing {
+		s.resyncing = true
+		self, root, sync := s.self, s.g.system.Root, s.sync
+		// The timer's goroutine only sends one message and exits.
+		time.AfterFunc(resyncInterval, func() { root.Send(self, &resyncTick{sync: sync}) })
+	}
 }
 
-// expire answers the calls whose queue wait ran out, then dispatches (a rate limiter may
-// have refilled).
-func (s *supervisor) expire() {
-	now := s.g.opts.Now()
-	s.buf = s.gate.Expire(now, s.buf[:0])
-	for _, id := range s.buf {
-		c, ok := s.calls[id]
+// drain answers everything waiting and stops everything running, through the providers,
+// and closes the gateway's idle channel once each has reported nothing left.
+func (s *supervisor) drain(ctx actor.Context) {
+	if s.draining {
+		return
+	}
+	s.draining = true
+	s.idle = make([]bool, len(s.providers))
+	for _, pid := range s.providers {
+		ctx.Send(pid, &drainAll{})
+	}
+	s.checkIdle()
+}
+
+func (s *supervisor) providerIdle(p int) {
+	if s.draining && p >= 0 && p < len(s.idle) {
+		s.idle[p] = true
+		s.checkIdle()
+	}
+}
+
+func (s *supervisor) checkIdle() {
+	for _, ok := range s.idle {
 		if !ok {
-			continue
+			return
 		}
-		delete(s.calls, id)
-		c.reply <- admitResult{err: s.busy(llm.KindQueueTimeout, c, now), queueWait: now.Sub(c.arrived)}
 	}
-	s.dispatch()
-}
-
-// schedule arms the one timer for the gate's next wake-up, if it moved earlier.
-func (s *supervisor) schedule(now time.Time) {
-	at, ok := s.gate.NextWake()
-	if !ok || (!s.wakeAt.IsZero() && !at.Before(s.wakeAt)) {
-		return
-	}
-	s.wakeAt = at
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	self, root := s.self, s.root
-	// The timer's goroutine only sends one message and exits.
-	s.timer = time.AfterFunc(at.Sub(now), func() { root.Send(self, &wake{}) })
-}
-
-// redeliver re-sends the started calls of a restarted actor that it had not taken; a call
-// it did take was either finished or is being stopped by its request actor.
-func (s *supervisor) redeliver(ctx actor.Context, p, m int) {
-	for _, c := range s.calls {
-		if c.route.p == p && (m < 0 || c.route.m == m) && !c.started.IsZero() && !c.taken.Load() {
-			ctx.Send(s.providers[p], &startCall{c: c})
-		}
+	select {
+	case <-s.g.idle:
+	default:
+		close(s.g.idle)
 	}
 }
 
-// stopping answers every call that no request actor owns yet; running calls are stopped by
-// their request actors, which the actor system stops after this.
-func (s *supervisor) stopping() {
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	now := s.g.opts.Now()
-	for id, c := range s.calls {
-		if c.taken.CompareAndSwap(false, true) {
-			s.gate.Cancel(id)
-			c.reply <- admitResult{err: &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"},
-				queueWait: now.Sub(c.arrived)}
-		}
-	}
-	clear(s.calls)
-}
+// errGatewayFailed is the cause of every call stopped because the supervisor itself ran out
+// of restarts.
+var errGatewayFailed = errors.New("the gateway's supervisor failed repeatedly")
 
-// state renders the gate's snapshot as the /admin/state document.
-func (s *supervisor) state() AdminState {
-	snap := s.gate.Snapshot()
-	st := AdminState{Running: snap.Running, Queued: snap.Queued, MaxRunning: snap.MaxRunning,
-		MaxAdmitted: snap.MaxAdmitted, Providers: make([]ProviderState, len(snap.Providers))}
-	for i, p := range snap.Providers {
-		ps := ProviderState{Name: p.Name, Kind: s.g.opts.Providers[i].Kind, Lanes: p.Lanes, EffectiveLanes: p.EffectiveLanes,
-			Running: p.Running, Queued: p.Queued, QueueLength: p.QueueLength, Models: make([]ModelState, len(p.Models))}
-		for j, m := range p.Models {
-			ps.Models[j] = ModelState{ID: p.Name + "/" + m.Name, ModelLanes: m.ModelLanes, Running: m.Running, Queued: m.Queued}
-		}
-		st.Providers[i] = ps
+// receiveFailed is the supervisor once the gateway has failed: it grants nothing and only
+// follows the drain.
+func (s *supervisor) receiveFailed(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *drainAll:
+		s.drain(ctx)
+	case *providerIdle:
+		s.providerIdle(m.p)
 	}
-	return st
 }

@@ -19,12 +19,52 @@ func benchSpecs() (Limits, []ProviderSpec) {
 	return Limits{MaxRunning: 10, MaxAdmitted: 16}, specs
 }
 
-// BenchmarkCycle is one request's whole life on an idle gate: Arrive starts it, Finish
-// releases it, Dispatch finds nothing to start.
+// pair is the two halves wired as the actors wire them, without mailboxes: what one
+// admission costs in policy work alone.
+type pair struct {
+	d       *Dispatcher
+	ps      []*Provider
+	grant   []Grant
+	verdict []Verdict
+}
+
+func newPair(l Limits, specs []ProviderSpec) *pair {
+	pr := &pair{d: NewDispatcher(l, len(specs))}
+	for _, ps := range specs {
+		pr.ps = append(pr.ps, NewProvider(ps))
+	}
+	return pr
+}
+
+// offer is provider p's report and the dispatch it triggers; started collects the grants
+// used.
+func (pr *pair) offer(p int, now time.Time, started func(ID)) {
+	pr.d.Report(p, pr.ps[p].Offer(now))
+	pr.grant = pr.d.Dispatch(pr.grant[:0])
+	pr.verdict = pr.d.Verdicts(pr.verdict[:0])
+	again := -1
+	for _, g := range pr.grant {
+		if id, ok := pr.ps[g.Provider].Grant(g, now); ok {
+			started(id)
+		} else {
+			again = g.Provider
+		}
+	}
+	for _, v := range pr.verdict {
+		if _, gone := pr.ps[v.Provider].Verdict(v); gone || v.Overloaded {
+			again = v.Provider
+		}
+	}
+	if again >= 0 {
+		pr.offer(again, now, started)
+	}
+}
+
+// BenchmarkCycle is one request's whole life on an idle gateway: it arrives, is granted and
+// starts, finishes, and the freed lanes are reported.
 func BenchmarkCycle(b *testing.B) {
 	l, specs := benchSpecs()
-	g := New(l, specs)
-	buf := make([]ID, 0, 16)
+	pr := newPair(l, specs)
 	now := t0
 	b.ReportAllocs()
 	for i := range b.N {
@@ -32,17 +72,20 @@ func BenchmarkCycle(b *testing.B) {
 		p := i % len(specs)
 		m := i % len(specs[p].Models)
 		now = now.Add(time.Microsecond)
-		if o, _ := g.Arrive(id, p, m, I, now); o != Started {
-			b.Fatalf("Arrive %d = %v", id, o)
+		pr.ps[p].Arrive(id, m, I, now)
+		started := false
+		pr.offer(p, now, func(s ID) { started = started || s == id })
+		if !started {
+			b.Fatalf("request %d did not start", id)
 		}
-		g.Finish(id, now)
-		buf = g.Dispatch(now, buf[:0])
+		pr.ps[p].Finish(id, now)
+		pr.offer(p, now, func(ID) {})
 	}
 }
 
-// BenchmarkQueuedCycle runs a saturated gate: every lane is busy and every queue holds
+// BenchmarkQueuedCycle runs a saturated gateway: every lane is busy and every queue holds
 // requests of all classes; each iteration one request arrives (and queues), the oldest
-// running one finishes, and Dispatch starts the next.
+// running one finishes, and the grants that follow start the next.
 func BenchmarkQueuedCycle(b *testing.B) {
 	l := Limits{MaxRunning: 64, MaxAdmitted: 256}
 	specs := []ProviderSpec{
@@ -52,40 +95,45 @@ func BenchmarkQueuedCycle(b *testing.B) {
 		prov("lmstudio", 1, 64, 1),
 	}
 	const depth = 64 // requests kept queued
-	g := New(l, specs)
+	pr := newPair(l, specs)
 	now := t0
 	var next ID
 	var running ring // oldest first
-	buf := make([]ID, 0, 64)
+	where := map[ID]int{}
+	push := func(id ID) { running.push(id) }
 	classes := [...]llm.Priority{I, N, B}
+	queued := func() int {
+		n := 0
+		for _, p := range pr.ps {
+			n += p.Queued()
+		}
+		return n
+	}
 	arrive := func(i int) {
 		next++
 		p := i % len(specs)
 		m := (i / len(specs)) % len(specs[p].Models)
-		switch o, k := g.Arrive(next, p, m, classes[i%3], now); o {
-		case Started:
-			running.push(next)
-		case Rejected:
-			b.Fatalf("Arrive %d rejected: %v", next, k)
-		}
+		where[next] = p
+		pr.ps[p].Arrive(next, m, classes[i%3], now)
+		pr.offer(p, now, push)
 	}
-	for i := 0; g.Queued() < depth; i++ {
+	for i := 0; queued() < depth; i++ {
 		arrive(i)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		now = now.Add(time.Microsecond)
-		if g.Queued() < depth {
+		if queued() < depth {
 			arrive(i)
 		}
-		if id := running.pop(); !g.Finish(id, now) {
+		id := running.pop()
+		p := where[id]
+		delete(where, id)
+		if !pr.ps[p].Finish(id, now) {
 			b.Fatalf("Finish %d failed", id)
 		}
-		buf = g.Dispatch(now, buf[:0])
-		for _, id := range buf {
-			running.push(id)
-		}
+		pr.offer(p, now, push)
 	}
 }
 

@@ -68,3 +68,49 @@ func (b *bucket) waitFor(n int, now time.Time) time.Duration {
 	d := base.Add(time.Duration(n-1)*b.interval - b.tolerance).Sub(now)
 	return max(d, 0)
 }
+
+// tokens is how many requests could start back to back at now, at most limit (which must
+// be positive): the bucket's whole burst when it is full, 0 when the next token is still
+// to come. Without a rate limit it is limit.
+func (b *bucket) tokens(now time.Time, limit int) int {
+	if b.interval == 0 || b.tat.IsZero() {
+		if b.interval == 0 {
+			return limit
+		}
+		return min(limit, int(b.tolerance/b.interval)+1)
+	}
+	base := b.tat
+	if base.Before(now) {
+		base = now
+	}
+	// The k-th take from now (k = 0, 1, ...) conforms while base + k*interval - tolerance ≤ now.
+	slack := now.Sub(base) + b.tolerance
+	if slack < 0 {
+		return 0
+	}
+	return min(limit, int(slack/b.interval)+1)
+}
+
+// drain empties the bucket at now: its next token comes one interval later. A provider
+// rebuilt after a crash starts with a drained limiter, because the starts its lost state
+// had counted may have been recent.
+func (b *bucket) drain(now time.Time) {
+	if b.interval == 0 {
+		return
+	}
+	b.tat = now.Add(b.interval + b.tolerance)
+}
+
+// burst is the bucket's capacity.
+func (b *bucket) burst() int { return int(b.tolerance/b.interval) + 1 }
+
+// nextIncrease is when the bucket, holding have tokens at now (tokens(now, ...)), holds one
+// more: the k-th token from now is there once base + k*interval - tolerance ≤ t. A full
+// bucket never holds more; the caller checks have < burst.
+func (b *bucket) nextIncrease(now time.Time, have int) time.Time {
+	base := b.tat
+	if base.Before(now) {
+		base = now
+	}
+	return base.Add(time.Duration(have)*b.interval - b.tolerance)
+}

@@ -1,52 +1,79 @@
 // Package policy is Tollgate's admission policy: lanes, bounded queues, global caps, rate
-// limiters and the dispatch order of SPEC §2, as pure synchronous code.
+// limiters and the dispatch order of SPEC §2, as pure synchronous code in two halves that
+// talk only through the values of protocol.go.
 //
-// A Gate has no goroutines, timers or clock of its own: every method that depends on time
-// takes now, and NextWake says when the owner should call back if nothing else happens. The
-// owner (the supervisor actor) calls it from one goroutine; a Gate is not safe for
-// concurrent use. now must not go backwards between calls.
+//   - A Provider is one provider's side: its bounded FIFO queues with their deadlines, its
+//     lanes and model lanes, its rate limiter, and the choice of which of its requests starts
+//     next. The provider actor owns one.
+//   - The Dispatcher is the gateway's side: max_running, max_admitted, class priority across
+//     providers and the providers' round-robin. The supervisor actor owns it.
 //
-// # Admission (Arrive)
+// Neither half has goroutines, timers or a clock of its own: every method that depends on
+// time takes now, and Provider.NextWake says when its owner should call back if nothing else
+// happens. Each half is used from one goroutine; now must not go backwards between calls.
 //
-// A request may start when its provider has a free lane (running < effective lanes), its
-// model has a free model lane, the gateway runs fewer than MaxRunning requests, the
-// provider's rate limiter has a token, and it does not barge: Arrive enqueues the newcomer
-// at the tail of its FIFO and runs the dispatcher, and the newcomer starts only if the
-// dispatcher picks it. A queued request that could start therefore always goes first when
-// the two compete for the same lane or the same last global slot, while a newcomer for a
-// different, idle provider starts at once if the global cap has room for it: it takes
-// nothing an eligible queued request needs. That holds even for the last global slot while
-// the queued requests wait for their own busy lanes: reserving the slot for them would
-// idle the gateway for as long as those lanes stay busy, which may be minutes.
+// # The grant protocol
 //
-// If the newcomer does not start, the rejections apply in SPEC order, counted without it:
-// running+queued ≥ MaxAdmitted is gateway_overloaded, a provider queue holding QueueLength
-// is provider_queue_full; a rejected request leaves no trace. MaxAdmitted bounds what
-// waits, as the SPEC orders it: a request that can start now starts even when running+queued
-// is at MaxAdmitted (which is then exceeded by at most MaxRunning).
+//	client ──arrive──▶ Provider ──Offer (+ arrival)──▶ Dispatcher
+//	                      ▲                              │
+//	                      └──── Grants, then verdicts ───┘
 //
-// Queued requests that became eligible since the owner's last Dispatch (normally only
-// because a rate limiter refilled before the owner's wake-up fired) are started by Arrive's
-// dispatcher run in their proper order. Arrive cannot report them, so it holds them: the
-// next Dispatch returns them first, NextWake reports a time ≤ now while any are held, and
-// Cancel of a held request undoes its start.
+// A provider reports an Offer whenever what it could start changes: an arrival, a finish, a
+// cancellation, an expiry, a new token, changed lanes, or a grant it could not use. The
+// offer's Avail says, class by class, how many starts the provider would make if granted
+// them, as SPEC §2 orders them within the provider and charging lanes, model lanes and
+// tokens in class order. The dispatcher keeps each provider's last offer, corrects it for
+// the grants it has sent since (counted as running, taken from Avail), and grants starts
+// exactly as a single global dispatcher would: while fewer than MaxRunning run, the highest
+// class some provider can start, by the first such provider after the one that class was
+// granted last. A provider handles a grant by starting the request of that class it would
+// start now; when it cannot (the request was cancelled or expired while the grant was in
+// flight, or a higher class now wants the lane), it starts nothing and its next offer counts
+// the grant as seen, which gives the start back at once.
+//
+// Arrivals need one more answer. A request that does not start at once may wait only if the
+// gateway's running + queued, counted without it, is below MaxAdmitted, and only if its
+// provider's queue holds fewer than queue_length requests (SPEC §2 rules 1 and 2, in that
+// order). The first count is global, so the provider enqueues the newcomer at the tail of
+// its FIFO (no barging: a grant starts the oldest eligible request, which is an older one
+// when one waits for the same lanes), reports it with its offer, and the dispatcher answers,
+// after the grants that offer caused, with a verdict: overloaded or not. The provider then
+// applies the verdict unless the newcomer has started meanwhile: overloaded is
+// gateway_overloaded, a full queue is provider_queue_full, else it waits. A request that can
+// start now therefore starts even when running+queued is at MaxAdmitted (which is then
+// exceeded by at most MaxRunning), and one for an idle provider starts at once if the global
+// cap has room: it takes nothing an eligible queued request needs, since the dispatcher
+// would have granted that request the room first.
+//
+// When every message is handled before the next event, the two halves decide exactly what a
+// single global dispatcher applying SPEC §2 decides; the property test checks that against
+// a slow reference model. While messages are in flight the caps still hold at every instant
+// (the dispatcher counts a grant as running before the provider sees it, the provider
+// counts its own lanes), every request still gets exactly one outcome, and FIFO and class
+// order hold within each provider; only the interleaving of concurrent events decides
+// which of two equally entitled requests goes first.
+//
+// Epochs make the protocol survive a crash on either side. A provider rebuilt from its
+// facts (see rebuild.go) starts a new epoch: grants of the old one are void, and its first
+// offer of the new epoch tells the dispatcher to drop them. A dispatcher rebuilt after a
+// crash forgets every provider (Forget) and grants nothing until each has reported afresh.
 //
 // # Dispatch order
 //
 //  1. only eligible requests (provider lane, model lane, rate limiter, global cap);
 //  2. highest class first (llm.Interactive, then Normal, then Background);
 //  3. within a class, providers take turns: the search starts at the provider after the
-//     one this class served last. The cursor is per class, so background traffic keeps
+//     one this class was granted last. The cursor is per class, so background traffic keeps
 //     its own rotation however busy the interactive class is;
 //  4. within the provider, the model with the fewest running requests among those with an
 //     eligible request of the class; tie: the model whose oldest request of the class has
 //     waited longest; tie again: the lower model index;
 //  5. within a model and class, first come, first served.
 //
-// Queues are kept per provider, model and class as intrusive FIFO lists over a slab of
-// entries, with counts at every level, so one choice costs O(classes × (providers +
-// models)) and never walks a queue. A provider has one queue timeout, so its arrival order
-// is its deadline order: one arrival list per provider serves Expire and NextWake.
+// A provider keeps its queues per model and class as intrusive FIFO lists over a slab of
+// entries, with counts at every level, so one choice costs O(models) and never walks a
+// queue. It has one queue timeout, so its arrival order is its deadline order: one arrival
+// list serves Expire and NextWake.
 //
 // # Rate limiter
 //

@@ -21,7 +21,7 @@ const (
 
 type harness struct {
 	t   *testing.T
-	g   *Gate
+	g   *composed
 	now time.Time
 }
 
@@ -40,7 +40,7 @@ type script struct {
 func (s script) run(t *testing.T) {
 	t.Helper()
 	t.Run(s.name, func(t *testing.T) {
-		h := &harness{t: t, g: New(s.limits, s.providers), now: t0}
+		h := &harness{t: t, g: newComposed(s.limits, s.providers), now: t0}
 		for i, st := range s.steps {
 			if err := st.do(h); err != nil {
 				t.Fatalf("step %d (%s): %v", i, st.name, err)
@@ -93,7 +93,7 @@ func finishFails(id ID) step {
 
 func cancel(id ID, want bool) step {
 	return step{fmt.Sprintf("cancel %d → %v", id, want), func(h *harness) error {
-		if got := h.g.Cancel(id); got != want {
+		if got := h.g.Cancel(id, h.now); got != want {
 			return fmt.Errorf("Cancel(%d) = %v, want %v", id, got, want)
 		}
 		return nil
@@ -107,10 +107,11 @@ func ids(xs []ID) []ID {
 	return xs
 }
 
-// dispatch expects Dispatch to start exactly want, in that order.
+// dispatch expects exactly want, in that order, to have started since the last check
+// (other than arrivals reported as started), counting a wake-up of every provider at now.
 func dispatch(want ...ID) step {
 	return step{fmt.Sprintf("dispatch → %v", want), func(h *harness) error {
-		if got := h.g.Dispatch(h.now, nil); !slices.Equal(ids(got), ids(want)) {
+		if got := h.g.Dispatch(h.now); !slices.Equal(ids(got), ids(want)) {
 			return fmt.Errorf("started %v, want %v", got, want)
 		}
 		return nil
@@ -146,7 +147,7 @@ func advance(d time.Duration) step {
 
 func lanes(p, n int) step {
 	return step{fmt.Sprintf("effective lanes p%d = %d", p, n), func(h *harness) error {
-		h.g.SetEffectiveLanes(p, n)
+		h.g.SetEffectiveLanes(p, n, h.now)
 		return nil
 	}}
 }
@@ -154,7 +155,7 @@ func lanes(p, n int) step {
 // wake expects NextWake to be t0+d, or none when d < 0.
 func wake(d time.Duration) step {
 	return step{fmt.Sprintf("next wake t0+%v", d), func(h *harness) error {
-		at, ok := h.g.NextWake()
+		at, ok := h.g.NextWake(h.now)
 		switch {
 		case d < 0 && ok:
 			return fmt.Errorf("NextWake = t0+%v, want none", at.Sub(t0))

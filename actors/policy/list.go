@@ -2,18 +2,20 @@ package policy
 
 import "time"
 
-// An entry is one admitted request: queued, held (started by Arrive but not yet reported by
-// Dispatch) or running. Entries live in Gate.entries and are linked by index, so queueing
-// and dequeueing never allocate once the slab has grown to the gateway's size.
+// An entry is one admitted request, queued or running. Entries live in Provider.entries and
+// are linked by index, so queueing and dequeueing never allocate once the slab has grown to
+// the provider's size.
 type entry struct {
-	id       ID
-	p, m     int32 // provider index; model index into Gate.models (not within the provider)
-	class    uint8
-	state    entryState
-	seq      uint64 // arrival order across the gate; smaller waited longer
-	arrived  time.Time
-	started  time.Time
-	deadline time.Time
+	id    ID
+	m     int32 // model index
+	class uint8
+	state entryState
+	// confirmed is set on a queued entry once the dispatcher's verdict kept it (see Verdict).
+	confirmed bool
+	seq       uint64 // arrival order within the provider; smaller waited longer
+	arrived   time.Time
+	started   time.Time
+	deadline  time.Time
 	// links[byModel]: the FIFO of (model, class); links[byArrival]: the provider's arrival
 	// (= deadline) order. Only queued entries are linked; a free entry's byModel.next is the
 	// free list.
@@ -25,7 +27,6 @@ type entryState uint8
 const (
 	free entryState = iota
 	queued
-	held
 	running
 )
 
@@ -46,49 +47,49 @@ type list struct {
 func newList() list { return list{head: none, tail: none} }
 
 // push appends e at the tail of l through link kind k.
-func (g *Gate) push(l *list, k int, e int32) {
-	lk := &g.entries[e].links[k]
+func (p *Provider) push(l *list, k int, e int32) {
+	lk := &p.entries[e].links[k]
 	lk.prev, lk.next = l.tail, none
 	if l.tail == none {
 		l.head = e
 	} else {
-		g.entries[l.tail].links[k].next = e
+		p.entries[l.tail].links[k].next = e
 	}
 	l.tail = e
 	l.n++
 }
 
 // unlink removes e, which must be in l, from l.
-func (g *Gate) unlink(l *list, k int, e int32) {
-	lk := &g.entries[e].links[k]
+func (p *Provider) unlink(l *list, k int, e int32) {
+	lk := &p.entries[e].links[k]
 	if lk.prev == none {
 		l.head = lk.next
 	} else {
-		g.entries[lk.prev].links[k].next = lk.next
+		p.entries[lk.prev].links[k].next = lk.next
 	}
 	if lk.next == none {
 		l.tail = lk.prev
 	} else {
-		g.entries[lk.next].links[k].prev = lk.prev
+		p.entries[lk.next].links[k].prev = lk.prev
 	}
 	lk.prev, lk.next = none, none
 	l.n--
 }
 
 // alloc takes an entry from the free list, growing the slab when it is empty.
-func (g *Gate) alloc() int32 {
-	if g.free == none {
-		g.entries = append(g.entries, entry{})
-		return int32(len(g.entries) - 1)
+func (p *Provider) alloc() int32 {
+	if p.free == none {
+		p.entries = append(p.entries, entry{})
+		return int32(len(p.entries) - 1)
 	}
-	e := g.free
-	g.free = g.entries[e].links[byModel].next
+	e := p.free
+	p.free = p.entries[e].links[byModel].next
 	return e
 }
 
 // release returns e to the free list and forgets its id.
-func (g *Gate) release(e int32) {
-	delete(g.index, g.entries[e].id)
-	g.entries[e] = entry{state: free, links: [2]link{{none, g.free}, {none, none}}}
-	g.free = e
+func (p *Provider) release(e int32) {
+	delete(p.index, p.entries[e].id)
+	p.entries[e] = entry{state: free, links: [2]link{{none, p.free}, {none, none}}}
+	p.free = e
 }

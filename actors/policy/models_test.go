@@ -123,5 +123,5 @@ func (d *driver) addModel() {
 	if d.g.Running()+d.g.Queued() > 0 {
 		d.stats["added model while admitted"]++
 	}
-	d.maybeDispatch()
+	d.started(d.ref.dispatch(d.now))
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -10,8 +11,11 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// The property tests drive a Gate and the reference model with the same random operations
-// and compare every answer, and check the invariants that hold whatever the order.
+// The property tests drive the two halves composed through the protocol (composed_test.go)
+// and the reference model with the same random operations. Each operation is handled to
+// quiescence, as the actors handle an event when nothing else arrives meanwhile, and every
+// answer must match the reference: outcomes, the exact order of starts, expiries, counts,
+// lookups, retry hints and wake-ups. interleave_test.go covers messages in flight.
 
 // source yields the random choices: a seeded PRNG, or fuzz bytes.
 type source interface {
@@ -55,7 +59,7 @@ type driver struct {
 	now    time.Time
 	specs  []ProviderSpec
 	limits Limits
-	g      *Gate
+	g      *composed
 	ref    *refGate
 	fates  map[ID]fate
 	nextID ID
@@ -95,16 +99,6 @@ func btoi(b bool) int {
 	return 0
 }
 
-func (d *driver) minDeadline() time.Time {
-	var t time.Time
-	for _, q := range d.ref.reqs {
-		if q.state == refQueued && (t.IsZero() || q.deadline.Before(t)) {
-			t = q.deadline
-		}
-	}
-	return t
-}
-
 // rarelyZero returns a number in [1, n], or 0 one time in ten: a lane count of zero is
 // legal (nothing starts) but should not dominate the runs.
 func rarelyZero(src source, n int) int {
@@ -118,18 +112,35 @@ func newDriver(t testing.TB, src source, stats map[string]int) *driver {
 	l, specs := randomConfig(src)
 	return &driver{
 		t: t, src: src, now: t0, specs: specs, limits: l,
-		g: New(l, specs), ref: newRef(l, specs, t0), fates: map[ID]fate{}, stats: stats,
+		g: newComposed(l, specs), ref: newRef(l, specs, t0), fates: map[ID]fate{}, stats: stats,
 	}
 }
 
 func (d *driver) fatalf(format string, args ...any) {
 	d.t.Helper()
+	if traceOn {
+		for p, pr := range d.g.ps {
+			d.t.Logf("provider %d: %+v offer %+v", p, pr.Snapshot(), pr.Offer(d.now))
+			for e := range pr.entries {
+				if en := pr.entries[e]; en.state != free {
+					d.t.Logf("  entry %+v", en)
+				}
+			}
+		}
+		d.t.Logf("dispatcher: %+v", *d.g.d)
+		for _, q := range d.ref.reqs {
+			d.t.Logf("  ref %+v", *q)
+		}
+	}
 	d.t.Fatalf("step %d (%s): %s\nlimits %+v\nproviders %+v", d.step, d.last, fmt.Sprintf(format, args...), d.limits, d.specs)
 }
 
 // run performs n random operations, then ends every request and checks all are accounted for.
 func (d *driver) run(n int) {
 	for d.step = 0; d.step < n && !d.src.done(); d.step++ {
+		if traceOn {
+			defer func(step int) { _ = step }(d.step)
+		}
 		switch op := d.src.intn(20 + btoi(d.addModels)); {
 		case op < 7:
 			d.arrive()
@@ -144,13 +155,16 @@ func (d *driver) run(n int) {
 		default:
 			d.addModel()
 		}
+		if traceOn {
+			d.t.Logf("step %d: %s", d.step, d.last)
+		}
 		d.checkInvariants()
 	}
 	d.drain()
 }
 
-// known returns a random id the driver has seen (or one never used), for ops that must
-// also cope with ids in the wrong state.
+// pickID returns a random id the driver has seen in state want (or one never used), for
+// ops that must also cope with ids in the wrong state.
 func (d *driver) pickID(want fate) ID {
 	var c []ID
 	for id, f := range d.fates {
@@ -165,13 +179,32 @@ func (d *driver) pickID(want fate) ID {
 	return c[d.src.intn(len(c))]
 }
 
+// started compares the starts an operation caused with the reference's and records them.
+func (d *driver) started(want []ID) {
+	d.t.Helper()
+	got := d.g.takeStarts()
+	if !slices.Equal(ids(got), ids(want)) {
+		d.fatalf("started %v, reference %v", got, want)
+	}
+	for _, id := range got {
+		if d.fates[id] != fateQueued {
+			d.fatalf("started %d, which the caller saw %v", id, d.fates[id])
+		}
+		d.fates[id] = fateRunning
+		d.stats["dispatched"]++
+	}
+	if d.g.gaveBack > 0 {
+		d.fatalf("%d grants given back at quiescence: the dispatcher's view was wrong", d.g.gaveBack)
+	}
+}
+
 func (d *driver) arrive() {
 	d.nextID++
 	id, p := d.nextID, d.src.intn(len(d.specs))
 	m, c := d.src.intn(len(d.specs[p].Models)), d.src.intn(llm.NumPriorities)
 	d.last = fmt.Sprintf("arrive %d p%d m%d c%d", id, p, m, c)
 	o, k := d.g.Arrive(id, p, m, llm.Priority(c), d.now)
-	wo, wk := d.ref.arrive(id, p, m, c, d.now)
+	wo, wk, others := d.ref.arrive(id, p, m, c, d.now)
 	if o != wo || (o == Rejected && k != wk) {
 		d.fatalf("Arrive = %v %v, reference %v %v", o, k, wo, wk)
 	}
@@ -188,7 +221,7 @@ func (d *driver) arrive() {
 	default:
 		d.fates[id] = fateRejected
 	}
-	d.maybeDispatch()
+	d.started(others)
 }
 
 func (d *driver) finish() {
@@ -201,13 +234,13 @@ func (d *driver) finish() {
 	if got {
 		d.fates[id] = fateFinished
 	}
-	d.maybeDispatch()
+	d.started(d.ref.dispatch(d.now))
 }
 
 func (d *driver) cancel() {
 	id := d.pickID(fateQueued)
 	d.last = fmt.Sprintf("cancel %d", id)
-	got, want := d.g.Cancel(id), d.ref.cancel(id)
+	got, want := d.g.Cancel(id, d.now), d.ref.cancel(id)
 	if got != want || got != (d.fates[id] == fateQueued) {
 		d.fatalf("Cancel = %v, reference %v, caller saw %v", got, want, d.fates[id])
 	}
@@ -215,87 +248,78 @@ func (d *driver) cancel() {
 		d.fates[id] = fateCancelled
 		d.stats["cancelled"]++
 	}
-	d.maybeDispatch()
+	d.started(d.ref.dispatch(d.now))
 }
 
-// advance moves the clock; usually the owner's wake-up follows (Expire, then Dispatch),
-// sometimes not yet, so that arrivals meet refilled rate limiters before a Dispatch.
+// advance moves the clock, handling every wake-up on the way at its own time, as the
+// providers' timers do: expiries first, then what a new token or a freed queue place lets
+// start. Both sides must want the same wake-ups.
 func (d *driver) advance() {
 	step := []time.Duration{0, time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, 15 * time.Second}
-	d.now = d.now.Add(step[d.src.intn(len(step))])
-	d.last = fmt.Sprintf("advance to t0+%v", d.now.Sub(t0))
-	if d.src.intn(4) == 0 {
-		return
-	}
-	got := d.g.Expire(d.now, d.buf[:0])
-	want := d.ref.expire(d.now)
-	if !slices.Equal(ids(got), ids(want)) {
-		d.fatalf("Expire = %v, reference %v", got, want)
-	}
-	for _, id := range got {
-		if d.fates[id] != fateQueued {
-			d.fatalf("expired %d, which the caller saw %v", id, d.fates[id])
+	to := d.now.Add(step[d.src.intn(len(step))])
+	d.last = fmt.Sprintf("advance to t0+%v", to.Sub(t0))
+	for {
+		at, ok := d.g.NextWake(d.now)
+		rt, rok := d.ref.wake(d.now)
+		full := d.ref.running(-1, -1) >= d.limits.MaxRunning
+		switch {
+		case !full && (ok != rok || (ok && !at.Equal(rt))):
+			d.fatalf("NextWake = %v %v, reference %v %v", at.Sub(t0), ok, rt.Sub(t0), rok)
+		case full && rok && (!ok || at.After(rt)):
+			d.fatalf("NextWake = %v %v is later than the reference's %v with the global cap full", at.Sub(t0), ok, rt.Sub(t0))
 		}
-		d.fates[id] = fateExpired
-		d.stats["expired"]++
+		if !ok || at.After(to) {
+			break
+		}
+		d.now = at
+		if !at.Equal(d.minDeadline()) {
+			d.stats["wake for a token"]++
+		}
+		got := d.g.Expire(d.now, d.buf[:0])
+		want := d.ref.expire(d.now)
+		if !slices.Equal(ids(got), ids(want)) {
+			d.fatalf("Expire = %v, reference %v", got, want)
+		}
+		for _, id := range got {
+			if d.fates[id] != fateQueued {
+				d.fatalf("expired %d, which the caller saw %v", id, d.fates[id])
+			}
+			d.fates[id] = fateExpired
+			d.stats["expired"]++
+		}
+		d.started(d.ref.dispatch(d.now))
 	}
-	d.dispatch()
+	d.now = to
+}
+
+func (d *driver) minDeadline() time.Time {
+	var t time.Time
+	for _, q := range d.ref.reqs {
+		if q.state == refQueued && (t.IsZero() || q.deadline.Before(t)) {
+			t = q.deadline
+		}
+	}
+	return t
 }
 
 func (d *driver) setLanes() {
 	p := d.src.intn(len(d.specs))
 	n := d.src.intn(d.specs[p].Lanes+2) - 1
 	d.last = fmt.Sprintf("effective lanes p%d = %d", p, n)
-	d.g.SetEffectiveLanes(p, n)
+	d.g.SetEffectiveLanes(p, n, d.now)
 	d.ref.eff[p] = min(max(n, 0), d.specs[p].Lanes)
-	d.maybeDispatch()
-}
-
-// maybeDispatch is the owner's Dispatch after a change, skipped now and then to exercise
-// a lagging owner.
-func (d *driver) maybeDispatch() {
-	if d.src.intn(5) != 0 {
-		d.dispatch()
-	}
-}
-
-func (d *driver) dispatch() {
-	got := d.g.Dispatch(d.now, d.buf[:0])
-	want := d.ref.dispatch(d.now)
-	if !slices.Equal(ids(got), ids(want)) {
-		d.fatalf("Dispatch = %v, reference %v", got, want)
-	}
-	for _, id := range got {
-		if d.fates[id] != fateQueued {
-			d.fatalf("dispatched %d, which the caller saw %v", id, d.fates[id])
-		}
-		d.fates[id] = fateRunning
-		d.stats["dispatched"]++
-	}
-	if at, ok := d.g.NextWake(); ok && d.ref.queued(-1, -1) > 0 && at.Before(t0.Add(time.Hour)) {
-		d.stats["wake for a token"] += btoi(!at.Equal(d.minDeadline()))
-	}
-	// Work-conserving: nothing eligible is left waiting.
-	if q := d.ref.pick(d.now); q != nil {
-		d.fatalf("request %d still eligible after Dispatch", q.id)
-	}
-	if e := d.g.pick(d.now); e != none {
-		d.fatalf("the gate would still start %d after Dispatch", d.g.entries[e].id)
-	}
-	wt, wok := d.g.NextWake()
-	rt, rok := d.ref.wake(d.now)
-	if wok != rok || !wt.Equal(rt) {
-		d.fatalf("NextWake = %v %v, reference %v %v", wt.Sub(t0), wok, rt.Sub(t0), rok)
-	}
+	d.started(d.ref.dispatch(d.now))
 }
 
 // checkInvariants compares the counts and checks every cap.
 func (d *driver) checkInvariants() {
 	d.t.Helper()
 	s := d.g.Snapshot()
-	if s.Running != d.ref.running(-1, -1) || s.Queued != d.ref.queued(-1, -1) ||
-		d.g.Running() != s.Running || d.g.Queued() != s.Queued {
+	if s.Running != d.ref.running(-1, -1) || s.Queued != d.ref.queued(-1, -1) {
 		d.fatalf("totals running %d queued %d, reference %d %d", s.Running, s.Queued, d.ref.running(-1, -1), d.ref.queued(-1, -1))
+	}
+	if d.g.d.Running() != s.Running || d.g.d.Queued() != s.Queued {
+		d.fatalf("the dispatcher counts running %d queued %d, the providers %d %d", d.g.d.Running(), d.g.d.Queued(), s.Running, s.Queued)
 	}
 	if s.Running > d.limits.MaxRunning || s.Queued > d.limits.MaxAdmitted {
 		d.fatalf("global cap exceeded: %+v", s)
@@ -325,11 +349,9 @@ func (d *driver) checkInvariants() {
 	if got, want := d.g.RetryAfter(p, d.now), d.ref.retryAfter(p, d.now); got != want {
 		d.fatalf("RetryAfter(%d) = %v, reference %v", p, got, want)
 	}
-	if len(d.ref.held) > 0 {
-		d.stats["held"]++
-		if at, ok := d.g.NextWake(); !ok || at.After(d.now) {
-			d.fatalf("NextWake = %v %v with requests held", at.Sub(t0), ok)
-		}
+	// Work-conserving: nothing eligible is left waiting.
+	if q := d.ref.pick(d.now); q != nil {
+		d.fatalf("request %d still eligible", q.id)
 	}
 }
 
@@ -337,7 +359,6 @@ func (d *driver) checkInvariants() {
 // exactly one ending.
 func (d *driver) drain() {
 	d.last = "drain"
-	d.dispatch()
 	for id, f := range d.fates {
 		switch f {
 		case fateRunning:
@@ -346,19 +367,32 @@ func (d *driver) drain() {
 			}
 			d.fates[id] = fateFinished
 		case fateQueued:
-			if !d.g.Cancel(id) {
+			// Finishing may have started it meanwhile; then it is finished instead.
+			if in, ok := d.g.Lookup(id); ok && in.Running {
+				if !d.g.Finish(id, d.now) {
+					d.fatalf("finishing %d, started during the drain, failed", id)
+				}
+			} else if !d.g.Cancel(id, d.now) {
 				d.fatalf("cancelling queued %d failed", id)
 			}
 			d.fates[id] = fateCancelled
 		}
 	}
-	if d.g.Running() != 0 || d.g.Queued() != 0 {
-		d.fatalf("after drain running %d queued %d", d.g.Running(), d.g.Queued())
+	// Requests started during the drain by earlier finishes.
+	for _, id := range d.g.takeStarts() {
+		if in, ok := d.g.Lookup(id); ok && in.Running {
+			d.g.Finish(id, d.now)
+		}
+	}
+	if d.g.Running() != 0 || d.g.Queued() != 0 || d.g.d.Running() != 0 || d.g.d.Queued() != 0 {
+		d.fatalf("after drain running %d queued %d (dispatcher %d %d)", d.g.Running(), d.g.Queued(), d.g.d.Running(), d.g.d.Queued())
 	}
 	if len(d.fates) != int(d.nextID) {
 		d.fatalf("%d ids arrived, %d have a fate", d.nextID, len(d.fates))
 	}
 }
+
+var traceOn = os.Getenv("TRACE") != ""
 
 func TestProperties(t *testing.T) {
 	seeds, steps := 300, 3000
@@ -372,7 +406,7 @@ func TestProperties(t *testing.T) {
 		d.run(steps)
 	}
 	for _, c := range []string{"started", "queued", "rejected gateway_overloaded",
-		"rejected provider_queue_full", "held", "expired", "cancelled", "dispatched", "wake for a token"} {
+		"rejected provider_queue_full", "expired", "cancelled", "dispatched", "wake for a token"} {
 		if stats[c] == 0 {
 			t.Errorf("no step exercised %q: %v", c, stats)
 		}

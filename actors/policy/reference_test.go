@@ -7,9 +7,10 @@ import (
 )
 
 // refGate is a slow, obviously-correct model of the SPEC §2 rules for the property tests:
-// a flat list of requests, every count recomputed by scanning it, every dispatch choice the
-// minimum of an explicit sort key over all eligible requests, and the rate limiter kept as
-// a credit of nanoseconds rather than as a theoretical arrival time.
+// one global dispatcher over a flat list of requests, every count recomputed by scanning
+// it, every dispatch choice the minimum of an explicit sort key over all eligible requests,
+// and the rate limiter kept as a credit of nanoseconds rather than as a theoretical arrival
+// time. It dispatches after every event, as the actors do.
 type refGate struct {
 	limits Limits
 	specs  []ProviderSpec
@@ -19,15 +20,12 @@ type refGate struct {
 	seq    int
 	credit []time.Duration // per provider: refill time banked, capped at burst intervals
 	refill []time.Time     // per provider: when credit was last brought up to date
-	held   []ID
-	heldAt time.Time
 }
 
 type refState int
 
 const (
 	refQueued refState = iota
-	refHeld
 	refRunning
 )
 
@@ -168,8 +166,9 @@ func (r *refGate) start(q *refReq, now time.Time) {
 }
 
 // arrive enqueues, runs the dispatcher, and rejects (undoing the enqueue) if the newcomer
-// did not start, exactly as the package comment states the rules.
-func (r *refGate) arrive(id ID, p, m, c int, now time.Time) (Outcome, llm.Kind) {
+// did not start, exactly as the package comment states the rules. others are the requests
+// that started other than the newcomer, in order.
+func (r *refGate) arrive(id ID, p, m, c int, now time.Time) (o Outcome, k llm.Kind, others []ID) {
 	r.seq++
 	ps := r.specs[p]
 	q := &refReq{id: id, p: p, m: m, c: c, seq: r.seq, arrived: now, deadline: now.Add(ps.QueueTimeout)}
@@ -181,33 +180,24 @@ func (r *refGate) arrive(id ID, p, m, c int, now time.Time) (Outcome, llm.Kind) 
 			started = true
 			continue
 		}
-		x.state = refHeld
-		if len(r.held) == 0 {
-			r.heldAt = now
-		}
-		r.held = append(r.held, x.id)
+		others = append(others, x.id)
 	}
 	if started {
-		return Started, 0
+		return Started, 0, others
 	}
 	switch {
 	case r.running(-1, -1)+r.queued(-1, -1)-1 >= r.limits.MaxAdmitted:
 		r.remove(id)
-		return Rejected, llm.KindOverloaded
+		return Rejected, llm.KindOverloaded, others
 	case r.queued(p, -1)-1 >= ps.QueueLength:
 		r.remove(id)
-		return Rejected, llm.KindQueueFull
+		return Rejected, llm.KindQueueFull, others
 	}
-	return Queued, 0
+	return Queued, 0, others
 }
 
 func (r *refGate) dispatch(now time.Time) []ID {
-	out := append([]ID(nil), r.held...)
-	for _, id := range r.held {
-		_, q := r.find(id)
-		q.state = refRunning
-	}
-	r.held = nil
+	var out []ID
 	for x := r.pick(now); x != nil; x = r.pick(now) {
 		r.start(x, now)
 		out = append(out, x.id)
@@ -229,14 +219,6 @@ func (r *refGate) cancel(id ID) bool {
 	if q == nil || q.state == refRunning {
 		return false
 	}
-	if q.state == refHeld {
-		for i, h := range r.held {
-			if h == id {
-				r.held = append(r.held[:i], r.held[i+1:]...)
-				break
-			}
-		}
-	}
 	r.remove(id)
 	return true
 }
@@ -255,8 +237,8 @@ func (r *refGate) expire(now time.Time) []ID {
 	return out
 }
 
-// wake is NextWake, computed right after a dispatch at now (nothing eligible, nothing
-// held): the earliest deadline, or a token for a provider whose queue only lacks one.
+// wake is NextWake, computed right after a dispatch at now (nothing eligible): the earliest
+// deadline, or a token for a provider whose queue only lacks one.
 func (r *refGate) wake(now time.Time) (time.Time, bool) {
 	var t time.Time
 	ok := false
@@ -296,14 +278,13 @@ func (r *refGate) retryAfter(p int, now time.Time) time.Duration {
 	return max(time.Duration(r.queued(p, -1)+1)*iv-r.credit[p], 0)
 }
 
-// lookup is Lookup: a held request still looks queued to the caller.
-func (r *refGate) lookup(id ID) (Info, bool) {
+func (r *refGate) lookup(id ID) (gateInfo, bool) {
 	_, q := r.find(id)
 	if q == nil {
-		return Info{}, false
+		return gateInfo{}, false
 	}
-	in := Info{Provider: q.p, Model: q.m, Priority: llm.Priority(q.c), Running: q.state == refRunning,
-		Arrived: q.arrived, Deadline: q.deadline}
+	in := gateInfo{Provider: q.p, Info: Info{Model: q.m, Priority: llm.Priority(q.c), Running: q.state == refRunning,
+		Arrived: q.arrived, Deadline: q.deadline}}
 	if in.Running {
 		in.Started = q.started
 	}

@@ -6,16 +6,8 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// State is the gate's part of /admin/state (SPEC §7). The HTTP layer adds kinds and ids.
-type State struct {
-	Running     int
-	Queued      int
-	MaxRunning  int
-	MaxAdmitted int
-	Providers   []ProviderState
-}
-
-// ProviderState is one provider's lanes and queue.
+// ProviderState is one provider's lanes and queue, for /admin/state (SPEC §7). The HTTP
+// layer adds kinds and ids.
 type ProviderState struct {
 	Name           string
 	Lanes          int
@@ -34,54 +26,67 @@ type ModelState struct {
 	Queued     int
 }
 
-// Snapshot copies the counts into a new State. Held requests (see Arrive) count as running.
-func (g *Gate) Snapshot() State {
-	s := State{
-		Running: g.running, Queued: g.queued,
-		MaxRunning: g.limits.MaxRunning, MaxAdmitted: g.limits.MaxAdmitted,
-		Providers: make([]ProviderState, len(g.providers)),
+// Snapshot copies the provider's counts into a new ProviderState.
+func (p *Provider) Snapshot() ProviderState {
+	ps := ProviderState{
+		Name: p.name, Lanes: p.lanes, EffectiveLanes: p.eff,
+		Running: p.running, Queued: p.queued, QueueLength: p.queueLength,
+		Models: make([]ModelState, len(p.models)),
 	}
-	for i := range g.providers {
-		pr := &g.providers[i]
-		ps := ProviderState{
-			Name: pr.name, Lanes: pr.lanes, EffectiveLanes: pr.eff,
-			Running: pr.running, Queued: pr.queued, QueueLength: pr.queueLength,
-			Models: make([]ModelState, pr.n),
-		}
-		for j := range pr.n {
-			md := &g.models[pr.first+j]
-			ps.Models[j] = ModelState{Name: md.name, ModelLanes: md.lanes, Running: md.running, Queued: md.queued}
-		}
-		s.Providers[i] = ps
+	for i := range p.models {
+		md := &p.models[i]
+		ps.Models[i] = ModelState{Name: md.name, ModelLanes: md.lanes, Running: md.running, Queued: md.queued}
 	}
-	return s
+	return ps
 }
 
-// Info describes one request the gate knows.
+// Info describes one request the provider knows.
 type Info struct {
-	Provider, Model int // indexes as given to Arrive
-	Priority        llm.Priority
-	Running         bool      // started (and reported by Dispatch or Arrive)
-	Arrived         time.Time // when Arrive saw it
-	Started         time.Time // zero while it waits
-	Deadline        time.Time // when it expires if it is still queued
+	Model    int // index as given to Arrive
+	Priority llm.Priority
+	Running  bool
+	Arrived  time.Time // when Arrive saw it
+	Started  time.Time // zero while it waits
+	Deadline time.Time // when it expires if it is still queued
 }
 
-// Lookup returns what the gate knows about id; ok is false for an unknown id. A held
-// request (see Arrive) is reported as still queued.
-func (g *Gate) Lookup(id ID) (Info, bool) {
-	e, ok := g.index[id]
+// Lookup returns what the provider knows about id; ok is false for an unknown id.
+func (p *Provider) Lookup(id ID) (Info, bool) {
+	e, ok := p.index[id]
 	if !ok {
 		return Info{}, false
 	}
-	en := &g.entries[e]
+	en := &p.entries[e]
 	in := Info{
-		Provider: int(en.p), Model: int(en.m) - g.providers[en.p].first,
-		Priority: llm.Priority(en.class), Running: en.state == running,
+		Model: int(en.m), Priority: llm.Priority(en.class), Running: en.state == running,
 		Arrived: en.arrived, Deadline: en.deadline,
 	}
 	if in.Running {
 		in.Started = en.started
 	}
 	return in, true
+}
+
+// Blocker is what holds back a provider's queued requests for one model.
+type Blocker uint8
+
+const (
+	// BlockedElsewhere: nothing of the provider's; the gateway's max_running does.
+	BlockedElsewhere    Blocker = iota
+	BlockedByLanes              // every (effective) lane of the provider is busy
+	BlockedByModelLanes         // every model lane of the model is busy
+	BlockedByRateLimit          // the rate limiter has no token now
+)
+
+// Blocker says what holds back requests for model m at now, checked in SPEC §2's order.
+func (p *Provider) Blocker(m int, now time.Time) Blocker {
+	switch {
+	case p.running >= p.eff:
+		return BlockedByLanes
+	case m >= 0 && m < len(p.models) && p.models[m].running >= p.models[m].lanes:
+		return BlockedByModelLanes
+	case p.bucket.tokens(now, 1) == 0:
+		return BlockedByRateLimit
+	}
+	return BlockedElsewhere
 }

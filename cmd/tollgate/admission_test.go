@@ -296,46 +296,6 @@ providers:
 	g.waitIdle(t)
 }
 
-func TestSupervisionOverHTTP(t *testing.T) {
-	for _, target := range []struct{ provider, model string }{{"p", ""}, {"p", "m"}} {
-		t.Run("model="+target.model, func(t *testing.T) {
-			bs, held := heldSet("p")
-			g := startGateway(t, `
-providers:
-  - {name: p, kind: fake, lanes: 2, model_lanes: 1, queue_length: 4, models: [{id: m}, {id: n}]}
-`, bs)
-			ctx := context.Background()
-			running := postAsync(ctx, g.URL, "p/m", "", true)
-			c1 := held.next(t)
-			queued := postAsync(ctx, g.URL, "p/m", "", false)
-			g.waitQueued(t, 1)
-			if err := g.Gateway.Inject(actorsFault(target.provider, target.model)); err != nil {
-				t.Fatal(err)
-			}
-			// The running call ends with a clean in-stream error, not a hang.
-			a := await(t, running)
-			if !strings.Contains(a.body, `"code":"upstream_error"`) {
-				t.Fatalf("running call after the fault: %s", a.body)
-			}
-			<-c1.closed
-			// The queued call runs on the restarted actors.
-			close(held.next(t).release)
-			if a := await(t, queued); a.status != 200 {
-				t.Fatalf("queued call after the fault: %d %s", a.status, a.body)
-			}
-			// Full capacity: both models run at once.
-			r3 := postAsync(ctx, g.URL, "p/m", "", false)
-			r4 := postAsync(ctx, g.URL, "p/n", "", false)
-			c3, c4 := held.next(t), held.next(t)
-			close(c3.release)
-			close(c4.release)
-			await(t, r3)
-			await(t, r4)
-			g.waitIdle(t)
-		})
-	}
-}
-
 func TestLeastBusyModelFirstOverHTTP(t *testing.T) {
 	bs, held := heldSet("a")
 	g := startGateway(t, `

@@ -150,7 +150,7 @@ func toProvider(p *config.Provider, models []actors.Model, b llm.Backend) actors
 		QueueTimeout: p.QueueTimeout.D(), RunTimeout: p.RunTimeout.D(), Models: models, Aliases: p.Aliases,
 	}
 	if p.RateLimit != nil {
-		ap.RPM = p.RateLimit.RPM
+		ap.RPM, ap.Burst = p.RateLimit.RPM, p.RateLimit.Burst
 	}
 	return ap
 }

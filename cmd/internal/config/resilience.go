@@ -178,7 +178,7 @@ func (c *Config) usesResilience() bool {
 	}
 	for i := range c.Providers {
 		p := &c.Providers[i]
-		if p.KeyRateLimit != nil || p.RateLimit != nil && p.RateLimit.Burst != 0 || p.AdaptiveLanes != nil ||
+		if p.KeyRateLimit != nil || p.AdaptiveLanes != nil ||
 			p.LanesProbe != defaultLanesProbe || p.Retries != l.Retries ||
 			p.Breaker != (Breaker{defaultBreakFailures, defaultBreakRatio, Duration(defaultBreakOpenFor)}) ||
 			IsHTTP(p.Kind) && (p.KeyCooldown.D() != defaultKeyCooldown || p.MaxKeyCooldown.D() != defaultMaxKeyCooldown) {

@@ -197,40 +197,36 @@ func TestCancel(t *testing.T) {
 			arrive(1, 0, 0, I, "started"),
 			arrive(2, 0, 0, I, "queued"),
 			finishFails(2),
-			finish(1),
+			finishThen(1, 2),
 			finishFails(1),
-			counts(0, 1),
+			counts(1, 0),
 		},
 	}})
 }
 
 func TestNoBarging(t *testing.T) {
 	runAll(t, []script{{
-		name:      "a request queued behind the global cap starts before a newcomer of its class",
+		name:      "a request queued behind the global cap starts as soon as the cap frees, before a newcomer",
 		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
 		providers: []ProviderSpec{prov("a", 2, 8, 2)},
 		steps: []step{
 			arrive(1, 0, 0, I, "started"),
 			arrive(2, 0, 0, I, "queued"),
-			finish(1),
-			// The owner has not dispatched yet: the newcomer still may not pass 2.
+			finishThen(1, 2),
 			arrive(3, 0, 0, I, "queued"),
-			wake(0), // 2 was started by Arrive and is held for the next Dispatch
-			cancel(2, true),
-			dispatch(3),
+			cancel(2, false), // running
+			finishThen(2, 3),
 		},
 	}, {
-		name:      "held requests are reported by the next Dispatch, first",
+		name:      "the freed slot goes to the queued request, not to a newcomer of a lower class",
 		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
 		providers: []ProviderSpec{prov("a", 2, 8, 2)},
 		steps: []step{
 			arrive(1, 0, 0, I, "started"),
 			arrive(2, 0, 0, I, "queued"),
-			finish(1),
+			finishThen(1, 2),
 			arrive(3, 0, 0, N, "queued"),
-			finishFails(2), // held: the caller does not know it started
 			counts(1, 1),
-			dispatch(2),
 			wake(10 * time.Second),
 			finishThen(2, 3),
 		},
@@ -241,9 +237,9 @@ func TestNoBarging(t *testing.T) {
 		steps: []step{
 			arrive(1, 0, 0, I, "started"),
 			arrive(2, 1, 0, I, "queued"),
-			finish(1),
+			finishThen(1, 2),
 			arrive(3, 0, 0, I, "queued"),
-			dispatch(2),
+			dispatch(),
 		},
 	}, {
 		// The queued request is not eligible (its lane is busy), so it holds nothing back,
@@ -267,18 +263,20 @@ func TestNoBarging(t *testing.T) {
 			arrive(3, 0, 1, I, "started"),
 		},
 	}, {
-		name:      "a higher class passes an eligible lower class",
+		name:      "a higher class passes a lower class that waited longer",
 		limits:    Limits{MaxRunning: 1, MaxAdmitted: 16},
 		providers: []ProviderSpec{prov("a", 2, 8, 2), prov("b", 2, 8, 2)},
 		steps: []step{
 			arrive(1, 0, 0, I, "started"),
 			arrive(2, 1, 0, B, "queued"),
-			finish(1),
-			arrive(3, 0, 0, I, "started"),
-			dispatch(),
+			arrive(3, 0, 0, I, "queued"),
+			finishThen(1, 3),
 			counts(1, 1),
+			finishThen(3, 2),
 		},
 	}, {
+		// The provider's own timer has not fired yet when the newcomer comes: its offer is made
+		// at the newcomer's arrival, with the new token, and the grant starts the older one.
 		name:      "a newcomer waits behind a request that was waiting for a token",
 		limits:    Limits{MaxRunning: 10, MaxAdmitted: 16},
 		providers: []ProviderSpec{rated(prov("a", 4, 8, 4), 60, 1)},
@@ -288,7 +286,6 @@ func TestNoBarging(t *testing.T) {
 			wake(time.Second),
 			advance(time.Second),
 			arrive(3, 0, 0, I, "queued"),
-			wake(time.Second), // 2 is held since then
 			dispatch(2),
 			wake(2 * time.Second),
 		},
@@ -360,7 +357,7 @@ func TestRoundRobin(t *testing.T) {
 			arrive(1, 2, 0, I, "queued"),
 			arrive(2, 1, 0, I, "queued"),
 			arrive(3, 0, 0, I, "queued"),
-			check("raise the cap", func(h *harness) error { h.g.limits.MaxRunning = 3; return nil }),
+			check("raise the cap", func(h *harness) error { h.g.SetMaxRunning(3, h.now); return nil }),
 			dispatch(3, 2, 1),
 		},
 	}, {
@@ -583,12 +580,12 @@ func TestBucket(t *testing.T) {
 
 func TestSnapshotAndLookup(t *testing.T) {
 	specs := []ProviderSpec{prov("a", 2, 4, 1, 2), prov("b", 1, 8, 1)}
-	g := New(Limits{MaxRunning: 10, MaxAdmitted: 16}, specs)
-	g.SetEffectiveLanes(0, 1)
+	g := newComposed(Limits{MaxRunning: 10, MaxAdmitted: 16}, specs)
+	g.SetEffectiveLanes(0, 1, t0)
 	g.Arrive(1, 0, 1, I, t0)
 	g.Arrive(2, 0, 1, N, t0.Add(time.Second))
 	g.Arrive(3, 1, 0, B, t0)
-	want := State{Running: 2, Queued: 1, MaxRunning: 10, MaxAdmitted: 16, Providers: []ProviderState{
+	want := gateState{Running: 2, Queued: 1, MaxRunning: 10, MaxAdmitted: 16, Providers: []ProviderState{
 		{Name: "a", Lanes: 2, EffectiveLanes: 1, Running: 1, Queued: 1, QueueLength: 4, Models: []ModelState{
 			{Name: "a-m0", ModelLanes: 1}, {Name: "a-m1", ModelLanes: 2, Running: 1, Queued: 1}}},
 		{Name: "b", Lanes: 1, EffectiveLanes: 1, Running: 1, QueueLength: 8, Models: []ModelState{
@@ -598,8 +595,8 @@ func TestSnapshotAndLookup(t *testing.T) {
 		t.Errorf("Snapshot =\n%+v\nwant\n%+v", got, want)
 	}
 	in, ok := g.Lookup(2)
-	wantInfo := Info{Provider: 0, Model: 1, Priority: N, Arrived: t0.Add(time.Second),
-		Deadline: t0.Add(11 * time.Second)}
+	wantInfo := gateInfo{Provider: 0, Info: Info{Model: 1, Priority: N, Arrived: t0.Add(time.Second),
+		Deadline: t0.Add(11 * time.Second)}}
 	if !ok || in != wantInfo {
 		t.Errorf("Lookup(2) = %+v, %v; want %+v", in, ok, wantInfo)
 	}
@@ -613,7 +610,9 @@ func TestSnapshotAndLookup(t *testing.T) {
 	for _, id := range []ID{1, 3} {
 		g.Finish(id, t0)
 	}
-	g.Cancel(2)
+	if g.Cancel(2, t0) || !g.Finish(2, t0) { // 1's lane went to 2
+		t.Error("2 did not start when 1 finished")
+	}
 	if s := g.Snapshot(); s.Running != 0 || s.Queued != 0 || s.Providers[0].Models[1].Queued != 0 {
 		t.Errorf("after everyone left: %+v", s)
 	}

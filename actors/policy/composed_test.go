@@ -1,0 +1,467 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// composed runs the two halves as the actors do: a Dispatcher and a Provider per provider,
+// exchanging the protocol's values through FIFO mailboxes (one to the dispatcher, one to
+// each provider), each side acting on a message exactly as its actor does. With deliver it
+// handles every message before returning (quiescence: the actor system with no event
+// arriving meanwhile); the interleaving tests instead deliver one message at a time, in an
+// order they choose, with events in between.
+type composed struct {
+	limits Limits
+	specs  []ProviderSpec
+	d      *Dispatcher
+	ps     []*Provider
+	sync   uint64 // the dispatcher generation, kept across its rebuilds as the actor does
+
+	toSup  []supMsg
+	toProv [][]provMsg
+
+	where map[ID]int // provider of each live request
+
+	// Observations, for the tests: the provider of every grant in the order the dispatcher
+	// sent them, and what each provider did with its grants, in order (see takeStarts); the
+	// kind each request was rejected with by a verdict; grants given back.
+	grantOrder []int
+	handled    [][]handledGrant
+	announced  map[ID]bool // starts Arrive reported as the newcomer's outcome
+	rejected   map[ID]llm.Kind
+	gaveBack   int
+	// scheduled says the dispatcher's reminder to dispatch is already in its mailbox.
+	scheduled bool
+	// onStart and onReject, when set, see every start and every verdict's rejection as it
+	// happens (the interleaving tests keep their own books with them).
+	onStart  func(p int, id ID)
+	onReject func(p int, id ID, kind llm.Kind)
+	trace    func(format string, args ...any)
+	// armed is each provider's timer, as its actor arms it after every message it handles.
+	armed []wakeAt
+}
+
+type wakeAt struct {
+	at time.Time
+	ok bool
+}
+
+// supMsg is a provider's offer; or, with dispatch set, the dispatcher's own reminder to
+// dispatch.
+type supMsg struct {
+	p        int
+	offer    Offer
+	dispatch bool
+}
+
+// provMsg is what the dispatcher sends a provider: grants, then verdicts; or a resync.
+type provMsg struct {
+	grants   []Grant
+	verdicts []Verdict
+	resync   uint64 // > 0: a rebuilt dispatcher's request for a fresh offer
+}
+
+type handledGrant struct {
+	id ID
+	ok bool // started id; false: given back
+}
+
+func newComposed(l Limits, specs []ProviderSpec) *composed {
+	h := &composed{limits: l, specs: specs, d: NewDispatcher(l, len(specs)), where: map[ID]int{},
+		rejected: map[ID]llm.Kind{}, toProv: make([][]provMsg, len(specs)),
+		handled: make([][]handledGrant, len(specs)), announced: map[ID]bool{}, armed: make([]wakeAt, len(specs))}
+	for _, ps := range specs {
+		h.ps = append(h.ps, NewProvider(ps))
+	}
+	return h
+}
+
+// report is a provider's offer to the dispatcher.
+func (h *composed) report(p int, now time.Time) {
+	h.toSup = append(h.toSup, supMsg{p: p, offer: h.ps[p].Offer(now)})
+	h.arm(p, now)
+}
+
+// arm sets provider p's timer for its next wake-up after now.
+func (h *composed) arm(p int, now time.Time) {
+	at, ok := h.ps[p].NextWake(now)
+	h.armed[p] = wakeAt{at, ok}
+}
+
+// pending reports whether any message is in flight.
+func (h *composed) pending() bool {
+	if len(h.toSup) > 0 {
+		return true
+	}
+	for _, q := range h.toProv {
+		if len(q) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// deliver handles every message in flight, the dispatcher's mailbox first at each turn.
+func (h *composed) deliver(now time.Time) {
+	for h.pending() {
+		if len(h.toSup) > 0 {
+			h.deliverSup(now)
+			continue
+		}
+		for p := range h.toProv {
+			if len(h.toProv[p]) > 0 {
+				h.deliverProv(p, now, -1)
+				break
+			}
+		}
+	}
+}
+
+// deliverSup handles the dispatcher's oldest message as the supervisor actor does. An offer
+// is taken in, and a dispatch is scheduled after whatever else is already in the mailbox,
+// so that offers made at the same moment are dispatched together. The dispatch grants what
+// can start, then gives the verdicts on the arrivals the offers list. A dispatcher that is
+// not ready yet (rebuilt, waiting for every provider's fresh offer) schedules nothing
+// until it is.
+func (h *composed) deliverSup(now time.Time) {
+	m := h.toSup[0]
+	h.toSup = h.toSup[1:]
+	if !m.dispatch {
+		h.d.Report(m.p, m.offer)
+		if h.d.Due() && !h.scheduled {
+			h.scheduled = true
+			h.toSup = append(h.toSup, supMsg{dispatch: true})
+		}
+		return
+	}
+	h.scheduled = false
+	out := make([]provMsg, len(h.ps))
+	for _, g := range h.d.Dispatch(nil) {
+		out[g.Provider].grants = append(out[g.Provider].grants, g)
+		h.grantOrder = append(h.grantOrder, g.Provider)
+	}
+	for _, v := range h.d.Verdicts(nil) {
+		if h.trace != nil {
+			h.trace("verdict %+v", v)
+		}
+		out[v.Provider].verdicts = append(out[v.Provider].verdicts, v)
+	}
+	for p, pm := range out {
+		if len(pm.grants) > 0 || len(pm.verdicts) > 0 {
+			h.toProv[p] = append(h.toProv[p], pm)
+		}
+	}
+}
+
+// deliverProv handles provider p's oldest message as the provider actor does. With
+// crashAfter ≥ 0 the provider crashes after handling that many of its grants: the rest of
+// the message is lost and the provider is rebuilt from its facts.
+func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
+	m := h.toProv[p][0]
+	h.toProv[p] = h.toProv[p][1:]
+	pr := h.ps[p]
+	if m.resync > 0 {
+		pr.Resync(m.resync)
+		h.report(p, now)
+		return
+	}
+	changed := false
+	for i, g := range m.grants {
+		if i == crashAfter {
+			for range m.grants[i:] { // lost with the crash
+				h.handled[p] = append(h.handled[p], handledGrant{})
+			}
+			h.rebuildProvider(p, now)
+			return
+		}
+		id, ok := pr.Grant(g, now)
+		h.handled[p] = append(h.handled[p], handledGrant{id, ok})
+		if ok && h.onStart != nil {
+			h.onStart(p, id)
+		}
+		if !ok {
+			h.gaveBack++
+			changed = true
+		}
+	}
+	if crashAfter >= 0 {
+		h.rebuildProvider(p, now)
+		return
+	}
+	for _, v := range m.verdicts {
+		kind, gone := pr.Verdict(v)
+		if gone {
+			h.rejected[v.ID] = kind
+			delete(h.where, v.ID)
+			if h.onReject != nil {
+				h.onReject(p, v.ID, kind)
+			}
+		}
+		// An overloaded verdict took the request out of the dispatcher's count; when it had
+		// started meanwhile, the dispatcher must hear that it still counts.
+		changed = changed || gone || v.Overloaded
+	}
+	if changed {
+		h.report(p, now)
+	}
+	h.arm(p, now)
+}
+
+// unconfirmed lists provider p's queued requests still awaiting a verdict, in arrival order.
+func (h *composed) unconfirmed(p int) []ID {
+	pr := h.ps[p]
+	var ids []ID
+	for e := pr.arrivals.head; e != none; e = pr.entries[e].links[byArrival].next {
+		if !pr.entries[e].confirmed {
+			ids = append(ids, pr.entries[e].id)
+		}
+	}
+	return ids
+}
+
+// rebuildProvider replaces provider p by one rebuilt from the facts its actor keeps (what
+// runs on its lanes; what waits, in arrival order, with the verdicts given), at a new epoch,
+// and has it report with the arrivals whose verdict it never got.
+func (h *composed) rebuildProvider(p int, now time.Time) {
+	old := h.ps[p]
+	nw := NewProvider(h.specs[p])
+	for range len(old.models) - len(nw.models) {
+		nw.AddModel(ModelSpec{}) // models added at runtime: the facts name them too
+	}
+	for i := range old.models {
+		nw.models[i].name, nw.models[i].lanes = old.models[i].name, old.models[i].lanes
+	}
+	nw.SetEffectiveLanes(old.eff)
+	for i := range old.entries {
+		if en := &old.entries[i]; en.state == running {
+			nw.Resume(en.id, int(en.m), llm.Priority(en.class), en.started)
+		}
+	}
+	for e := old.arrivals.head; e != none; e = old.entries[e].links[byArrival].next {
+		en := &old.entries[e]
+		nw.Requeue(en.id, int(en.m), llm.Priority(en.class), en.arrived, en.confirmed)
+	}
+	nw.Rebuilt(now, old.Epoch()+1, old.Sync())
+	h.ps[p] = nw
+	h.report(p, now)
+}
+
+// rebuildDispatcher replaces the dispatcher by a new one that forgets every provider, as the
+// supervisor does after a crash, and asks each provider for a fresh offer. The message it
+// was handling is lost.
+func (h *composed) rebuildDispatcher() {
+	if len(h.toSup) > 0 {
+		h.toSup = h.toSup[1:]
+	}
+	h.sync++
+	h.d = NewDispatcher(h.limits, len(h.ps))
+	h.d.Forget(h.sync)
+	h.scheduled = false
+	for i := 0; i < len(h.toSup); i++ { // its reminder to itself is lost with it
+		if h.toSup[i].dispatch {
+			h.toSup = append(h.toSup[:i], h.toSup[i+1:]...)
+			i--
+		}
+	}
+	for p := range h.ps {
+		h.toProv[p] = append(h.toProv[p], provMsg{resync: h.sync})
+	}
+}
+
+// takeStarts returns the requests started since the last call, in the order the dispatcher
+// granted their starts (which is the order a single global dispatcher would have started
+// them), leaving out the newcomers Arrive already reported. Grants not handled yet stay
+// for a later call.
+func (h *composed) takeStarts() []ID {
+	var out []ID
+	n := 0
+	for _, p := range h.grantOrder {
+		if len(h.handled[p]) == 0 {
+			break
+		}
+		g := h.handled[p][0]
+		h.handled[p] = h.handled[p][1:]
+		n++
+		if g.ok && !h.announced[g.id] {
+			out = append(out, g.id)
+		}
+		delete(h.announced, g.id)
+	}
+	h.grantOrder = h.grantOrder[:copy(h.grantOrder, h.grantOrder[n:])]
+	return out
+}
+
+// The Gate-like operations the table and property tests drive; each delivers every message
+// before it returns.
+
+// Arrive admits id and reports the newcomer's outcome. Other requests that started meanwhile
+// are reported by the next takeStarts.
+func (h *composed) Arrive(id ID, p, m int, prio llm.Priority, now time.Time) (Outcome, llm.Kind) {
+	if p < 0 || p >= len(h.ps) {
+		return Rejected, llm.KindModelNotFound
+	}
+	if _, dup := h.where[id]; dup {
+		return Rejected, llm.KindInvalidRequest
+	}
+	if o, k := h.ps[p].Arrive(id, m, prio, now); o == Rejected {
+		return o, k
+	}
+	h.where[id] = p
+	h.report(p, now)
+	h.deliver(now)
+	if k, ok := h.rejected[id]; ok {
+		delete(h.rejected, id)
+		return Rejected, k
+	}
+	if in, _ := h.ps[p].Lookup(id); in.Running {
+		h.announced[id] = true
+		return Started, 0
+	}
+	return Queued, 0
+}
+
+// Finish releases a running request.
+func (h *composed) Finish(id ID, now time.Time) bool {
+	p, ok := h.where[id]
+	if !ok || !h.ps[p].Finish(id, now) {
+		return false
+	}
+	delete(h.where, id)
+	h.report(p, now)
+	h.deliver(now)
+	return true
+}
+
+// Cancel removes a queued request.
+func (h *composed) Cancel(id ID, now time.Time) bool {
+	p, ok := h.where[id]
+	if !ok || !h.ps[p].Cancel(id) {
+		return false
+	}
+	delete(h.where, id)
+	h.report(p, now)
+	h.deliver(now)
+	return true
+}
+
+// Expire is every provider's wake-up at now, at once: each expires what is due and reports
+// afresh (a token may have come too); the expired requests are returned by provider.
+func (h *composed) Expire(now time.Time, buf []ID) []ID {
+	for p, pr := range h.ps {
+		n := len(buf)
+		buf = pr.Expire(now, buf)
+		for _, id := range buf[n:] {
+			delete(h.where, id)
+		}
+		h.report(p, now)
+	}
+	h.deliver(now)
+	return buf
+}
+
+// Dispatch is every provider's wake-up at now (a token may have come): each reports afresh,
+// and the starts since the last call are returned.
+func (h *composed) Dispatch(now time.Time) []ID {
+	for p := range h.ps {
+		h.report(p, now)
+	}
+	h.deliver(now)
+	return h.takeStarts()
+}
+
+// SetEffectiveLanes changes provider p's usable lanes.
+func (h *composed) SetEffectiveLanes(p, n int, now time.Time) {
+	if p < 0 || p >= len(h.ps) {
+		return
+	}
+	h.ps[p].SetEffectiveLanes(n)
+	h.report(p, now)
+	h.deliver(now)
+}
+
+// SetMaxRunning changes the global cap and lets the dispatcher act on it.
+func (h *composed) SetMaxRunning(n int, now time.Time) {
+	h.limits.MaxRunning = n
+	h.d.SetLimits(h.limits)
+	for p := range h.ps {
+		h.report(p, now)
+	}
+	h.deliver(now)
+}
+
+// AddModel adds a model to provider p; -1 for an unknown provider.
+func (h *composed) AddModel(p int, ms ModelSpec) int {
+	if p < 0 || p >= len(h.ps) {
+		return -1
+	}
+	return h.ps[p].AddModel(ms)
+}
+
+// NextWake is the earliest of the providers' own wake-ups, as their actors' timers fire.
+// A provider does not know the global cap, so while the cap is full it may wake for a token
+// that a single dispatcher would not have woken for: such a wake-up changes no decision.
+func (h *composed) NextWake(now time.Time) (time.Time, bool) {
+	var t time.Time
+	ok := false
+	for _, pr := range h.ps {
+		if at, pok := pr.NextWake(now); pok && (!ok || at.Before(t)) {
+			t, ok = at, true
+		}
+	}
+	return t, ok
+}
+
+// Running and Queued are the providers' own totals.
+func (h *composed) Running() int {
+	n := 0
+	for _, pr := range h.ps {
+		n += pr.Running()
+	}
+	return n
+}
+
+func (h *composed) Queued() int {
+	n := 0
+	for _, pr := range h.ps {
+		n += pr.Queued()
+	}
+	return n
+}
+
+// gateState is the whole gateway's snapshot, as /admin/state shows it.
+type gateState struct {
+	Running, Queued, MaxRunning, MaxAdmitted int
+	Providers                                []ProviderState
+}
+
+func (h *composed) Snapshot() gateState {
+	s := gateState{Running: h.Running(), Queued: h.Queued(), MaxRunning: h.limits.MaxRunning, MaxAdmitted: h.limits.MaxAdmitted}
+	for _, pr := range h.ps {
+		s.Providers = append(s.Providers, pr.Snapshot())
+	}
+	return s
+}
+
+// gateInfo is Info with the provider's index.
+type gateInfo struct {
+	Provider int
+	Info
+}
+
+func (h *composed) Lookup(id ID) (gateInfo, bool) {
+	p, ok := h.where[id]
+	if !ok {
+		return gateInfo{}, false
+	}
+	in, ok := h.ps[p].Lookup(id)
+	return gateInfo{Provider: p, Info: in}, ok
+}
+
+func (h *composed) RetryAfter(p int, now time.Time) time.Duration {
+	if p < 0 || p >= len(h.ps) {
+		return 0
+	}
+	return h.ps[p].RetryAfter(now)
+}

@@ -1,0 +1,246 @@
+package policy
+
+import (
+	"slices"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Dispatcher is the gateway-wide side of admission: the global caps (max_running and
+// max_admitted), class priority across providers and the providers' round-robin. It sees
+// each provider only through its latest Offer plus the grants it has sent since, and hands
+// out starts (Grant) in SPEC §2 order. Provider p is an index the caller chooses, 0 to
+// providers-1. See doc.go.
+type Dispatcher struct {
+	limits     Limits
+	provs      []dprov
+	lastServed [llm.NumPriorities]int // per class: the provider that class was granted last
+	running    int                    // Σ provs.running
+	queued     int                    // Σ provs.queued
+	avail      [llm.NumPriorities]int // Σ provs.avail
+	unknown    int                    // providers that have not reported since Forget
+	sync       uint64                 // generation: Forget starts a new one
+	unanswered int                    // Σ provs.unanswered
+}
+
+// dprov is the dispatcher's view of one provider: its last offer, corrected for the grants
+// sent after it. A grant the provider has not handled yet will start one of its queued
+// requests, so it counts as running, not as queued, and takes one of its class's Avail.
+type dprov struct {
+	known   bool
+	offer   Offer
+	issued  uint64         // grants sent in offer.Epoch
+	pending []llm.Priority // classes of those grants not yet seen, oldest first
+	// answered are the verdicts sent on requests the provider still listed as pending in
+	// its last offer: it has not applied them yet. An overloaded one removes the request, so
+	// it is no longer counted as queued.
+	answered   []Verdict
+	unanswered int // pending requests of the last offer without a verdict yet
+	running    int
+	queued     int
+	avail      [llm.NumPriorities]int
+}
+
+// NewDispatcher starts a dispatcher for providers that are all idle at epoch 0, as new
+// Providers are.
+func NewDispatcher(l Limits, providers int) *Dispatcher {
+	d := &Dispatcher{limits: l, provs: make([]dprov, providers)}
+	for i := range d.provs {
+		d.provs[i].known = true
+	}
+	for c := range d.lastServed {
+		d.lastServed[c] = providers - 1 // so the first turn goes to provider 0
+	}
+	return d
+}
+
+// Forget starts generation sync, which must differ from every earlier one: every provider is
+// unknown until it reports an offer of that generation (Provider.Resync), and offers of
+// other generations are ignored, because they do not count the grants an earlier
+// dispatcher may have sent. A dispatcher rebuilt after a crash starts this way. While any provider is unknown, Dispatch grants nothing: the global
+// cap cannot be checked without every provider's running count.
+func (d *Dispatcher) Forget(sync uint64) {
+	d.sync = sync
+	for i := range d.provs {
+		dp := &d.provs[i]
+		if dp.known {
+			d.unknown++
+		}
+		d.retract(dp)
+		*dp = dprov{pending: dp.pending[:0], answered: dp.answered[:0]}
+	}
+}
+
+// Ready reports whether every provider has reported since the last Forget.
+func (d *Dispatcher) Ready() bool { return d.unknown == 0 }
+
+// Known reports whether provider p has reported since the last Forget.
+func (d *Dispatcher) Known(p int) bool { return p >= 0 && p < len(d.provs) && d.provs[p].known }
+
+// Sync is the dispatcher's generation.
+func (d *Dispatcher) Sync() uint64 { return d.sync }
+
+// AddProvider adds an idle provider at epoch 0 and returns its index.
+func (d *Dispatcher) AddProvider() int {
+	d.provs = append(d.provs, dprov{known: true})
+	return len(d.provs) - 1
+}
+
+// SetLimits changes the global caps. Lowering them stops nothing already running.
+func (d *Dispatcher) SetLimits(l Limits) { d.limits = l }
+
+// Report takes provider p's latest offer. An offer of an older generation is ignored (see
+// Forget). An offer of a new epoch voids the grants sent in the old one (the provider
+// refuses them); otherwise the grants it has seen are dropped from the pending ones.
+func (d *Dispatcher) Report(p int, o Offer) {
+	if p < 0 || p >= len(d.provs) || o.Sync != d.sync {
+		return
+	}
+	dp := &d.provs[p]
+	d.retract(dp)
+	if !dp.known {
+		dp.known = true
+		d.unknown--
+	}
+	switch {
+	case o.Epoch != dp.offer.Epoch || dp.offer.Sync != o.Sync:
+		// A rebuilt provider may have lost verdicts in flight: answer its pending afresh.
+		dp.issued = 0
+		dp.pending = dp.pending[:0]
+		dp.answered = dp.answered[:0]
+	case o.Seen > dp.issued-uint64(len(dp.pending)):
+		done := min(int(o.Seen-(dp.issued-uint64(len(dp.pending)))), len(dp.pending))
+		dp.pending = dp.pending[:copy(dp.pending, dp.pending[done:])]
+	}
+	dp.offer = o
+	// Verdicts the provider has applied are no longer listed; those still listed are in
+	// flight, and an overloaded one will take its request out of the queue.
+	removed := 0
+	dp.answered = slices.DeleteFunc(dp.answered, func(v Verdict) bool {
+		listed := slices.Contains(o.Pending, v.ID)
+		if listed && v.Overloaded {
+			removed++
+		}
+		return !listed
+	})
+	dp.unanswered = len(o.Pending) - len(dp.answered)
+	dp.running = o.Running + len(dp.pending)
+	dp.queued = max(0, o.Queued-len(dp.pending)-removed)
+	dp.avail = o.Avail
+	for _, c := range dp.pending {
+		dp.avail[c] = max(0, dp.avail[c]-1)
+	}
+	d.running += dp.running
+	d.queued += dp.queued
+	d.unanswered += dp.unanswered
+	for c := range d.avail {
+		d.avail[c] += dp.avail[c]
+	}
+}
+
+// Due reports whether Dispatch or Verdicts would send anything: a start some provider could
+// make while the global cap has room, or an arrival without its verdict. The supervisor
+// skips a dispatch that is not due.
+func (d *Dispatcher) Due() bool {
+	if d.unknown > 0 {
+		return false
+	}
+	if d.unanswered > 0 {
+		return true
+	}
+	return d.running < d.limits.MaxRunning && d.avail != [llm.NumPriorities]int{}
+}
+
+// retract takes dp's derived counts out of the totals.
+func (d *Dispatcher) retract(dp *dprov) {
+	d.running -= dp.running
+	d.queued -= dp.queued
+	d.unanswered -= dp.unanswered
+	for c := range d.avail {
+		d.avail[c] -= dp.avail[c]
+	}
+}
+
+// Dispatch appends to buf the grants to send now, in the order they must be handled: while
+// the gateway runs fewer than MaxRunning, the highest class that some provider could start
+// is served, by the first such provider after the one that class was granted last.
+func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
+	if d.unknown > 0 {
+		return buf
+	}
+	np := len(d.provs)
+	for d.running < d.limits.MaxRunning {
+		c := 0
+		for c < llm.NumPriorities && d.avail[c] == 0 {
+			c++
+		}
+		if c == llm.NumPriorities {
+			break
+		}
+		p := d.lastServed[c]
+		for {
+			if p++; p == np {
+				p = 0
+			}
+			if d.provs[p].avail[c] > 0 {
+				break
+			}
+		}
+		dp := &d.provs[p]
+		dp.issued++
+		dp.pending = append(dp.pending, llm.Priority(c))
+		dp.avail[c]--
+		d.avail[c]--
+		dp.running++
+		d.running++
+		if dp.queued > 0 {
+			dp.queued--
+			d.queued--
+		}
+		d.lastServed[c] = p
+		buf = append(buf, Grant{Provider: p, Epoch: dp.offer.Epoch, Class: llm.Priority(c)})
+	}
+	return buf
+}
+
+// Verdicts appends to buf a verdict on every request the providers' offers list as pending
+// and that has no verdict yet, provider by provider in arrival order. Call it after
+// Dispatch: a request may wait only if the gateway's running + queued, counted without it,
+// is below MaxAdmitted (SPEC §2 rule 1); a request that Dispatch has granted a start is
+// moot and its provider ignores the verdict. An overloaded request is taken out of the
+// queued count at once, so that the verdicts after it count without it. A provider must
+// offer again after an overloaded verdict even when it was moot (the request had started
+// meanwhile), since the dispatcher no longer counts that request.
+func (d *Dispatcher) Verdicts(buf []Verdict) []Verdict {
+	if d.unknown > 0 {
+		return buf
+	}
+	for p := range d.provs {
+		dp := &d.provs[p]
+		for _, id := range dp.offer.Pending {
+			if slices.ContainsFunc(dp.answered, func(v Verdict) bool { return v.ID == id }) {
+				continue
+			}
+			v := Verdict{Provider: p, Epoch: dp.offer.Epoch, ID: id, Overloaded: d.running+d.queued-1 >= d.limits.MaxAdmitted}
+			if v.Overloaded && dp.queued > 0 {
+				dp.queued--
+				d.queued--
+			}
+			dp.answered = append(dp.answered, v)
+			buf = append(buf, v)
+		}
+		d.unanswered -= dp.unanswered
+		dp.unanswered = 0
+	}
+	return buf
+}
+
+// Running is the number of requests the dispatcher counts as running: every provider's
+// last reported running plus the grants sent to it since.
+func (d *Dispatcher) Running() int { return d.running }
+
+// Queued is the number of requests the dispatcher counts as waiting.
+func (d *Dispatcher) Queued() int { return d.queued }
+
+// Limits returns the global caps in force.
+func (d *Dispatcher) Limits() Limits { return d.limits }

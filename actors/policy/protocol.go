@@ -1,0 +1,112 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// ID identifies a request. The caller chooses ids; they must be unique among the requests
+// a Provider currently knows (an id may be reused once its request is finished or gone).
+type ID uint64
+
+// Limits are the gateway-wide caps, the Dispatcher's to enforce. Zero MaxRunning lets
+// nothing run; zero MaxAdmitted lets nothing wait.
+type Limits struct {
+	MaxRunning  int // requests running at once, across providers
+	MaxAdmitted int // running + queued beyond which a request that cannot start is refused
+}
+
+// ProviderSpec is one provider's admission configuration. The policy takes numbers as
+// given; defaults (SPEC §2) are the config package's business, so a zero here means zero:
+// no lanes, no queue, or a queue timeout of nothing.
+type ProviderSpec struct {
+	Name         string
+	Lanes        int           // requests running at once on the provider
+	QueueLength  int           // requests waiting at most
+	QueueTimeout time.Duration // how long one may wait
+	Models       []ModelSpec
+	// RPM limits starts per minute with a token bucket; 0 means no rate limit.
+	RPM int
+	// Burst is the bucket's capacity; 0 means max(1, RPM/6). Ignored without RPM.
+	Burst int
+}
+
+// ModelSpec is one model of a provider.
+type ModelSpec struct {
+	Name  string
+	Lanes int // model_lanes: requests for this model running at once
+}
+
+// Outcome is what became of an arrival. The zero value is not an outcome.
+type Outcome uint8
+
+const (
+	Started  Outcome = iota + 1 // runs now: the caller starts it
+	Queued                      // waits; a later grant starts it, or expiry or cancellation ends it
+	Rejected                    // refused with the returned kind; the policy has forgotten it
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Started:
+		return "started"
+	case Queued:
+		return "queued"
+	case Rejected:
+		return "rejected"
+	}
+	return "invalid"
+}
+
+// The protocol between the two halves. A Provider reports an Offer to the Dispatcher
+// whenever what it could start changes; the Dispatcher answers with Grants and with a
+// verdict per arrival; a Provider that can no longer use a grant gives it back by counting
+// it in its next Offer without having started anything for it. See doc.go.
+
+// Offer is a provider's report to the dispatcher. It is a complete snapshot: a later offer
+// supersedes every earlier one, so offers may be coalesced but never reordered.
+type Offer struct {
+	// Epoch is the provider's incarnation of the protocol. A provider that rebuilt its state
+	// (after a crash, or when a rebuilt dispatcher asks) starts a new epoch, which voids
+	// every grant of the old one still in flight.
+	Epoch uint64
+	// Sync is the dispatcher generation the provider last answered (see Dispatcher.Forget):
+	// a dispatcher rebuilt after a crash ignores offers made for its predecessor, whose
+	// grants it does not know of.
+	Sync uint64
+	// Seen counts the grants of this epoch the provider has handled, used or given back.
+	Seen uint64
+	// Running is the provider's requests started and not finished: their lanes are taken.
+	Running int
+	// Queued is the provider's requests waiting, those still awaiting a verdict included.
+	Queued int
+	// Pending lists, in arrival order, the waiting requests that still await the
+	// dispatcher's verdict (normally just the arrival that made the offer). The slice
+	// belongs to the offer: the provider never changes it after making the offer.
+	Pending []ID
+	// Avail[c] is how many requests of class c the provider would start now if it were
+	// granted that many, after starting Avail of every higher class first: lanes, model
+	// lanes and the rate limiter shared between classes are charged in class order, which
+	// is the order in which the dispatcher grants.
+	Avail [llm.NumPriorities]int
+}
+
+// Grant, from the dispatcher to provider Provider: start one request of class Class now.
+// Epoch is the provider epoch of the offer the grant was computed from.
+type Grant struct {
+	Provider int
+	Epoch    uint64
+	Class    llm.Priority
+}
+
+// Verdict, from the dispatcher to provider Provider, on its waiting request ID: whether the
+// gateway was overloaded (SPEC §2 rule 1) when the request arrived, counted without it.
+// Epoch is the provider epoch of the offer that listed the request: a provider rebuilt since
+// gets the verdict again for its new epoch, and ignores this one.
+type Verdict struct {
+	Provider   int
+	Epoch      uint64
+	ID         ID
+	Overloaded bool
+}

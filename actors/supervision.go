@@ -1,0 +1,196 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Supervision, per actor kind (STYLE.md, practice 8; docs/architecture.md has the table).
+//
+// protoactor's Restart directive makes a new actor and stops its children first: a restarted
+// provider would cancel every call running on its lanes, a restarted supervisor every call
+// of the gateway. The supervisor, provider and lane actors therefore restart in place: the
+// failing actor drops its derived state and rebuilds it from its facts (recoverRebuild, in
+// the deferred recovery of its Receive), and its parent's strategy decides, within a
+// restart budget, to resume it (its children keep running) or to take it out of service.
+// Request actors stop: a request cannot be resumed halfway through a stream; stopping
+// cancels its backend, so its client gets a clean error and its lanes come back.
+//
+// A crash loses the message being handled. The parent's strategy sees that message and
+// deals with it: a call it carries is answered (503 provider_unavailable, never retried:
+// the message may be what crashes the actor), a message that only frees or withdraws is sent
+// again (handling one twice is harmless), and anything else is dropped, its effect being
+// re-derived by the rebuild (grants are void in the new epoch, verdicts are given again,
+// timers re-armed, offers asked for anew).
+
+// restartBudget is how many failures an actor may have within a window before it is taken
+// out of service instead of resumed: a fault that repeats must not loop forever.
+type restartBudget struct {
+	max    int
+	within time.Duration
+}
+
+var (
+	supervisorBudget = restartBudget{max: 3, within: time.Minute}
+	providerBudget   = restartBudget{max: 5, within: 10 * time.Second}
+	laneBudget       = restartBudget{max: 5, within: 10 * time.Second}
+)
+
+// spent counts one more failure and reports whether the budget is exceeded.
+func (b restartBudget) spent(rs *actor.RestartStatistics) bool {
+	rs.Fail()
+	return rs.NumberOfFailures(b.within) > b.max
+}
+
+// requestStrategy stops a failed request actor (see above).
+func requestStrategy() actor.SupervisorStrategy {
+	return actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
+}
+
+// lostCall answers a call whose message an actor failed on.
+func lostCall(c *call, where string, now time.Time) bool {
+	return c.answer(admitResult{queueWait: c.queueWait(now), err: &llm.Error{Kind: llm.KindProviderUnavailable,
+		Provider: c.route.provider, RetryAfter: time.Second,
+		Message: "internal fault in provider " + c.route.provider + "'s " + where + " while handling this request; it did not run; try again"}})
+}
+
+// HandleFailure is the supervisor's strategy for its provider actors.
+func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+	rs *actor.RestartStatistics, reason, msg any) {
+	p := -1
+	for i, pid := range s.providers {
+		if pid.Equal(child) {
+			p = i
+		}
+	}
+	root := s.g.system.Root
+	name := "?"
+	if p >= 0 {
+		name = s.g.opts.Providers[p].Name
+	}
+	exhausted := providerBudget.spent(rs)
+	s.g.log.Error().Str("provider", name).Str("reason", fmt.Sprint(reason)).Str("message", fmt.Sprintf("%T", msg)).
+		Int("failures", rs.NumberOfFailures(providerBudget.within)).Bool("budget_spent", exhausted).
+		Msg("provider actor failed; it rebuilt its state and resumes")
+	switch m := msg.(type) {
+	case *arrive:
+		lostCall(m.c, "actor", s.g.now())
+		root.Send(child, &withdraw{c: m.c}) // the rebuild may have queued it again
+	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow:
+		root.Send(child, m)
+	case *addModel:
+		m.reply <- fmt.Errorf("internal fault in provider %s while adding models; try again", name)
+	case *stateQuery:
+		m.reply <- statePart{p: p, provider: ProviderState{Name: name, State: "restarting"}}
+	}
+	if exhausted && p >= 0 {
+		s.g.down[p].Store(true)
+		root.Send(child, &failNow{})
+	}
+	sup.ResumeChildren(child)
+}
+
+// HandleFailure is a provider actor's strategy for its lane actors.
+func (a *providerActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+	rs *actor.RestartStatistics, reason, msg any) {
+	m := -1
+	for i, pid := range a.lanes {
+		if pid.Equal(child) {
+			m = i
+		}
+	}
+	root := a.g.system.Root
+	model := "?"
+	if m >= 0 {
+		model = a.g.model(a.p, m).Name
+	}
+	exhausted := laneBudget.spent(rs)
+	a.g.log.Error().Str("provider", a.name).Str("model", model).Str("reason", fmt.Sprint(reason)).
+		Str("message", fmt.Sprintf("%T", msg)).Int("failures", rs.NumberOfFailures(laneBudget.within)).
+		Bool("budget_spent", exhausted).Msg("lane actor failed; it resumes")
+	switch mm := msg.(type) {
+	case *startCall:
+		now := a.g.now()
+		if lostCall(mm.c, "lane for "+mm.c.route.model, now) {
+			if a.pol.Finish(mm.c.id, now) {
+				root.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+			}
+			root.Send(child, &abort{c: mm.c}) // whatever of it the lane made before it failed
+		}
+	case *released, *reportRunning, *cancelAll, *abort:
+		root.Send(child, mm)
+	}
+	if exhausted {
+		a.g.down[a.p].Store(true)
+		root.Send(a.self, &failNow{})
+	}
+	sup.ResumeChildren(child)
+}
+
+// supervisorGuardian is the strategy for the supervisor itself, which has no parent actor.
+// Past its budget the gateway has failed: every provider leaves service (answering what
+// waits, stopping what runs) and Gateway.Failed reports it, so that the process can exit
+// and be started afresh by whatever runs it.
+type supervisorGuardian struct{ g *Gateway }
+
+func newSupervisorGuardian(g *Gateway) actor.SupervisorStrategy { return &supervisorGuardian{g: g} }
+
+func (sg *supervisorGuardian) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+	rs *actor.RestartStatistics, reason, msg any) {
+	g := sg.g
+	exhausted := supervisorBudget.spent(rs)
+	g.log.Error().Str("reason", fmt.Sprint(reason)).Str("message", fmt.Sprintf("%T", msg)).
+		Int("failures", rs.NumberOfFailures(supervisorBudget.within)).Bool("budget_spent", exhausted).
+		Msg("supervisor actor failed; it rebuilt its state from the providers and resumes")
+	root := g.system.Root
+	switch m := msg.(type) {
+	case *drainAll, *providerIdle:
+		root.Send(child, m)
+	}
+	if exhausted {
+		g.fail(fmt.Errorf("%w (%d times within %s): %v", errGatewayFailed, supervisorBudget.max+1, supervisorBudget.within, reason))
+		for _, pid := range g.providers {
+			root.Send(pid, &failNow{})
+		}
+	}
+	sup.ResumeChildren(child)
+}
+
+// recoverRebuild, deferred at the top of an actor's Receive, turns a panic into a rebuild of
+// the actor's derived state, then lets the panic go on to protoactor, whose supervision
+// consults the strategy above. A rebuild that itself fails takes the actor out of service.
+func (s *supervisor) recoverRebuild(ctx actor.Context) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	func() {
+		defer func() {
+			if recover() != nil {
+				s.g.fail(errGatewayFailed)
+			}
+		}()
+		s.rebuild(ctx)
+	}()
+	panic(r)
+}
+
+func (a *providerActor) recoverRebuild(ctx actor.Context) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	func() {
+		defer func() {
+			if recover() != nil {
+				a.g.down[a.p].Store(true)
+			}
+		}()
+		a.rebuild(ctx)
+	}()
+	panic(r)
+}

@@ -1,0 +1,285 @@
+//go:build tollgate_faults
+
+package actors
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Supervision under injected panics (run with -tags tollgate_faults, as make test does).
+// Each case crashes one actor kind while it handles one kind of message, with a call
+// running and one waiting, and checks the promise of supervision: every client gets an
+// answer or a clean error, no lane is leaked (the gateway ends idle and serves at full
+// capacity again), caps are never exceeded, and the calls that did not carry the fault are
+// not disturbed.
+
+// outcome is one background Start's end: its text, or its error.
+type outcome struct {
+	text string
+	err  error
+}
+
+// runCall starts a call in the background and reads it to its end.
+func runCall(ctx context.Context, g *Gateway, model string) chan outcome {
+	out := make(chan outcome, 1)
+	go func() { // ends when the call has ended
+		sv, err := g.Start(ctx, model, llm.Interactive, &llm.Request{Model: model})
+		if err != nil {
+			out <- outcome{err: err}
+			return
+		}
+		var text string
+		for {
+			ch, err := sv.Stream.Next()
+			if err != nil {
+				sv.Stream.Close()
+				if err == io.EOF {
+					err = nil
+				}
+				out <- outcome{text: text, err: err}
+				return
+			}
+			text += ch.Content
+		}
+	}()
+	return out
+}
+
+func got(t *testing.T, ch chan outcome) outcome {
+	t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(5 * time.Second):
+		t.Fatal("a client got no answer within 5s")
+		return outcome{}
+	}
+}
+
+// clean reports whether err is an answer a client can act on: nil, or a gateway error of a
+// known kind (never a hang, never a raw internal error).
+func clean(err error) bool {
+	var e *llm.Error
+	return err == nil || errors.As(err, &e)
+}
+
+func TestCrashOnce(t *testing.T) {
+	cases := []struct {
+		fault Fault
+		// hit is what makes the actor handle the message the fault is for, after a call
+		// runs and one waits; it returns what it started, if anything.
+		trigger string
+	}{
+		{Fault{Actor: "provider", On: "arrive"}, "arrival"},
+		{Fault{Actor: "provider", On: "grants"}, "release"},
+		{Fault{Actor: "provider", On: "freed"}, "release"},
+		{Fault{Actor: "provider", On: "withdraw"}, "withdraw"},
+		{Fault{Actor: "lane", On: "startCall"}, "release"},
+		{Fault{Actor: "lane", On: "released"}, "release"},
+		{Fault{Actor: "request", On: "clientGone"}, "hangup"},
+		{Fault{Actor: "supervisor", On: "offer"}, "release"},
+		{Fault{Actor: "supervisor", On: "dispatchNow"}, "arrival"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.fault.Actor+"/"+tc.fault.On, func(t *testing.T) {
+			b := newHeld()
+			p := testProvider("p", b, "m", "n")
+			p.Lanes = 2
+			g := newTestGateway(t, 10, 16, p)
+			ctx := context.Background()
+			hangup, hang := context.WithCancel(ctx)
+			defer hang()
+			first := runCall(hangup, g, "p/m")
+			c1 := b.next(t)
+			waiting := runCall(ctx, g, "p/m")
+			waitState(t, g, "one waiting", func(s AdminState) bool { return s.Queued == 1 })
+			if err := g.InjectFault(tc.fault); err != nil {
+				t.Fatal(err)
+			}
+			var extra chan outcome
+			switch tc.trigger {
+			case "arrival":
+				extra = runCall(ctx, g, "p/n") // a free model: it would start at once
+			case "withdraw":
+				wctx, wcancel := context.WithCancel(ctx)
+				extra = runCall(wctx, g, "p/m")
+				waitState(t, g, "two waiting", func(s AdminState) bool { return s.Queued == 2 })
+				wcancel()
+			case "release":
+				close(c1.release)
+			case "hangup":
+				hang()
+			}
+			waitFired(t, g, 1)
+			// From here on every call the backend sees is released at once.
+			stop := autoRelease(b)
+			if tc.trigger != "release" {
+				close(c1.release)
+			}
+			// Every call ends with an answer or a clean error; the first and the waiting one
+			// are served unless they carried the fault.
+			o1 := got(t, first)
+			if !clean(o1.err) && !errors.Is(o1.err, context.Canceled) {
+				t.Errorf("running call: %v", o1.err)
+			}
+			if tc.trigger != "hangup" && o1.err != nil {
+				t.Errorf("the running call was disturbed by a fault elsewhere: %v", o1.err)
+			}
+			if extra != nil {
+				if o := got(t, extra); !clean(o.err) && !errors.Is(o.err, context.Canceled) {
+					t.Errorf("extra call: %v", o.err)
+				}
+			}
+			if o := got(t, waiting); tc.fault.Actor != "lane" && o.err != nil || !clean(o.err) {
+				t.Errorf("the waiting call: %v", o.err)
+			}
+			stop()
+			fullCapacity(t, g, b)
+			if m := b.max.Load(); m > 2 {
+				t.Errorf("the backend saw %d calls at once with 2 lanes", m)
+			}
+		})
+	}
+}
+
+// autoRelease releases every call the backend sees until the returned stop is called.
+func autoRelease(b *heldBackend) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() { // exits at stop
+		defer close(done)
+		for {
+			select {
+			case c := <-b.opened:
+				close(c.release)
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// waitFired waits until n injected panics have fired.
+func waitFired(t *testing.T, g *Gateway, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for g.FaultsFired() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d injected panics fired", g.FaultsFired(), n)
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+}
+
+// fullCapacity checks that the gateway ends idle and then runs both models at once.
+func fullCapacity(t *testing.T, g *Gateway, b *heldBackend) {
+	t.Helper()
+	waitState(t, g, "idle", idle)
+	ctx := context.Background()
+	r3, r4 := runCall(ctx, g, "p/m"), runCall(ctx, g, "p/n")
+	c3, c4 := b.next(t), b.next(t)
+	close(c3.release)
+	close(c4.release)
+	for _, r := range []chan outcome{r3, r4} {
+		if o := got(t, r); o.err != nil {
+			t.Errorf("after the fault: %v", o.err)
+		}
+	}
+	waitState(t, g, "idle", idle)
+}
+
+func TestRepeatedCrashTakesProviderOutOfService(t *testing.T) {
+	for _, f := range []Fault{
+		{Actor: "provider", Provider: "p", On: "arrive", Times: -1},
+		{Actor: "lane", Provider: "p", On: "startCall", Times: -1},
+	} {
+		t.Run(f.Actor, func(t *testing.T) {
+			b, other := newHeld(), newHeld()
+			g := newTestGateway(t, 10, 16, testProvider("p", b, "m"), testProvider("q", other, "m"))
+			if err := g.InjectFault(f); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			var last error
+			for i := range 20 {
+				o := got(t, runCall(ctx, g, "p/m"))
+				if o.err == nil || !clean(o.err) {
+					t.Fatalf("call %d: %v", i, o.err)
+				}
+				last = o.err
+				if g.down[0].Load() {
+					break
+				}
+			}
+			if !g.down[0].Load() {
+				t.Fatalf("the provider is still in service after %d panics", g.FaultsFired())
+			}
+			if fired := g.FaultsFired(); fired > laneBudget.max+2 && fired > providerBudget.max+2 {
+				t.Errorf("%d panics: the budget did not stop the loop", fired)
+			}
+			// Out of service: answered at once, 503 provider_unavailable; the other provider
+			// keeps serving.
+			o := got(t, runCall(ctx, g, "p/m"))
+			if k := kindOf(t, o.err); k != llm.KindProviderUnavailable {
+				t.Fatalf("after the budget: %v (last before it: %v)", o.err, last)
+			}
+			r := runCall(ctx, g, "q/m")
+			close(other.next(t).release)
+			if o := got(t, r); o.err != nil {
+				t.Fatalf("the other provider: %v", o.err)
+			}
+			st := g.State()
+			if st.Providers[0].State != "out_of_service" || st.Providers[1].State != "ok" {
+				t.Errorf("state: %+v", st.Providers)
+			}
+			waitState(t, g, "idle", idle)
+		})
+	}
+}
+
+func TestRepeatedSupervisorCrashFailsTheGateway(t *testing.T) {
+	b := newHeld()
+	g := newTestGateway(t, 10, 16, testProvider("p", b, "m"))
+	ctx := context.Background()
+	running := runCall(ctx, g, "p/m")
+	c := b.next(t)
+	if err := g.InjectFault(Fault{Actor: "supervisor", Times: -1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; g.Failed() == nil; i++ {
+		if i == 50 {
+			t.Fatalf("the gateway has not failed after %d supervisor panics", g.FaultsFired())
+		}
+		o := got(t, runCall(ctx, g, "p/m"))
+		if !clean(o.err) {
+			t.Fatalf("call %d: %v", i, o.err)
+		}
+	}
+	select {
+	case <-g.FailedC():
+	default:
+		t.Fatal("FailedC not closed")
+	}
+	// Everything is answered: new calls at once, the running one is stopped.
+	if o := got(t, runCall(ctx, g, "p/m")); kindOf(t, o.err) != llm.KindDraining {
+		t.Fatalf("after the gateway failed: %v", o.err)
+	}
+	select {
+	case <-c.ctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the running backend was not stopped")
+	}
+	if o := got(t, running); o.err == nil || !clean(o.err) {
+		t.Fatalf("running call: %v", o.err)
+	}
+	waitState(t, g, "idle", idle)
+	if fired := g.FaultsFired(); fired > 2*(supervisorBudget.max+1)+10 {
+		t.Errorf("%d panics: the budget did not stop the loop", fired)
+	}
+}
