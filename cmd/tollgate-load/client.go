@@ -226,6 +226,13 @@ func checkCompletion(body []byte) error {
 	return nil
 }
 
+// streamError is a stream that ended with an error event.
+type streamError struct{ code, event string }
+
+func (e *streamError) Error() string {
+	return fmt.Sprintf("stream ended with an error event (%s): %.120s", e.code, e.event)
+}
+
 // checkStream checks a streamed success: every data event is a chat.completion.chunk, none
 // is an error, and the stream ends with data: [DONE] and nothing after it.
 func checkStream(body []byte) error {
@@ -254,7 +261,11 @@ func checkStream(body []byte) error {
 			return fmt.Errorf("stream event %d is not JSON: %.80q", chunks, data)
 		}
 		if ch.Error != nil {
-			return fmt.Errorf("stream ended with an error event: %.120s", ch.Error)
+			var e struct {
+				Code string `json:"code"`
+			}
+			_ = json.Unmarshal(ch.Error, &e)
+			return &streamError{code: e.Code, event: string(ch.Error)}
 		}
 		if ch.Object != "chat.completion.chunk" {
 			return fmt.Errorf("stream event %d has object %q", chunks, ch.Object)
