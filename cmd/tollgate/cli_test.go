@@ -579,7 +579,9 @@ func TestCLIModelLanes(t *testing.T) {
 			}
 			t.Logf("%d samples: model-a running ≤%d queued ≤%d, model-b running ≤%d, provider running ≤%d, b beside a %v",
 				s.n, s.maxRunA, s.maxQueuedA, s.maxRunB, s.maxProvider, s.bBesideA)
-			if s.maxRunA != 1 || s.maxQueuedA != 3 || s.maxRunB != 2 || !s.bBesideA || s.maxProvider > 3 {
+			// All four model-a calls may be seen waiting for the instant before the first
+			// one's start is granted; never fewer than three once one runs.
+			if s.maxRunA != 1 || s.maxQueuedA < 3 || s.maxQueuedA > 4 || s.maxRunB != 2 || !s.bBesideA || s.maxProvider > 3 {
 				t.Errorf("want model-a running 1 with 3 queued, model-b running 2 beside it, provider ≤ 3 lanes")
 			}
 
