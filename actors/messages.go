@@ -80,11 +80,12 @@ type offer struct {
 // dispatchNow, from the supervisor to itself: offers came; dispatch once they are all in.
 type dispatchNow struct{}
 
-// grants, from the supervisor to a provider actor: the starts it is granted and the verdicts
-// on its waiting arrivals, from one dispatch.
+// grants, from the supervisor to a provider actor: the starts it is granted, the verdicts on
+// its waiting arrivals and the acknowledgement of its last offer, from one dispatch.
 type grants struct {
-	g []policy.Grant
-	v []policy.Verdict
+	g   []policy.Grant
+	v   []policy.Verdict
+	ack *policy.Ack
 }
 
 // resync, from a rebuilt supervisor to every provider actor: report afresh for generation sync.

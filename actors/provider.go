@@ -126,18 +126,21 @@ func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	a.offer(ctx, now)
 }
 
-// grants starts what the supervisor granted and applies its verdicts. The supervisor
-// predicts that each grant starts a request; only when one does not (it is given back), a
-// verdict removes a request, or an overloaded verdict was moot, does it need a new offer.
+// grants starts what the supervisor granted, applies its verdicts and its acknowledgement.
+// The supervisor predicts that each grant starts a waiting request it did not count as kept;
+// only when one does not (it is given back, or it started a kept request), a verdict
+// removes a request or was moot, or the acknowledgement leaves requests awaiting a verdict,
+// does it need a new offer.
 func (a *providerActor) grants(ctx actor.Context, m *grants) {
 	now := a.g.now()
 	changed := false
 	for _, gr := range m.g {
-		id, ok := a.pol.Grant(gr, now)
+		id, kept, ok := a.pol.Grant(gr, now)
 		if !ok {
 			changed = true
 			continue
 		}
+		changed = changed || kept
 		c := a.waiting[id]
 		delete(a.waiting, id)
 		if c == nil || c.answered.Load() {
@@ -151,17 +154,25 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 		ctx.Send(a.lanes[c.route.m], &startCall{c: c})
 	}
 	for _, v := range m.v {
-		if kind, gone := a.pol.Verdict(v); gone {
-			c := a.waiting[v.ID]
+		c := a.waiting[v.ID]
+		kind, gone := a.pol.Verdict(v)
+		switch {
+		case gone:
 			delete(a.waiting, v.ID)
 			if c != nil {
 				c.answer(admitResult{err: a.busy(kind, c, now), queueWait: c.queueWait(now)})
 			}
 			changed = true
-		} else if c := a.waiting[v.ID]; c != nil && v.Epoch == a.epoch {
-			c.confirmed = !v.Overloaded
+		case c == nil:
+			// Moot: the request started or left meanwhile, but the supervisor counted it as
+			// kept or removed; it must hear what became of it.
+			changed = true
+		case v.Epoch == a.epoch:
+			c.confirmed = !v.Overloaded && !v.QueueFull // kept, now or by an earlier verdict
 		}
-		changed = changed || v.Overloaded
+	}
+	if m.ack != nil && a.pol.Ack(*m.ack) > 0 {
+		changed = true // the requests it matured await their verdicts: list them
 	}
 	if changed {
 		a.offer(ctx, now)
@@ -391,6 +402,9 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 	case *grants:
 		for _, gr := range m.g {
 			a.pol.Grant(gr, now) // counted as seen: the offer gives the start back
+		}
+		if m.ack != nil {
+			a.pol.Ack(*m.ack)
 		}
 		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
 	case *freed:

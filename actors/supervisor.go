@@ -29,6 +29,7 @@ type supervisor struct {
 	resyncing bool // a resyncTick timer runs
 	buf       []policy.Grant
 	vbuf      []policy.Verdict
+	abuf      []policy.Ack
 	out       []grants // per provider, reused between dispatches
 
 	draining bool
@@ -88,7 +89,8 @@ func (s *supervisor) schedule(ctx actor.Context) {
 func (s *supervisor) dispatch(ctx actor.Context) {
 	s.buf = s.disp.Dispatch(s.buf[:0])
 	s.vbuf = s.disp.Verdicts(s.vbuf[:0])
-	if len(s.buf) == 0 && len(s.vbuf) == 0 {
+	s.abuf = s.disp.Acks(s.abuf[:0])
+	if len(s.buf) == 0 && len(s.vbuf) == 0 && len(s.abuf) == 0 {
 		return
 	}
 	for _, gr := range s.buf {
@@ -99,10 +101,13 @@ func (s *supervisor) dispatch(ctx actor.Context) {
 		o := &s.out[v.Provider]
 		o.v = append(o.v, v)
 	}
+	for _, ack := range s.abuf {
+		s.out[ack.Provider].ack = &ack
+	}
 	for p := range s.out {
-		if o := &s.out[p]; len(o.g) > 0 || len(o.v) > 0 {
+		if o := &s.out[p]; len(o.g) > 0 || len(o.v) > 0 || o.ack != nil {
 			// The message owns its slices: the next dispatch starts new ones.
-			ctx.Send(s.providers[p], &grants{g: o.g, v: o.v})
+			ctx.Send(s.providers[p], &grants{g: o.g, v: o.v, ack: o.ack})
 			*o = grants{}
 		}
 	}
@@ -127,7 +132,7 @@ func (s *supervisor) rebuild(ctx actor.Context) {
 	s.disp = policy.NewDispatcher(s.g.limits(), len(s.providers))
 	s.disp.Forget(s.sync)
 	s.scheduled = false
-	s.buf, s.vbuf = nil, nil
+	s.buf, s.vbuf, s.abuf = nil, nil, nil
 	for p := range s.out {
 		s.out[p] = grants{}
 	}

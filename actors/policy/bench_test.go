@@ -26,6 +26,7 @@ type pair struct {
 	ps      []*Provider
 	grant   []Grant
 	verdict []Verdict
+	acks    []Ack
 }
 
 func newPair(l Limits, specs []ProviderSpec) *pair {
@@ -42,17 +43,26 @@ func (pr *pair) offer(p int, now time.Time, started func(ID)) {
 	pr.d.Report(p, pr.ps[p].Offer(now))
 	pr.grant = pr.d.Dispatch(pr.grant[:0])
 	pr.verdict = pr.d.Verdicts(pr.verdict[:0])
+	pr.acks = pr.d.Acks(pr.acks[:0])
 	again := -1
 	for _, g := range pr.grant {
-		if id, ok := pr.ps[g.Provider].Grant(g, now); ok {
+		if id, kept, ok := pr.ps[g.Provider].Grant(g, now); ok {
 			started(id)
+			if kept {
+				again = g.Provider
+			}
 		} else {
 			again = g.Provider
 		}
 	}
 	for _, v := range pr.verdict {
-		if _, gone := pr.ps[v.Provider].Verdict(v); gone || v.Overloaded {
+		if _, gone := pr.ps[v.Provider].Verdict(v); gone || v.removes() {
 			again = v.Provider
+		}
+	}
+	for _, a := range pr.acks {
+		if pr.ps[a.Provider].Ack(a) > 0 {
+			again = a.Provider
 		}
 	}
 	if again >= 0 {

@@ -56,10 +56,12 @@ type supMsg struct {
 	dispatch bool
 }
 
-// provMsg is what the dispatcher sends a provider: grants, then verdicts; or a resync.
+// provMsg is what the dispatcher sends a provider: grants, then verdicts, then an ack; or a
+// resync.
 type provMsg struct {
 	grants   []Grant
 	verdicts []Verdict
+	ack      *Ack
 	resync   uint64 // > 0: a rebuilt dispatcher's request for a fresh offer
 }
 
@@ -148,8 +150,11 @@ func (h *composed) deliverSup(now time.Time) {
 		}
 		out[v.Provider].verdicts = append(out[v.Provider].verdicts, v)
 	}
+	for _, a := range h.d.Acks(nil) {
+		out[a.Provider].ack = &a
+	}
 	for p, pm := range out {
-		if len(pm.grants) > 0 || len(pm.verdicts) > 0 {
+		if len(pm.grants) > 0 || len(pm.verdicts) > 0 || pm.ack != nil {
 			h.toProv[p] = append(h.toProv[p], pm)
 		}
 	}
@@ -176,8 +181,9 @@ func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
 			h.rebuildProvider(p, now)
 			return
 		}
-		id, ok := pr.Grant(g, now)
+		id, kept, ok := pr.Grant(g, now)
 		h.handled[p] = append(h.handled[p], handledGrant{id, ok})
+		changed = changed || kept
 		if ok && h.onStart != nil {
 			h.onStart(p, id)
 		}
@@ -192,6 +198,12 @@ func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
 	}
 	for _, v := range m.verdicts {
 		kind, gone := pr.Verdict(v)
+		if !gone && !v.removes() {
+			// A moot verdict to keep counted as kept a request that had started: say so.
+			if in, _ := pr.Lookup(v.ID); in.Running {
+				changed = true
+			}
+		}
 		if gone {
 			h.rejected[v.ID] = kind
 			delete(h.where, v.ID)
@@ -199,9 +211,12 @@ func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
 				h.onReject(p, v.ID, kind)
 			}
 		}
-		// An overloaded verdict took the request out of the dispatcher's count; when it had
+		// A removing verdict took the request out of the dispatcher's count; when it had
 		// started meanwhile, the dispatcher must hear that it still counts.
-		changed = changed || gone || v.Overloaded
+		changed = changed || gone || v.removes()
+	}
+	if m.ack != nil && pr.Ack(*m.ack) > 0 {
+		changed = true // the requests it matured await their verdicts: list them
 	}
 	if changed {
 		h.report(p, now)

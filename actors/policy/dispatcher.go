@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -21,6 +22,8 @@ type Dispatcher struct {
 	unknown    int                    // providers that have not reported since Forget
 	sync       uint64                 // generation: Forget starts a new one
 	unanswered int                    // Σ provs.unanswered
+	kept       int                    // Σ provs.kept
+	judge      []Verdict              // Verdicts' scratch list
 }
 
 // dprov is the dispatcher's view of one provider: its last offer, corrected for the grants
@@ -35,7 +38,9 @@ type dprov struct {
 	// its last offer: it has not applied them yet. An overloaded one removes the request, so
 	// it is no longer counted as queued.
 	answered   []Verdict
-	unanswered int // pending requests of the last offer without a verdict yet
+	unanswered int  // pending requests of the last offer without a verdict yet
+	kept       int  // requests its queue keeps, with the verdicts to keep not yet applied
+	ackDue     bool // its last offer reported fresh requests: Acks answers it
 	running    int
 	queued     int
 	avail      [llm.NumPriorities]int
@@ -116,14 +121,19 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	// Verdicts the provider has applied are no longer listed; those still listed are in
 	// flight, and an overloaded one will take its request out of the queue.
 	removed := 0
+	dp.kept = o.Kept
 	dp.answered = slices.DeleteFunc(dp.answered, func(v Verdict) bool {
 		listed := slices.Contains(o.Pending, v.ID)
-		if listed && v.Overloaded {
+		switch {
+		case listed && v.removes():
 			removed++
+		case listed:
+			dp.kept++ // kept by a verdict the provider has not applied yet
 		}
 		return !listed
 	})
 	dp.unanswered = len(o.Pending) - len(dp.answered)
+	dp.ackDue = o.Fresh > 0
 	dp.running = o.Running + len(dp.pending)
 	dp.queued = max(0, o.Queued-len(dp.pending)-removed)
 	dp.avail = o.Avail
@@ -133,6 +143,7 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	d.running += dp.running
 	d.queued += dp.queued
 	d.unanswered += dp.unanswered
+	d.kept += dp.kept
 	for c := range d.avail {
 		d.avail[c] += dp.avail[c]
 	}
@@ -148,6 +159,11 @@ func (d *Dispatcher) Due() bool {
 	if d.unanswered > 0 {
 		return true
 	}
+	for i := range d.provs {
+		if d.provs[i].ackDue {
+			return true
+		}
+	}
 	return d.running < d.limits.MaxRunning && d.avail != [llm.NumPriorities]int{}
 }
 
@@ -156,6 +172,7 @@ func (d *Dispatcher) retract(dp *dprov) {
 	d.running -= dp.running
 	d.queued -= dp.queued
 	d.unanswered -= dp.unanswered
+	d.kept -= dp.kept
 	for c := range d.avail {
 		d.avail[c] -= dp.avail[c]
 	}
@@ -203,34 +220,65 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 	return buf
 }
 
-// Verdicts appends to buf a verdict on every request the providers' offers list as pending
-// and that has no verdict yet, provider by provider in arrival order. Call it after
-// Dispatch: a request may wait only if the gateway's running + queued, counted without it,
-// is below MaxAdmitted (SPEC §2 rule 1); a request that Dispatch has granted a start is
-// moot and its provider ignores the verdict. An overloaded request is taken out of the
-// queued count at once, so that the verdicts after it count without it. A provider must
-// offer again after an overloaded verdict even when it was moot (the request had started
-// meanwhile), since the dispatcher no longer counts that request.
-func (d *Dispatcher) Verdicts(buf []Verdict) []Verdict {
+// Acks appends to buf an acknowledgement for every provider whose last offer reported fresh
+// requests. Send each after the grants of the same Dispatch: what they start needs no
+// verdict, and the rest the provider lists as pending in its next offer.
+func (d *Dispatcher) Acks(buf []Ack) []Ack {
 	if d.unknown > 0 {
 		return buf
 	}
 	for p := range d.provs {
+		if dp := &d.provs[p]; dp.ackDue {
+			dp.ackDue = false
+			buf = append(buf, Ack{Provider: p, Epoch: dp.offer.Epoch, Seq: dp.offer.Seq})
+		}
+	}
+	return buf
+}
+
+// Verdicts appends to buf a verdict on every request the providers' offers list as pending
+// and that has no verdict yet, in ID order across providers: the gateway numbers requests as
+// they arrive, so that is arrival order. Call it after Dispatch. SPEC §2's rules in order,
+// each counted as at the request's arrival, without it and without the requests still
+// awaiting their own verdict (they came after it): overloaded if the gateway's running plus
+// kept requests have reached MaxAdmitted, else queue full if its provider's queue already
+// keeps queue_length requests, else kept. So a burst of arrivals at several providers is
+// judged as the same arrivals one at a time would be. A request Dispatch has granted a start
+// is moot, and its provider ignores the verdict; it must then offer again, since the
+// dispatcher counted it as kept or removed rather than running.
+func (d *Dispatcher) Verdicts(buf []Verdict) []Verdict {
+	if d.unknown > 0 || d.unanswered == 0 {
+		return buf
+	}
+	d.judge = d.judge[:0]
+	for p := range d.provs {
 		dp := &d.provs[p]
 		for _, id := range dp.offer.Pending {
-			if slices.ContainsFunc(dp.answered, func(v Verdict) bool { return v.ID == id }) {
-				continue
+			if !slices.ContainsFunc(dp.answered, func(v Verdict) bool { return v.ID == id }) {
+				d.judge = append(d.judge, Verdict{Provider: p, Epoch: dp.offer.Epoch, ID: id})
 			}
-			v := Verdict{Provider: p, Epoch: dp.offer.Epoch, ID: id, Overloaded: d.running+d.queued-1 >= d.limits.MaxAdmitted}
-			if v.Overloaded && dp.queued > 0 {
-				dp.queued--
-				d.queued--
-			}
-			dp.answered = append(dp.answered, v)
-			buf = append(buf, v)
 		}
 		d.unanswered -= dp.unanswered
 		dp.unanswered = 0
+	}
+	slices.SortFunc(d.judge, func(a, b Verdict) int { return cmp.Compare(a.ID, b.ID) })
+	for _, v := range d.judge {
+		dp := &d.provs[v.Provider]
+		switch {
+		case d.running+d.kept >= d.limits.MaxAdmitted:
+			v.Overloaded = true
+		case dp.kept >= dp.offer.QueueLength:
+			v.QueueFull = true
+		default:
+			dp.kept++
+			d.kept++
+		}
+		if v.removes() && dp.queued > 0 {
+			dp.queued--
+			d.queued--
+		}
+		dp.answered = append(dp.answered, v)
+		buf = append(buf, v)
 	}
 	return buf
 }

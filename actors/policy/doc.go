@@ -14,9 +14,9 @@
 //
 // # The grant protocol
 //
-//	client ──arrive──▶ Provider ──Offer (+ arrival)──▶ Dispatcher
-//	                      ▲                              │
-//	                      └──── Grants, then verdicts ───┘
+//	client ──arrive──▶ Provider ──Offer (fresh, pending)──▶ Dispatcher
+//	                      ▲                                   │
+//	                      └──── Grants, Verdicts, Ack ────────┘
 //
 // A provider reports an Offer whenever what it could start changes: an arrival, a finish, a
 // cancellation, an expiry, a new token, changed lanes, or a grant it could not use. The
@@ -34,16 +34,21 @@
 // Arrivals need one more answer. A request that does not start at once may wait only if the
 // gateway's running + queued, counted without it, is below MaxAdmitted, and only if its
 // provider's queue holds fewer than queue_length requests (SPEC §2 rules 1 and 2, in that
-// order). The first count is global, so the provider enqueues the newcomer at the tail of
-// its FIFO (no barging: a grant starts the oldest eligible request, which is an older one
-// when one waits for the same lanes), reports it with its offer, and the dispatcher answers,
-// after the grants that offer caused, with a verdict: overloaded or not. The provider then
-// applies the verdict unless the newcomer has started meanwhile: overloaded is
-// gateway_overloaded, a full queue is provider_queue_full, else it waits. A request that can
-// start now therefore starts even when running+queued is at MaxAdmitted (which is then
-// exceeded by at most MaxRunning), and one for an idle provider starts at once if the global
-// cap has room: it takes nothing an eligible queued request needs, since the dispatcher
-// would have granted that request the room first.
+// order). The provider enqueues the newcomer at the tail of its FIFO (no barging: a grant
+// starts the oldest eligible request, which is an older one when one waits for the same
+// lanes) and reports it fresh with its offer. The dispatcher grants what that offer lets
+// start and then acknowledges the offer (Ack); a fresh request that did not start now awaits
+// a verdict, and the provider lists it as pending in its next offer. The dispatcher judges
+// pending requests in ID order across providers (the gateway numbers requests as they
+// arrive), each as at its arrival: overloaded if running plus the requests already kept have
+// reached MaxAdmitted, else queue full if its provider's queue already keeps queue_length,
+// else kept. Judging only after the grants is what makes a burst come out as the same
+// arrivals one at a time would: what the grants start needs no verdict, and no request is
+// counted against a cap by requests that arrived after it. A request that can start now
+// therefore starts even when running+queued is at MaxAdmitted (which is then exceeded by at
+// most MaxRunning), and one for an idle provider starts at once if the global cap has room:
+// it takes nothing an eligible queued request needs, since the dispatcher would have granted
+// that request the room first.
 //
 // When every message is handled before the next event, the two halves decide exactly what a
 // single global dispatcher applying SPEC §2 decides; the property test checks that against

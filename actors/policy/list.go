@@ -12,10 +12,14 @@ type entry struct {
 	state entryState
 	// confirmed is set on a queued entry once the dispatcher's verdict kept it (see Verdict).
 	confirmed bool
-	seq       uint64 // arrival order within the provider; smaller waited longer
-	arrived   time.Time
-	started   time.Time
-	deadline  time.Time
+	// reported is the offer that first told the dispatcher of the entry (0: none yet), and
+	// mature says the dispatcher has acknowledged it (Ack): only then does it await a verdict.
+	reported uint64
+	mature   bool
+	seq      uint64 // arrival order within the provider; smaller waited longer
+	arrived  time.Time
+	started  time.Time
+	deadline time.Time
 	// links[byModel]: the FIFO of (model, class); links[byArrival]: the provider's arrival
 	// (= deadline) order. Only queued entries are linked; a free entry's byModel.next is the
 	// free list.

@@ -77,13 +77,23 @@ type Offer struct {
 	Sync uint64
 	// Seen counts the grants of this epoch the provider has handled, used or given back.
 	Seen uint64
+	// Seq numbers the provider's offers; an Ack names the offer it answers.
+	Seq uint64
 	// Running is the provider's requests started and not finished: their lanes are taken.
 	Running int
 	// Queued is the provider's requests waiting, those still awaiting a verdict included.
 	Queued int
-	// Pending lists, in arrival order, the waiting requests that still await the
-	// dispatcher's verdict (normally just the arrival that made the offer). The slice
-	// belongs to the offer: the provider never changes it after making the offer.
+	// Kept is how many of them a verdict kept, and QueueLength how many it may keep: the
+	// dispatcher decides queue_full with them, so that a burst of arrivals at several
+	// providers is judged as the same arrivals one after the other would be.
+	Kept, QueueLength int
+	// Fresh counts the waiting requests the dispatcher has not acknowledged yet (normally
+	// just the arrival that made the offer): it must Ack the offer after the grants the offer
+	// causes, so that what those grants start needs no verdict.
+	Fresh int
+	// Pending lists, in arrival order, the acknowledged waiting requests that still await
+	// the dispatcher's verdict. The slice belongs to the offer: the provider never changes it
+	// after making the offer.
 	Pending []ID
 	// Avail[c] is how many requests of class c the provider would start now if it were
 	// granted that many, after starting Avail of every higher class first: lanes, model
@@ -100,13 +110,27 @@ type Grant struct {
 	Class    llm.Priority
 }
 
-// Verdict, from the dispatcher to provider Provider, on its waiting request ID: whether the
-// gateway was overloaded (SPEC §2 rule 1) when the request arrived, counted without it.
-// Epoch is the provider epoch of the offer that listed the request: a provider rebuilt since
-// gets the verdict again for its new epoch, and ignores this one.
+// Verdict, from the dispatcher to provider Provider, on its waiting request ID: whether it
+// may wait. SPEC §2's rules in order, each counted without it: Overloaded when the gateway's
+// running + queued had reached max_admitted, else QueueFull when the provider's queue
+// already kept queue_length requests; else it is kept. Epoch is the provider epoch of the
+// offer that listed the request: a provider rebuilt since gets the verdict again for its new
+// epoch, and ignores this one.
 type Verdict struct {
 	Provider   int
 	Epoch      uint64
 	ID         ID
 	Overloaded bool
+	QueueFull  bool
 }
+
+// Ack, from the dispatcher to provider Provider, after the grants its offer Seq caused:
+// the requests that offer reported fresh and that did not start now await a verdict.
+type Ack struct {
+	Provider int
+	Epoch    uint64
+	Seq      uint64
+}
+
+// removes reports whether the verdict takes its request out of the queue.
+func (v Verdict) removes() bool { return v.Overloaded || v.QueueFull }

@@ -31,6 +31,7 @@ type Provider struct {
 
 	epoch, seen uint64 // the protocol: grants of this epoch handled so far
 	sync        uint64 // the dispatcher generation last answered
+	offers      uint64 // offers made; each entry knows the one that first reported it
 
 	sim simulation // Offer's and Grant's scratch space
 }
@@ -91,15 +92,14 @@ func (p *Provider) Arrive(id ID, m int, prio llm.Priority, now time.Time) (Outco
 // Verdict applies the dispatcher's verdict on a pending arrival (Offer.Pending), which comes
 // after the grants the dispatcher computed with that arrival in view. If the request has
 // started or is gone meanwhile, or the verdict is of an older epoch, it is moot and Verdict
-// returns false. Otherwise the SPEC §2 rejections apply in order, each counted without the
-// request: overloaded (the dispatcher's count of running + queued had reached
-// max_admitted) is llm.KindOverloaded; a queue already holding queue_length requests kept
-// before this one is llm.KindQueueFull. Verdict then returns the kind and true, and has
-// forgotten the request; or it keeps it and returns false.
+// returns false. Otherwise an overloaded verdict is llm.KindOverloaded and a queue-full one
+// llm.KindQueueFull: Verdict returns the kind and true, and has forgotten the request; or it
+// keeps the request and returns false.
 //
-// Only requests whose verdict kept them count for queue_full: verdicts come in arrival
-// order, so those are exactly the requests that arrived before this one and still wait. A
-// later arrival still awaiting its own verdict never pushes an earlier one out.
+// The dispatcher decides queue_full from the offers' kept counts, which never count fewer
+// than the provider keeps: verdicts come in arrival order, and only verdicts add to the
+// count. The provider checks again all the same, so that its queue never holds more than
+// queue_length kept requests whatever the dispatcher believed.
 func (p *Provider) Verdict(v Verdict) (llm.Kind, bool) {
 	e, ok := p.index[v.ID]
 	if !ok || v.Epoch != p.epoch || p.entries[e].state != queued || p.entries[e].confirmed {
@@ -109,7 +109,7 @@ func (p *Provider) Verdict(v Verdict) (llm.Kind, bool) {
 	case v.Overloaded:
 		p.forget(e)
 		return llm.KindOverloaded, true
-	case p.confirmed >= p.queueLength:
+	case v.QueueFull || p.confirmed >= p.queueLength:
 		p.forget(e)
 		return llm.KindQueueFull, true
 	}
@@ -119,49 +119,93 @@ func (p *Provider) Verdict(v Verdict) (llm.Kind, bool) {
 }
 
 // Grant handles one grant from the dispatcher: it starts the request of class g.Class that
-// the SPEC order picks now and returns its id, or returns false and starts nothing when the
-// grant is void (an older epoch's) or can no longer be used (the request it was meant for
+// the SPEC order picks now and returns its id, or returns ok false and starts nothing when
+// the grant is void (an older epoch's) or can no longer be used (the request it was meant for
 // was cancelled or expired in between, or a request of a higher class arrived for the same
 // lanes). A grant of the current epoch counts as seen either way: the next Offer tells the
-// dispatcher, which takes the start back.
-func (p *Provider) Grant(g Grant, now time.Time) (ID, bool) {
+// dispatcher, which takes the start back. kept says the request had been kept by a verdict:
+// the dispatcher counted it as kept, so the owner must offer again for it to count it as
+// running instead.
+func (p *Provider) Grant(g Grant, now time.Time) (id ID, kept, ok bool) {
 	if g.Epoch != p.epoch {
-		return 0, false
+		return 0, false, false
 	}
 	p.seen++
 	if g.Class < 0 || g.Class >= llm.NumPriorities {
-		return 0, false
+		return 0, false, false
 	}
 	e := p.simulate(now, int(g.Class))
 	if e == none {
-		return 0, false
+		return 0, false, false
 	}
+	kept = p.entries[e].confirmed
 	p.start(e, now)
-	return p.entries[e].id, true
+	return p.entries[e].id, kept, true
 }
 
 // Offer is the provider's snapshot for the dispatcher at now.
 func (p *Provider) Offer(now time.Time) Offer {
 	p.simulate(now, -1)
-	return Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Running: p.running, Queued: p.queued,
-		Pending: p.pending(), Avail: p.sim.avail}
+	p.offers++
+	o := Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Seq: p.offers, Running: p.running, Queued: p.queued,
+		Kept: p.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail}
+	o.Fresh, o.Pending = p.unjudged()
+	return o
 }
 
-// pending lists the queued requests awaiting a verdict, in arrival order. Verdicts come and
-// are applied in arrival order, so they are the newest: a suffix of the arrival list.
-func (p *Provider) pending() []ID {
+// unjudged reports the queued requests without a verdict: how many are fresh (not yet
+// acknowledged; those first reported now are stamped with this offer), and the acknowledged
+// ones, in arrival order. Verdicts and acknowledgements both come in arrival order, so all
+// these are the newest requests, a suffix of the arrival list, the fresh ones last.
+func (p *Provider) unjudged() (fresh int, pending []ID) {
 	n := p.queued - p.confirmed
 	if n == 0 {
-		return nil
+		return 0, nil
 	}
-	ids := make([]ID, n)
+	var ids []ID
 	for e := p.arrivals.tail; e != none && n > 0; e = p.entries[e].links[byArrival].prev {
-		if !p.entries[e].confirmed {
-			n--
-			ids[n] = p.entries[e].id
+		en := &p.entries[e]
+		if en.confirmed {
+			continue
+		}
+		n--
+		if !en.mature {
+			if en.reported == 0 {
+				en.reported = p.offers
+			}
+			fresh++
+			continue
+		}
+		if ids == nil {
+			ids = make([]ID, n+1)
+		}
+		ids[n] = en.id
+	}
+	if ids == nil {
+		return fresh, nil
+	}
+	return fresh, ids[n:]
+}
+
+// Ack applies the dispatcher's acknowledgement of an offer, which comes after the grants that
+// offer caused: the requests it first reported and that still wait now await a verdict. It
+// returns how many do (the owner offers again to list them), 0 for an ack of another epoch.
+func (p *Provider) Ack(a Ack) int {
+	if a.Epoch != p.epoch {
+		return 0
+	}
+	n := 0
+	for e := p.arrivals.tail; e != none; e = p.entries[e].links[byArrival].prev {
+		en := &p.entries[e]
+		if en.confirmed || en.mature {
+			break // the acknowledged and the judged are older: nothing fresh before them
+		}
+		if en.reported != 0 && en.reported <= a.Seq {
+			en.mature = true
+			n++
 		}
 	}
-	return ids[n:]
+	return n
 }
 
 // Finish releases the lanes of a running request. It returns false, changing nothing, for
@@ -203,11 +247,18 @@ func (p *Provider) AddModel(ms ModelSpec) int {
 
 // Resync answers a rebuilt dispatcher of generation sync (Dispatcher.Forget): the provider
 // starts a new epoch, so that grants its predecessor sent and this provider has not handled
-// yet are void, and its next Offer is one the new dispatcher accepts.
+// yet are void, and its next Offer is one the new dispatcher accepts; every request it had
+// reported now awaits a verdict.
 func (p *Provider) Resync(sync uint64) {
 	p.epoch++
 	p.seen = 0
 	p.sync = sync
+	// The old dispatcher's acknowledgements may be lost: everything reported awaits a verdict.
+	for e := p.arrivals.head; e != none; e = p.entries[e].links[byArrival].next {
+		if en := &p.entries[e]; en.reported != 0 {
+			en.mature = true
+		}
+	}
 }
 
 // Running is the number of requests running.

@@ -37,7 +37,8 @@ func (p *Provider) Requeue(id ID, m int, prio llm.Priority, arrived time.Time, c
 	if !p.restorable(id, m, prio) {
 		return false
 	}
-	p.enqueue(id, m, uint8(prio), arrived, arrived.Add(p.timeout), confirmed)
+	e := p.enqueue(id, m, uint8(prio), arrived, arrived.Add(p.timeout), confirmed)
+	p.entries[e].mature = true // reported before: a verdict is all it may lack
 	return true
 }
 

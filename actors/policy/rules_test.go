@@ -625,3 +625,37 @@ func TestOutcomeString(t *testing.T) {
 		}
 	}
 }
+
+// A burst: arrivals at several providers whose offers all reach the dispatcher before it
+// dispatches (it coalesces them) must be admitted as many as the same arrivals one at a time
+// would be: the dispatcher judges queue_full too, so a request it lets wait past
+// max_admitted's check is one its provider keeps.
+func TestBurstAdmitsAsSequentialArrivals(t *testing.T) {
+	l := Limits{MaxRunning: 10, MaxAdmitted: 16}
+	specs := []ProviderSpec{prov("alpha", 6, 4, 3, 3), prov("beta", 4, 4, 2, 2), prov("gamma", 2, 4, 1, 1)}
+	admitted := func(burst bool) int {
+		h := newComposed(l, specs)
+		n := 0
+		for i := range 50 {
+			id, p := ID(i+1), i%3
+			m := (i / 3) % 2
+			if !burst {
+				if o, _ := h.Arrive(id, p, m, I, t0); o != Rejected {
+					n++
+				}
+				continue
+			}
+			h.ps[p].Arrive(id, m, I, t0)
+			h.where[id] = p
+			h.report(p, t0)
+		}
+		if burst {
+			h.deliver(t0)
+			n = h.Running() + h.Queued()
+		}
+		return n
+	}
+	if seq, burst := admitted(false), admitted(true); seq != 16 || burst != seq {
+		t.Fatalf("admitted %d one at a time, %d in a burst; want 16 both", seq, burst)
+	}
+}
