@@ -67,7 +67,7 @@ func (s *Server) serve(in *ingress) httprouter.Handle {
 				s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
 			}
 		}()
-		in.relay(s, w, r, st, req, rec)
+		in.relay(s, s.writeDeadlines(w), r, st, req, rec)
 	}
 }
 

@@ -42,6 +42,9 @@ type Options struct {
 	// request is answered 408 request_timeout and its connection closed. 0 → no bound here
 	// (the server's own read deadlines, if any, still apply).
 	BodyTimeout time.Duration
+	// WriteTimeout ends the connection when one write of an answer makes no progress for
+	// this long (a client that stopped reading); 0 → 30s. Per write, not per answer.
+	WriteTimeout time.Duration
 	// MaxHeaderBytes caps a request's line and headers together, as sent; a request over it
 	// is answered 431 request_header_too_large and its connection closed. 0 → no cap here
 	// (the server's own, which it applies before any handler runs, still does).
@@ -80,6 +83,9 @@ type Server struct {
 func New(opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 8 << 20
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 30 * time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -39,6 +39,7 @@ type provider struct {
 	lanes        int
 	queueLength  int
 	queueTimeout time.Duration
+	runTimeout   time.Duration // 0: 5m
 	models       []model
 	backend      fakellm.Options
 }
@@ -112,7 +113,7 @@ providers:
     lanes: {{$p.Lanes}}
     queue_length: {{$p.QueueLength}}
     queue_timeout: {{$p.QueueTimeout}}
-    run_timeout: 5m
+    run_timeout: {{$p.RunTimeout}}
     models:
 {{- range $p.Models}}
       - {id: {{.Name}}, model_lanes: {{.Lanes}}}
@@ -177,6 +178,7 @@ func parseSetup(s setup, urls []string) (*config.Config, error) {
 		Lanes        int
 		QueueLength  int
 		QueueTimeout string
+		RunTimeout   string
 		Models       []m
 	}
 	data := struct {
@@ -188,7 +190,12 @@ func parseSetup(s setup, urls []string) (*config.Config, error) {
 	}{URLs: urls}
 	data.S.MaxRunning, data.S.MaxAdmitted = s.maxRunning, s.maxAdmitted
 	for _, pv := range s.providers {
-		q := p{Name: pv.name, Lanes: pv.lanes, QueueLength: pv.queueLength, QueueTimeout: pv.queueTimeout.String()}
+		rt := pv.runTimeout
+		if rt == 0 {
+			rt = 5 * time.Minute
+		}
+		q := p{Name: pv.name, Lanes: pv.lanes, QueueLength: pv.queueLength, QueueTimeout: pv.queueTimeout.String(),
+			RunTimeout: rt.String()}
 		for _, mv := range pv.models {
 			q.Models = append(q.Models, m{mv.name, mv.lanes})
 		}

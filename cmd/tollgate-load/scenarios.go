@@ -45,6 +45,8 @@ var scenarios = []scenario{
 		run: overload},
 	{name: "queue-memory", about: "heap per queued request with max_admitted 10,000 and a held backend",
 		localOnly: true, run: queueMemory},
+	{name: "slow-readers", localOnly: true, about: "max_running clients that never read beside normal traffic: served as if they were not there, lanes back within run_timeout + 1s, heap bounded",
+		run: slowReaders},
 }
 
 // answer is the fake backends' usual pacing: a short wait for the first byte, then chunks.

@@ -21,7 +21,7 @@ func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load scenarios take a few seconds")
 	}
-	for _, name := range []string{"burst-20", "burst-50", "mixed-priority", "cancel-storm"} {
+	for _, name := range []string{"burst-20", "burst-50", "mixed-priority", "cancel-storm", "slow-readers"} {
 		t.Run(name, func(t *testing.T) {
 			ss, err := choose(name, false)
 			if err != nil {

@@ -99,7 +99,8 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	h := httpapi.New(httpapi.Options{
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
-		APIKeys: cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
+		WriteTimeout: cfg.Limits.WriteTimeout.D(),
+		APIKeys:      cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
 		Metrics: m.Handler(), MetricsPublic: cfg.Metrics.Public, Observe: m.Observe,
 		Tracer: o.Tracer, TraceContent: o.TraceContent,
 	})

@@ -87,6 +87,11 @@ type Limits struct {
 	// is closed; default 120s, longer than the 90s Go's and most clients' pools keep an idle
 	// connection, so a client seldom sends a request on a connection being closed.
 	IdleTimeout Duration `yaml:"idle_timeout"`
+	// WriteTimeout bounds each write of an answer to a client: a write that makes no progress
+	// for this long ends the connection; default 30s. It is per write, not per answer (an
+	// answer may stream for minutes), and a call's lanes never wait for it: they come back
+	// when the backend has stopped.
+	WriteTimeout Duration `yaml:"write_timeout"`
 	// MaxHeaderBytes caps a request's line and headers together; default 64 KiB, at least
 	// 1024. A request over it is answered 431 request_header_too_large and the connection
 	// closed.
@@ -277,6 +282,7 @@ const (
 	defaultHeaderTimeout = 10 * time.Second
 	defaultBodyTimeout   = 30 * time.Second
 	defaultIdleTimeout   = 120 * time.Second
+	defaultWriteTimeout  = 30 * time.Second
 	defaultMaxHeaders    = 64 << 10
 	minMaxHeaders        = 1 << 10
 	defaultKillGrace     = 3 * time.Second

@@ -69,7 +69,7 @@ func TestMinimalGetsAllDefaults(t *testing.T) {
 		RetryAfter: Duration(time.Second), MaxBodyBytes: 8 << 20,
 		Retries: 2, RetryBudget: 0.2, MaxRetryWait: Duration(2 * time.Second), MaxEventBytes: 8 << 20,
 		HeaderTimeout: Duration(10 * time.Second), BodyTimeout: Duration(30 * time.Second),
-		IdleTimeout: Duration(120 * time.Second), MaxHeaderBytes: 64 << 10, MaxConnsPerClient: 0}
+		IdleTimeout: Duration(120 * time.Second), WriteTimeout: Duration(30 * time.Second), MaxHeaderBytes: 64 << 10, MaxConnsPerClient: 0}
 	if cfg.Limits != want {
 		t.Errorf("limits = %+v, want %+v", cfg.Limits, want)
 	}

@@ -114,6 +114,9 @@ func serverDefaults(l *Limits, omitted func(path string, zero bool) bool) {
 	if omitted("limits.idle_timeout", l.IdleTimeout == 0) {
 		l.IdleTimeout = Duration(defaultIdleTimeout)
 	}
+	if omitted("limits.write_timeout", l.WriteTimeout == 0) {
+		l.WriteTimeout = Duration(defaultWriteTimeout)
+	}
 	if omitted("limits.max_header_bytes", l.MaxHeaderBytes == 0) {
 		l.MaxHeaderBytes = defaultMaxHeaders
 	}

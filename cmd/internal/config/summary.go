@@ -34,8 +34,8 @@ func (c *Config) Summary() []string {
 			c.Limits.MaxRunning, c.Limits.MaxAdmitted, c.Limits.QueueLength, c.Limits.QueueTimeout,
 			c.Limits.RetryAfter, c.Limits.MaxBodyBytes),
 		fmt.Sprintf("drain: drain_delay %s, drain_grace %s", c.DrainDelay, c.DrainGrace),
-		fmt.Sprintf("connections: header_timeout %s, body_timeout %s, idle_timeout %s, max_header_bytes %d, max_conns_per_client %s, max_event_bytes %d",
-			c.Limits.HeaderTimeout, c.Limits.BodyTimeout, c.Limits.IdleTimeout, c.Limits.MaxHeaderBytes,
+		fmt.Sprintf("connections: header_timeout %s, body_timeout %s, idle_timeout %s, write_timeout %s, max_header_bytes %d, max_conns_per_client %s, max_event_bytes %d",
+			c.Limits.HeaderTimeout, c.Limits.BodyTimeout, c.Limits.IdleTimeout, c.Limits.WriteTimeout, c.Limits.MaxHeaderBytes,
 			perClient(c.Limits.MaxConnsPerClient), c.Limits.MaxEventBytes),
 	}
 	for i := range c.Providers {

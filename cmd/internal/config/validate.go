@@ -98,6 +98,7 @@ func validateLimits(l *Limits, p *problems) {
 	}
 	positive(l.HeaderTimeout, "limits.header_timeout", p)
 	positive(l.BodyTimeout, "limits.body_timeout", p)
+	positive(l.WriteTimeout, "limits.write_timeout", p)
 	positive(l.IdleTimeout, "limits.idle_timeout", p)
 	if l.MaxHeaderBytes < minMaxHeaders {
 		p.add("limits.max_header_bytes", "must be at least %d (a request line and the headers every client sends), got %d", minMaxHeaders, l.MaxHeaderBytes)
