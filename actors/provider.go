@@ -32,6 +32,7 @@ type providerActor struct {
 
 	// Facts, kept across a rebuild.
 	waiting     map[policy.ID]*call
+	reserved    map[*batchCall]*reservation // batch members started in the policy, not yet settled
 	lanes       []*actor.PID
 	epoch, sync uint64
 
@@ -50,7 +51,8 @@ type providerActor struct {
 }
 
 func newProviderActor(g *Gateway, p int) *providerActor {
-	return &providerActor{g: g, p: p, name: g.opts.Providers[p].Name, waiting: map[policy.ID]*call{}}
+	return &providerActor{g: g, p: p, name: g.opts.Providers[p].Name, waiting: map[policy.ID]*call{},
+		reserved: map[*batchCall]*reservation{}}
 }
 
 // spec is the provider's admission configuration with the models served now.
@@ -94,6 +96,14 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		m.reply <- statePart{p: a.p, provider: a.state()}
 	case *addModel:
 		a.addModel(ctx, m)
+	case *reserve:
+		if _, done := a.reserved[m.b]; done { // sent again after a crash
+			ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, ok: true, o: a.pol.Offer(a.g.now())})
+		} else {
+			a.reserve(ctx, m)
+		}
+	case *settle:
+		a.settleBatch(ctx, m)
 	case *drainAll:
 		a.drain(ctx)
 	case *failNow:
@@ -278,6 +288,11 @@ func (a *providerActor) drain(ctx actor.Context) {
 func (a *providerActor) rebuild(ctx actor.Context) {
 	a.stopTimer()
 	a.pol = policy.NewProvider(a.spec())
+	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
+		for _, c := range r.calls {
+			a.pol.Resume(c.id, c.route.m, c.prio, c.started)
+		}
+	}
 	a.rebuilding = true
 	a.reported = make([]bool, len(a.lanes))
 	for _, l := range a.lanes {
@@ -325,6 +340,12 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		a.fail(ctx)
 	case *addModel:
 		a.addModel(ctx, m)
+	case *reserve:
+		why := &llm.Error{Kind: llm.KindBatchCapacity, Provider: a.name, RetryAfter: time.Second,
+			Message: "provider " + a.name + " is rebuilding its state after a fault; try again shortly"}
+		ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, why: why, o: a.pol.Offer(now)})
+	case *settle:
+		a.settleBatch(ctx, m)
 	}
 }
 
@@ -421,6 +442,17 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		m.reply <- statePart{p: a.p, provider: a.state()}
 	case *addModel:
 		m.reply <- errors.New("provider " + a.name + " is out of service")
+	case *reserve:
+		ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, why: providerDown(a.name), o: a.pol.Offer(now)})
+	case *settle:
+		if r := a.reserved[m.b]; r != nil {
+			a.pol.Release(&r.pol, now)
+			for _, c := range r.calls {
+				c.answer(admitResult{err: providerDown(a.name)})
+			}
+		}
+		delete(a.reserved, m.b)
+		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
 	case *drainAll:
 		a.draining = true
 		if a.pol.Running() == 0 {

@@ -80,7 +80,7 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 	case *arrive:
 		lostCall(m.c, "actor", s.g.now())
 		root.Send(child, &withdraw{c: m.c}) // the rebuild may have queued it again
-	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow:
+	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow, *reserve, *settle:
 		root.Send(child, m)
 	case *addModel:
 		m.reply <- fmt.Errorf("internal fault in provider %s while adding models; try again", name)
@@ -148,8 +148,11 @@ func (sg *supervisorGuardian) HandleFailure(_ *actor.ActorSystem, sup actor.Supe
 		Msg("supervisor actor failed; it rebuilt its state from the providers and resumes")
 	root := g.system.Root
 	switch m := msg.(type) {
-	case *drainAll, *providerIdle:
+	case *drainAll, *providerIdle, *reserved:
 		root.Send(child, m)
+	case *startBatch:
+		m.b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: time.Second,
+			Message: "internal fault in the gateway's supervisor while admitting this batch; nothing ran, try again"})
 	}
 	if exhausted {
 		g.fail(fmt.Errorf("%w (%d times within %s): %v", errGatewayFailed, supervisorBudget.max+1, supervisorBudget.within, reason))

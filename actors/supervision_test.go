@@ -283,3 +283,75 @@ func TestRepeatedSupervisorCrashFailsTheGateway(t *testing.T) {
 		t.Errorf("%d panics: the budget did not stop the loop", fired)
 	}
 }
+
+// TestCrashBatch crashes each actor on each message of a batch's admission: the batch is
+// refused cleanly or runs (a member may fail alone when its lane crashed), nothing of it is
+// left holding a lane or a global slot, and the next batch runs whole.
+func TestCrashBatch(t *testing.T) {
+	for _, f := range []Fault{
+		{Actor: "supervisor", On: "startBatch"},
+		{Actor: "supervisor", On: "reserved"},
+		{Actor: "provider", Provider: "p", On: "reserve"},
+		{Actor: "provider", Provider: "q", On: "reserve"},
+		{Actor: "provider", Provider: "p", On: "settle"},
+		{Actor: "lane", Provider: "q", On: "startCall"},
+	} {
+		t.Run(f.Actor+"/"+f.Provider+"/"+f.On, func(t *testing.T) {
+			b := newHeld()
+			p, q := testProvider("p", b, "m"), testProvider("q", b, "n")
+			g := newTestGateway(t, 10, 16, p, q)
+			if err := g.InjectFault(f); err != nil {
+				t.Fatal(err)
+			}
+			stop := autoRelease(b)
+			defer stop()
+			ctx := context.Background()
+			members, err := g.StartBatch(ctx, []string{"p/m", "q/n"}, llm.Normal, batchReq())
+			waitFired(t, g, 1)
+			if err != nil && llm.KindOf(err) != llm.KindBatchCapacity {
+				t.Fatalf("batch with a crash: %v, want it to run or batch_capacity_unavailable", err)
+			}
+			t.Logf("batch with the crash: %v", err)
+			for _, m := range members {
+				if m.Err != nil {
+					t.Logf("member %s: %v", m.Model, m.Err)
+					if !clean(m.Err) {
+						t.Errorf("member %s: %v", m.Model, m.Err)
+					}
+					continue
+				}
+				if _, err := io.ReadAll(streamReader{m.Stream}); !clean(err) {
+					t.Errorf("member %s: %v", m.Model, err)
+				}
+				m.Stream.Close()
+			}
+			waitState(t, g, "idle", idle)
+			// The next batch runs whole: every lane and slot came back.
+			members, err = g.StartBatch(ctx, []string{"p/m", "q/n"}, llm.Normal, batchReq())
+			if err != nil {
+				t.Fatalf("batch after the crash: %v", err)
+			}
+			for _, m := range members {
+				if m.Err != nil {
+					t.Fatalf("member %s after the crash: %v", m.Model, m.Err)
+				}
+				if _, err := io.ReadAll(streamReader{m.Stream}); err != nil {
+					t.Fatal(err)
+				}
+				m.Stream.Close()
+			}
+			waitState(t, g, "idle", idle)
+		})
+	}
+}
+
+// streamReader reads a stream's contents as bytes, to its end.
+type streamReader struct{ s llm.Stream }
+
+func (r streamReader) Read(p []byte) (int, error) {
+	ch, err := r.s.Next()
+	if err != nil {
+		return 0, err
+	}
+	return copy(p, ch.Content), nil
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // supervisor is the root of the gateway's actors. It owns only what spans providers: the
@@ -35,6 +36,7 @@ type supervisor struct {
 	draining bool
 	idle     []bool // after drain: the providers that reported nothing left running
 
+	batches []*batchCall // in flight: their reservations are still to come
 }
 
 func newSupervisor(g *Gateway, spawned chan<- []*actor.PID) *supervisor {
@@ -63,6 +65,10 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if m.sync == s.sync {
 			s.askUnknown(ctx)
 		}
+	case *startBatch:
+		s.batch(ctx, m.b)
+	case *reserved:
+		s.reservedBy(ctx, m)
 	case *drainAll:
 		s.drain(ctx)
 	case *providerIdle:
@@ -133,6 +139,7 @@ func (s *supervisor) rebuild(ctx actor.Context) {
 	s.disp.Forget(s.sync)
 	s.scheduled = false
 	s.buf, s.vbuf, s.abuf = nil, nil, nil
+	s.forgetBatches()
 	for p := range s.out {
 		s.out[p] = grants{}
 	}
@@ -202,6 +209,12 @@ var errGatewayFailed = errors.New("the gateway's supervisor failed repeatedly")
 // follows the drain.
 func (s *supervisor) receiveFailed(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
+	case *startBatch:
+		m.b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is stopping after an internal failure (see its log)"})
+	case *reserved:
+		if m.ok {
+			ctx.Send(s.providers[m.p], &settle{b: m.b})
+		}
 	case *drainAll:
 		s.drain(ctx)
 	case *providerIdle:

@@ -125,13 +125,25 @@ func (r *record) fail(a apiError) {
 }
 
 func (s *Server) logChat(r *record) {
-	status := r.status
-	if status == 0 {
-		status = http.StatusOK
+	status, duration := s.logLine(r)
+	endSpan(r.span, r, status)
+	s.observe(r, status, duration)
+}
+
+// status is the answer's status as logged: 499 for a client that left.
+func (r *record) finalStatus() int {
+	switch {
+	case r.clientGone:
+		return 499 // nginx's "client closed request": not the backend's failure
+	case r.status == 0:
+		return http.StatusOK
 	}
-	if r.clientGone {
-		status = 499 // nginx's "client closed request": not the backend's failure
-	}
+	return r.status
+}
+
+// logLine writes the request's log line and returns its status and duration.
+func (s *Server) logLine(r *record) (int, time.Duration) {
+	status := r.finalStatus()
 	ev := s.opts.Logger.Info()
 	if status >= 500 && status != 499 {
 		ev = s.opts.Logger.Warn()
@@ -145,13 +157,18 @@ func (s *Server) logChat(r *record) {
 		Int("attempts", r.attempts).Str("served_model", r.servedBy).Strs("fallbacks", r.fallbacks).
 		Bool("client_disconnect", r.clientGone).
 		Msg("chat")
-	endSpan(r.span, r, status)
-	if s.opts.Observe != nil {
-		code := r.code
-		if r.clientGone {
-			code = ""
-		}
-		s.opts.Observe(Outcome{Route: r.route, Model: r.servedBy, Provider: r.provider, Status: status, Code: code,
-			Attempts: r.attempts, QueueWait: r.queue, TTFB: r.ttfb, Duration: duration, Usage: r.usage})
+	return status, duration
+}
+
+// observe hands the request's outcome to Options.Observe.
+func (s *Server) observe(r *record, status int, duration time.Duration) {
+	if s.opts.Observe == nil {
+		return
 	}
+	code := r.code
+	if r.clientGone {
+		code = ""
+	}
+	s.opts.Observe(Outcome{Route: r.route, Model: r.servedBy, Provider: r.provider, Status: status, Code: code,
+		Attempts: r.attempts, QueueWait: r.queue, TTFB: r.ttfb, Duration: duration, Usage: r.usage})
 }

@@ -19,9 +19,10 @@ type apiError struct {
 	message    string
 	param      string
 	provider   string
-	retryAfter time.Duration // > 0 only for answers where waiting helps
-	noRetry    bool          // send x-should-retry: false (a 5xx that retrying cannot fix)
-	closeConn  bool          // close the connection after the answer (what is left of the request cannot be trusted)
+	retryAfter time.Duration    // > 0 only for answers where waiting helps
+	noRetry    bool             // send x-should-retry: false (a 5xx that retrying cannot fix)
+	closeConn  bool             // close the connection after the answer (what is left of the request cannot be trusted)
+	limits     []llm.ScopeLimit // batch_exceeds_provider_capacity: the scopes that overflow
 }
 
 // statusOf is the one table from error kind to HTTP status and OpenAI error type.
@@ -48,6 +49,7 @@ var statusOf = map[llm.Kind]struct {
 	llm.KindDraining:          {http.StatusServiceUnavailable, "api_error", true},
 	llm.KindBatchCapacity:     {http.StatusTooManyRequests, "rate_limit_error", false},
 	llm.KindBatchImpossible:   {http.StatusBadRequest, "invalid_request_error", false},
+	llm.KindBatchTooLarge:     {http.StatusBadRequest, "invalid_request_error", false},
 }
 
 // Limits on the wait a busy answer advises: every SDK honours 1–60 s (PROTOCOLS.md §1).
@@ -68,7 +70,7 @@ func toAPIError(err error, defaultWait time.Duration) apiError {
 		s = statusOf[llm.KindUpstream]
 	}
 	a := apiError{status: s.status, code: e.Kind.String(), typ: s.typ, message: e.Message,
-		param: e.Param, provider: e.Provider, noRetry: s.noRetry}
+		param: e.Param, provider: e.Provider, noRetry: s.noRetry, limits: e.Limits}
 	if a.message == "" {
 		a.message = e.Error()
 	}
@@ -102,6 +104,17 @@ type errorDetail struct {
 	Param        *string `json:"param"`
 	Provider     *string `json:"provider,omitempty"`
 	RetryAfterMs *int64  `json:"retry_after_ms,omitempty"`
+	// ProviderLimits is batch_exceeds_provider_capacity's list of the scopes that overflow.
+	ProviderLimits []scopeLimit `json:"provider_limits,omitempty"`
+}
+
+// scopeLimit is one provider_limits entry (SPEC §5): a provider's lanes (model null), one
+// model's model lanes, or the gateway's max_running (both null).
+type scopeLimit struct {
+	Provider  *string `json:"provider"`
+	Model     *string `json:"model"`
+	Requested int     `json:"requested"`
+	Limit     int     `json:"limit"`
 }
 
 func (a apiError) body() errorBody {
@@ -115,6 +128,16 @@ func (a apiError) body() errorBody {
 	if a.retryAfter > 0 {
 		ms := a.retryAfter.Milliseconds()
 		d.RetryAfterMs = &ms
+	}
+	for _, l := range a.limits {
+		sl := scopeLimit{Requested: l.Requested, Limit: l.Limit}
+		if l.Provider != "" {
+			sl.Provider = &l.Provider
+		}
+		if l.Model != "" {
+			sl.Model = &l.Model
+		}
+		d.ProviderLimits = append(d.ProviderLimits, sl)
 	}
 	return errorBody{Error: d}
 }

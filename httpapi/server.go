@@ -99,6 +99,9 @@ func New(opts Options) *Server {
 	handle("POST", chatAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(chatAPI))))
 	handle("POST", responsesAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(responsesAPI))))
 	handle("POST", messagesAPI.route, routeModel, queueHeader(s.authAs(s.opts.APIKeys, failMessages, s.serve(messagesAPI))))
+	if bg, ok := opts.Gateway.(BatchGateway); ok {
+		handle("POST", batchRoute, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.batch(bg))))
+	}
 	handle("POST", "/v1/messages/count_tokens", routeInfo, s.authAs(s.opts.APIKeys, failMessages, s.countTokens))
 	handle("GET", "/v1/models", routeInfo, s.auth(s.opts.APIKeys, s.listModels))
 	handle("GET", "/v1/models/*id", routeInfo, s.auth(s.opts.APIKeys, s.getModel))

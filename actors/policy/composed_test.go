@@ -32,6 +32,7 @@ type composed struct {
 	announced  map[ID]bool // starts Arrive reported as the newcomer's outcome
 	rejected   map[ID]llm.Kind
 	gaveBack   int
+	released   int // batch reservations released because another provider refused
 	// scheduled says the dispatcher's reminder to dispatch is already in its mailbox.
 	scheduled bool
 	// onStart and onReject, when set, see every start and every verdict's rejection as it
@@ -479,4 +480,62 @@ func (h *composed) RetryAfter(p int, now time.Time) time.Duration {
 		return 0
 	}
 	return h.ps[p].RetryAfter(now)
+}
+
+// batchMember is one member of a batch in the composed harness: its id, provider and model.
+type batchMember struct {
+	id   ID
+	p, m int
+}
+
+// Batch admits a batch as the actors do (actors/batch.go): the dispatcher holds its global
+// slots, each provider reserves its members and reports its offer (the dispatcher then
+// gives back the provider's share of the hold), and the batch commits only if every
+// provider reserved; otherwise those that did release their members. It reports whether
+// the batch started and, when it did not, the first provider's blocker.
+func (h *composed) Batch(members []batchMember, class llm.Priority, now time.Time) (bool, Blocker) {
+	by := map[int][]Member{}
+	var order []int
+	for _, mb := range members {
+		if _, seen := by[mb.p]; !seen {
+			order = append(order, mb.p)
+		}
+		by[mb.p] = append(by[mb.p], Member{ID: mb.id, Model: mb.m, Class: class})
+	}
+	if !h.d.Hold(len(members)) {
+		return false, BlockedElsewhere
+	}
+	reserved := map[int]*Reservation{}
+	blocker, ok := BlockedElsewhere, true
+	for _, p := range order {
+		r, b, pok := h.ps[p].Reserve(by[p], now)
+		if pok {
+			reserved[p] = &r
+		} else if ok {
+			blocker, ok = b, false
+		}
+		h.d.Report(p, h.ps[p].Offer(now))
+		h.d.Unhold(len(by[p]))
+		h.arm(p, now)
+	}
+	for _, p := range order {
+		r := reserved[p]
+		switch {
+		case r == nil:
+		case ok:
+			for _, id := range r.Members {
+				h.where[id] = p
+			}
+		default:
+			h.ps[p].Release(r, now)
+			h.released++
+			h.report(p, now)
+		}
+	}
+	if h.d.Due() && !h.scheduled {
+		h.scheduled = true
+		h.toSup = append(h.toSup, supMsg{dispatch: true})
+	}
+	h.deliver(now)
+	return ok, blocker
 }

@@ -23,6 +23,7 @@ type Dispatcher struct {
 	sync       uint64                 // generation: Forget starts a new one
 	unanswered int                    // Σ provs.unanswered
 	kept       int                    // Σ provs.kept
+	held       int                    // slots Hold took for batches, counted in running
 	judge      []Verdict              // Verdicts' scratch list
 }
 
@@ -281,6 +282,26 @@ func (d *Dispatcher) Verdicts(buf []Verdict) []Verdict {
 		buf = append(buf, v)
 	}
 	return buf
+}
+
+// Hold takes k global slots at once for a batch (SPEC §5), if the gateway runs at most
+// MaxRunning - k and every provider is known; it reports whether it did. The slots count as
+// running until Unhold gives them back: the batch's providers count their members as running
+// in their next offers, and each Unholds its share when its offer is in.
+func (d *Dispatcher) Hold(k int) bool {
+	if d.unknown > 0 || k < 0 || d.running+k > d.limits.MaxRunning {
+		return false
+	}
+	d.running += k
+	d.held += k
+	return true
+}
+
+// Unhold gives back k slots Hold took.
+func (d *Dispatcher) Unhold(k int) {
+	k = min(k, d.held)
+	d.held -= k
+	d.running -= k
 }
 
 // Running is the number of requests the dispatcher counts as running: every provider's

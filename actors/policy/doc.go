@@ -63,6 +63,16 @@
 // offer of the new epoch tells the dispatcher to drop them. A dispatcher rebuilt after a
 // crash forgets every provider (Forget) and grants nothing until each has reported afresh.
 //
+// # Batches
+//
+// A batch (SPEC §5) starts all its members at the same instant or none. The dispatcher holds
+// its global slots (Hold), each provider concerned starts its members in one step or refuses
+// (Provider.Reserve: free lanes, model lanes and a token for every member, and no waiting
+// request of its own that could start, since a batch never passes a queue), and its offer
+// then counts them, so the dispatcher gives back the provider's share of the hold (Unhold).
+// If any provider refused, the others free their members (Provider.Release), with their
+// tokens when the limiter took none since. A batch never waits and never causes a verdict.
+//
 // # Dispatch order
 //
 //  1. only eligible requests (provider lane, model lane, rate limiter, global cap);

@@ -141,7 +141,7 @@ func (d *driver) run(n int) {
 		if traceOn {
 			defer func(step int) { _ = step }(d.step)
 		}
-		switch op := d.src.intn(20 + btoi(d.addModels)); {
+		switch op := d.src.intn(21 + btoi(d.addModels)); {
 		case op < 7:
 			d.arrive()
 		case op < 13:
@@ -152,6 +152,8 @@ func (d *driver) run(n int) {
 			d.advance()
 		case op < 20:
 			d.setLanes()
+		case op < 21:
+			d.batch()
 		default:
 			d.addModel()
 		}
@@ -311,6 +313,38 @@ func (d *driver) setLanes() {
 	d.started(d.ref.dispatch(d.now))
 }
 
+// batch admits 2 to 4 members at once, or none, as SPEC §5's batches do.
+func (d *driver) batch() {
+	members := make([]batchMember, 2+d.src.intn(3))
+	for i := range members {
+		d.nextID++
+		p := d.src.intn(len(d.specs))
+		members[i] = batchMember{id: d.nextID, p: p, m: d.src.intn(len(d.specs[p].Models))}
+	}
+	c := d.src.intn(llm.NumPriorities)
+	d.last = fmt.Sprintf("batch %+v c%d", members, c)
+	got, blocker := d.g.Batch(members, llm.Priority(c), d.now)
+	if want := d.ref.batch(members, c, d.now); got != want {
+		d.fatalf("Batch = %v (%v), reference %v", got, blocker, want)
+	}
+	if blocker == BlockedByQueue {
+		d.fatalf("a batch was held back by a queue at quiescence, where nothing waiting could start")
+	}
+	for _, mb := range members {
+		if got {
+			d.fates[mb.id] = fateRunning
+		} else {
+			d.fates[mb.id] = fateRejected
+		}
+	}
+	d.stats[fmt.Sprintf("batch started %v", got)]++
+	if d.g.released > 0 {
+		d.stats["batch released"] += d.g.released
+		d.g.released = 0
+	}
+	d.started(d.ref.dispatch(d.now))
+}
+
 // checkInvariants compares the counts and checks every cap.
 func (d *driver) checkInvariants() {
 	d.t.Helper()
@@ -406,7 +440,8 @@ func TestProperties(t *testing.T) {
 		d.run(steps)
 	}
 	for _, c := range []string{"started", "queued", "rejected gateway_overloaded",
-		"rejected provider_queue_full", "expired", "cancelled", "dispatched", "wake for a token"} {
+		"rejected provider_queue_full", "expired", "cancelled", "dispatched", "wake for a token",
+		"batch started true", "batch started false", "batch released"} {
 		if stats[c] == 0 {
 			t.Errorf("no step exercised %q: %v", c, stats)
 		}

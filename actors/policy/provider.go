@@ -318,3 +318,81 @@ func (p *Provider) start(e int32, now time.Time) {
 	p.models[en.m].running++
 	p.bucket.take(now)
 }
+
+// Member is one request of a batch: its id, model and class.
+type Member struct {
+	ID    ID
+	Model int
+	Class llm.Priority
+}
+
+// Reservation is what Reserve started: the batch's members, and the rate limiter before and
+// after it took their tokens, so that Release can give them back.
+type Reservation struct {
+	Members             []ID
+	tatBefore, tatAfter time.Time
+	released            bool
+}
+
+// Reserve starts every member of a batch at once, or none (SPEC §5): they start only if the
+// provider's free lanes, each model's free model lanes and the rate limiter's tokens cover
+// them all, and no waiting request of the provider could start (a batch never passes a
+// queue). When they started it returns their Reservation and ok true: they are then running,
+// as Finish, Lookup and Snapshot see them. Otherwise it returns what held them back and ok
+// false, changing nothing. A member id already known, or an unknown model or class, refuses
+// the whole batch with BlockedElsewhere.
+func (p *Provider) Reserve(members []Member, now time.Time) (Reservation, Blocker, bool) {
+	need := make(map[int]int, len(members))
+	for _, mb := range members {
+		if !p.restorable(mb.ID, mb.Model, mb.Class) {
+			return Reservation{}, BlockedElsewhere, false
+		}
+		need[mb.Model]++
+	}
+	switch {
+	case p.eff-p.running < len(members):
+		return Reservation{}, BlockedByLanes, false
+	case p.bucket.tokens(now, len(members)) < len(members):
+		return Reservation{}, BlockedByRateLimit, false
+	}
+	for m, n := range need {
+		if md := &p.models[m]; md.lanes-md.running < n {
+			return Reservation{}, BlockedByModelLanes, false
+		}
+	}
+	if p.simulate(now, -1); p.sim.avail != [llm.NumPriorities]int{} {
+		return Reservation{}, BlockedByQueue, false
+	}
+	r := Reservation{Members: make([]ID, len(members)), tatBefore: p.bucket.tat}
+	for i, mb := range members {
+		e := p.alloc()
+		p.seq++
+		p.entries[e] = entry{id: mb.ID, m: int32(mb.Model), class: uint8(mb.Class), state: running, seq: p.seq,
+			arrived: now, started: now}
+		p.index[mb.ID] = e
+		p.running++
+		p.models[mb.Model].running++
+		p.bucket.take(now)
+		r.Members[i] = mb.ID
+	}
+	r.tatAfter = p.bucket.tat
+	return r, BlockedElsewhere, true
+}
+
+// Release frees the members of an aborted batch that still run, and gives their tokens
+// back to the rate limiter if it took none since: then the batch leaves no trace. If it did
+// (the provider started other requests meanwhile, or was rebuilt), the tokens stay spent: the
+// limiter cannot tell which of its takes to undo, and spending them errs on the side of the
+// backend's limit. Releasing r again does nothing.
+func (p *Provider) Release(r *Reservation, now time.Time) {
+	if r.released {
+		return
+	}
+	r.released = true
+	for _, id := range r.Members {
+		p.Finish(id, now)
+	}
+	if p.bucket.tat.Equal(r.tatAfter) {
+		p.bucket.tat = r.tatBefore
+	}
+}

@@ -290,3 +290,37 @@ func (r *refGate) lookup(id ID) (gateInfo, bool) {
 	}
 	return in, true
 }
+
+// batch starts every member at once or none (SPEC §5): only if the global cap and every
+// provider's lanes, model lanes and tokens cover the members counted together. A batch
+// never passes a waiting request; after a dispatch none could start, so that needs no rule.
+func (r *refGate) batch(members []batchMember, c int, now time.Time) bool {
+	if r.running(-1, -1)+len(members) > r.limits.MaxRunning {
+		return false
+	}
+	perP, perM := map[int]int{}, map[[2]int]int{}
+	for _, mb := range members {
+		perP[mb.p]++
+		perM[[2]int{mb.p, mb.m}]++
+	}
+	for p, n := range perP {
+		iv := refInterval(r.specs[p])
+		if r.running(p, -1)+n > r.eff[p] || (iv > 0 && (!r.tokenReady(p, now) || r.credit[p] < time.Duration(n)*iv)) {
+			return false
+		}
+	}
+	for pm, n := range perM {
+		if r.running(pm[0], pm[1])+n > r.specs[pm[0]].Models[pm[1]].Lanes {
+			return false
+		}
+	}
+	for _, mb := range members {
+		r.seq++
+		r.reqs = append(r.reqs, &refReq{id: mb.id, p: mb.p, m: mb.m, c: c, seq: r.seq, state: refRunning,
+			arrived: now, started: now})
+		if iv := refInterval(r.specs[mb.p]); iv > 0 {
+			r.credit[mb.p] -= iv
+		}
+	}
+	return true
+}

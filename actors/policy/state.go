@@ -76,6 +76,7 @@ const (
 	BlockedByLanes              // every (effective) lane of the provider is busy
 	BlockedByModelLanes         // every model lane of the model is busy
 	BlockedByRateLimit          // the rate limiter has no token now
+	BlockedByQueue              // waiting requests come first (Reserve: a batch never passes them)
 )
 
 // Blocker says what holds back requests for model m at now, checked in SPEC §2's order.

@@ -21,7 +21,8 @@ import (
 // progress for write_timeout ends the connection.
 
 // firehose streams OpenAI chunks as fast as the gateway reads them until the gateway hangs
-// up, when the prompt says "flood"; otherwise it answers with a few chunks and [DONE].
+// up, when the prompt says "flood"; otherwise it answers with a few chunks and [DONE]. Under
+// /silent/ it sends one chunk and then nothing until the gateway hangs up.
 type firehose struct {
 	*httptest.Server
 	gone atomic.Int32 // calls whose client (the gateway) went away
@@ -36,6 +37,13 @@ func newFirehose(t *testing.T) *firehose {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
+		if strings.HasPrefix(r.URL.Path, "/silent/") { // one chunk, then nothing until hung up
+			_, _ = io.WriteString(w, "data: "+chunkJSON("hi")+"\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			f.gone.Add(1)
+			return
+		}
 		chunk := "data: " + chunkJSON(strings.Repeat("flood ", 200)) + "\n\n"
 		if !strings.Contains(string(body), "flood") {
 			for range 3 {
@@ -71,6 +79,7 @@ func TestNonReaderGivesItsLaneBack(t *testing.T) {
 limits: {write_timeout: %s}
 providers:
   - {name: hose, kind: openai, base_url: %s/v1, keys: [k], lanes: 1, run_timeout: %s, queue_timeout: 30s, models: [{id: m}]}
+  - {name: pipe, kind: openai, base_url: %[2]s/silent/v1, keys: [k], lanes: 1, run_timeout: %[3]s, queue_timeout: 30s, models: [{id: m}]}
 `, writeTimeout, f.URL, runTimeout), nil, testLog(t))
 		return g, strings.TrimPrefix(g.URL, "http://")
 	}
@@ -131,6 +140,33 @@ providers:
 		var ne net.Error
 		if asNetError(err, &ne) && ne.Timeout() {
 			t.Fatalf("the connection is still open after write_timeout: %v", err)
+		}
+		g.waitIdle(t)
+	})
+
+	t.Run("write_timeout stops every member of a batch whose client reads nothing", func(t *testing.T) {
+		// One member floods, the other is silent: the silent one's backend must be stopped
+		// too, though nothing of it waits to be written.
+		const writeTimeout = time.Second
+		g, addr := start(t, time.Minute, writeTimeout)
+		gone := f.gone.Load()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		body := `{"models":["hose/m","pipe/m"],"stream":true,"messages":[{"role":"user","content":"flood me"}]}`
+		sent := time.Now()
+		if _, err := fmt.Fprintf(c, "POST /v1/batch/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, g.URL, 2)
+		waitRunning(t, g.URL, 0)
+		if d := time.Since(sent); d > writeTimeout+2*time.Second {
+			t.Errorf("the lanes came back %v after the request: want within write_timeout (%v) + 2s", d, writeTimeout)
+		}
+		if n := f.gone.Load() - gone; n != 2 {
+			t.Errorf("%d backend calls saw the gateway hang up, want both members'", n)
 		}
 		g.waitIdle(t)
 	})

@@ -41,6 +41,7 @@ const (
 	KindDraining        // 503 gateway_draining
 	KindBatchCapacity   // 429 batch_capacity_unavailable
 	KindBatchImpossible // 400 batch_exceeds_provider_capacity
+	KindBatchTooLarge   // 400 batch_too_large
 )
 
 var kindNames = [...]string{
@@ -60,6 +61,7 @@ var kindNames = [...]string{
 	KindDraining:            "gateway_draining",
 	KindBatchCapacity:       "batch_capacity_unavailable",
 	KindBatchImpossible:     "batch_exceeds_provider_capacity",
+	KindBatchTooLarge:       "batch_too_large",
 }
 
 // String returns the SPEC §4 error code of the kind.
@@ -95,6 +97,18 @@ type Error struct {
 	Quota *Quota
 	// Err is the underlying cause, if any (a transport error, a decode error).
 	Err error
+	// Limits, for batch_exceeds_provider_capacity, are the scopes a batch asks more of than
+	// they have (SPEC §5 provider_limits); only those that overflow.
+	Limits []ScopeLimit
+}
+
+// ScopeLimit is one scope a batch overflows: a provider's lanes (Model empty), one model's
+// model lanes, or the gateway's max_running (Provider and Model empty).
+type ScopeLimit struct {
+	Provider  string
+	Model     string
+	Requested int
+	Limit     int
 }
 
 func (e *Error) Error() string {

@@ -22,3 +22,10 @@ type Served struct {
 	// Fallbacks lists the models tried before Model, in order; empty when the first one served.
 	Fallbacks []string
 }
+
+// BatchMember is one model's part of a batch call (SPEC §5): how it was served, or why it
+// failed; one member's failure does not stop the others.
+type BatchMember struct {
+	Served
+	Err error
+}

@@ -127,6 +127,13 @@ func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 // Observe counts one answered model request (httpapi.Options.Observe).
 func (m *Metrics) Observe(o httpapi.Outcome) {
 	m.answer(o).Inc()
+	switch {
+	case o.Code == "":
+	case o.Attempts == 0 && rejectionCodes[o.Code]: // a batch's refusal names no one model
+		m.pair(m.byRejected, m.rejections, o.Provider, o.Code).Inc()
+	case o.Attempts > 0 && upstreamClass[o.Code] != "":
+		m.pair(m.byFailed, m.upstreamErrors, o.Provider, upstreamClass[o.Code]).Inc()
+	}
 	if o.Model == "" {
 		return // refused before a model was chosen: counted, nothing to time per model
 	}
@@ -141,13 +148,6 @@ func (m *Metrics) Observe(o httpapi.Outcome) {
 	}
 	if o.Usage.CompletionTokens > 0 {
 		s.tokensOut.Add(float64(o.Usage.CompletionTokens))
-	}
-	switch {
-	case o.Code == "":
-	case o.Attempts == 0 && rejectionCodes[o.Code]:
-		m.pair(m.byRejected, m.rejections, o.Provider, o.Code).Inc()
-	case o.Attempts > 0 && upstreamClass[o.Code] != "":
-		m.pair(m.byFailed, m.upstreamErrors, o.Provider, upstreamClass[o.Code]).Inc()
 	}
 }
 

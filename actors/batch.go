@@ -1,0 +1,345 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Batches (SPEC §5): every member starts at the same instant, or none does; a batch never
+// queues. The decision is one two-phase step in the admission core. The supervisor holds the
+// batch's global slots in its dispatcher (Hold) and asks each provider concerned to reserve
+// its members (reserve): a provider starts them in its policy only if all of them can start
+// now, with no waiting request passed (policy.Provider.Reserve), and answers with its offer
+// (reserved). When every provider has reserved, the supervisor commits (settle) and the
+// providers hand the members to their lanes; when any could not, it aborts and the others
+// free what they reserved. Nothing runs in a refusal: the backends are called only after
+// the commit.
+
+// MaxBatch is the most models one batch may name (SPEC §5).
+const MaxBatch = 10
+
+// batchCall is one batch on its way through the admission core.
+type batchCall struct {
+	members []*call         // in request order
+	by      map[int][]*call // by provider index
+	reply   chan error      // the batch's one decision: nil (committed) or the refusal
+	answer  sync.Once       // reply is written once
+	held    int             // global slots the supervisor holds for it
+	waiting map[int]bool    // providers whose reservation is still to come
+	failed  *llm.Error      // the first refusal a provider gave
+	ok      map[int]bool    // providers that reserved
+}
+
+func (b *batchCall) decide(err error) {
+	b.answer.Do(func() { b.reply <- err })
+}
+
+// startBatch, from Gateway.StartBatch to the supervisor.
+type startBatch struct{ b *batchCall }
+
+// reserve, from the supervisor to a provider actor: start these members now or not at all.
+type reserve struct {
+	b     *batchCall
+	calls []*call
+}
+
+// reserved, from a provider actor to the supervisor: whether it reserved its members, why
+// not, and its offer (which counts them as running when it did).
+type reserved struct {
+	b   *batchCall
+	p   int
+	ok  bool
+	why *llm.Error
+	o   policy.Offer
+}
+
+// reservation is a provider's part of a batch between reserve and settle: its members,
+// running in its policy and on no lane yet.
+type reservation struct {
+	calls []*call
+	pol   policy.Reservation
+}
+
+// settle, from the supervisor to a provider actor: run the batch's members (commit) or free
+// them.
+type settle struct {
+	b      *batchCall
+	commit bool
+}
+
+// StartBatch admits a batch: models in request order, each member a copy of req for its
+// model. It returns one member per model once all have started and their backends have
+// opened (every member's backend call has begun before any member's first byte reaches the
+// client), or the batch's refusal: 404 for an unknown model, 400 batch_too_large or
+// batch_exceeds_provider_capacity (it can never start: nothing was asked of any provider),
+// 429 batch_capacity_unavailable (it could, but not now). A member whose backend fails to
+// open has its error and no stream; the others go on.
+func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Priority, req *llm.Request) ([]llm.BatchMember, error) {
+	if len(models) > MaxBatch {
+		return nil, &llm.Error{Kind: llm.KindBatchTooLarge, Param: "models",
+			Message: fmt.Sprintf("a batch names at most %d models, this one %d", MaxBatch, len(models))}
+	}
+	t := g.table.Load()
+	b := &batchCall{by: map[int][]*call{}, reply: make(chan error, 1), waiting: map[int]bool{}, ok: map[int]bool{}}
+	for i, id := range models {
+		r, ok := t.lookup(id)
+		if !ok {
+			err := g.notFound(id)
+			err.(*llm.Error).Param = fmt.Sprintf("models[%d]", i)
+			return nil, err
+		}
+		if err := g.refusing(r); err != nil {
+			return nil, err
+		}
+		breq := *req
+		breq.Model = r.model
+		c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
+			reply: make(chan admitResult, 1)}
+		b.members = append(b.members, c)
+		b.by[r.p] = append(b.by[r.p], c)
+	}
+	if err := g.batchFits(b); err != nil {
+		return nil, err
+	}
+	g.system.Root.Send(g.supervisor, &startBatch{b: b})
+	select {
+	case err := <-b.reply:
+		if err != nil {
+			return nil, err
+		}
+	case <-g.stopped:
+		return nil, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}
+	}
+	// Committed: every member is answered by its lane with its stream.
+	out := make([]llm.BatchMember, len(b.members))
+	streams := make([]*stream, len(b.members))
+	for i, c := range b.members {
+		res := g.await(c)
+		out[i].Model, out[i].Provider, out[i].QueueWait = c.route.id, c.route.provider, res.queueWait
+		if res.err != nil {
+			out[i].Err = res.err
+			continue
+		}
+		streams[i] = res.stream
+	}
+	// Open every backend before any is read: all begin before any first byte.
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		if s == nil {
+			continue
+		}
+		wg.Go(func() { // exits when the backend has answered Open
+			if err := s.open(); err != nil {
+				out[i].Err = err
+				return
+			}
+			out[i].Stream, out[i].Attempts = s, 1
+		})
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// batchFits refuses, before asking anyone, a batch that can never start: more members of a
+// provider than its configured lanes, of a model than its model lanes, or in all than
+// max_running (SPEC §5: 400 batch_exceeds_provider_capacity, listing only the scopes that
+// overflow). Learned lanes below the configured ones are not this: such a batch could fit
+// again, and is told 429 by the provider.
+func (g *Gateway) batchFits(b *batchCall) error {
+	var over []llm.ScopeLimit
+	var providers []int
+	for _, c := range b.members {
+		if !slices.Contains(providers, c.route.p) {
+			providers = append(providers, c.route.p)
+		}
+	}
+	for _, p := range providers {
+		pv := &g.opts.Providers[p]
+		if n := len(b.by[p]); n > pv.Lanes {
+			over = append(over, llm.ScopeLimit{Provider: pv.Name, Requested: n, Limit: pv.Lanes})
+		}
+		counted := map[int]bool{}
+		for _, c := range b.by[p] {
+			if counted[c.route.m] {
+				continue
+			}
+			counted[c.route.m] = true
+			n := 0
+			for _, o := range b.by[p] {
+				if o.route.m == c.route.m {
+					n++
+				}
+			}
+			if lanes := g.model(p, c.route.m).Lanes; n > lanes {
+				over = append(over, llm.ScopeLimit{Provider: pv.Name, Model: c.route.id, Requested: n, Limit: lanes})
+			}
+		}
+	}
+	if n := len(b.members); n > g.opts.MaxRunning {
+		over = append(over, llm.ScopeLimit{Requested: n, Limit: g.opts.MaxRunning})
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	parts := make([]string, len(over))
+	for i, o := range over {
+		switch {
+		case o.Model != "":
+			parts[i] = fmt.Sprintf("%d members of model %s, which runs at most %d at once (model_lanes)", o.Requested, o.Model, o.Limit)
+		case o.Provider != "":
+			parts[i] = fmt.Sprintf("%d members of provider %s, which has %d lanes", o.Requested, o.Provider, o.Limit)
+		default:
+			parts[i] = fmt.Sprintf("%d members in all, while the gateway runs at most %d at once (max_running)", o.Requested, o.Limit)
+		}
+	}
+	return &llm.Error{Kind: llm.KindBatchImpossible, Param: "models", Limits: over,
+		Message: "this batch can never start all its members at once: " + strings.Join(parts, "; ")}
+}
+
+// batch begins a batch at the supervisor: hold its global slots, then ask its providers.
+func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
+	k := len(b.members)
+	switch {
+	case s.draining:
+		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"})
+		return
+	case !s.disp.Hold(k):
+		b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: s.g.opts.RetryAfter,
+			Message: fmt.Sprintf("the gateway runs %d of its %d requests at once (max_running); the batch needs %d free at the same time",
+				min(s.disp.Running(), s.g.opts.MaxRunning), s.g.opts.MaxRunning, k)})
+		return
+	}
+	b.held = k
+	s.batches = append(s.batches, b)
+	for p, calls := range b.by {
+		b.waiting[p] = true
+		ctx.Send(s.providers[p], &reserve{b: b, calls: calls})
+	}
+}
+
+// reservedBy takes one provider's answer; the last one decides the batch.
+func (s *supervisor) reservedBy(ctx actor.Context, m *reserved) {
+	b := m.b
+	s.disp.Report(m.p, m.o)
+	if share := len(b.by[m.p]); b.waiting[m.p] {
+		delete(b.waiting, m.p)
+		s.disp.Unhold(share) // its members now count in its offer, or are refused
+		b.held -= share
+	}
+	s.schedule(ctx) // the offer may list arrivals, or the slots given back may let one start
+	if !slices.Contains(s.batches, b) {
+		// Aborted already (a rebuilt supervisor forgot it): free what was reserved.
+		if m.ok {
+			ctx.Send(s.providers[m.p], &settle{b: b})
+		}
+		return
+	}
+	if m.ok {
+		b.ok[m.p] = true
+	} else if b.failed == nil {
+		b.failed = m.why
+	}
+	if len(b.waiting) > 0 {
+		return
+	}
+	s.batches = slices.DeleteFunc(s.batches, func(x *batchCall) bool { return x == b })
+	commit := b.failed == nil
+	for p := range b.ok {
+		ctx.Send(s.providers[p], &settle{b: b, commit: commit})
+	}
+	if commit {
+		b.decide(nil)
+	} else {
+		b.decide(b.failed)
+	}
+}
+
+// forgetBatches aborts the batches in flight: a rebuilt supervisor does not know where they
+// stood. Their clients are told to try again; reservations that come later are freed.
+func (s *supervisor) forgetBatches() {
+	for _, b := range s.batches {
+		clear(b.waiting) // the new dispatcher holds nothing for it: nothing to give back
+		b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: time.Second,
+			Message: "internal fault: the gateway's supervisor restarted while admitting this batch; nothing ran, try again"})
+	}
+	s.batches = nil
+}
+
+// reserve is a provider's part of a batch: all its members start in its policy now, or none.
+func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
+	now := a.g.now()
+	members := make([]policy.Member, len(m.calls))
+	for i, c := range m.calls {
+		members[i] = policy.Member{ID: c.id, Model: c.route.m, Class: c.prio}
+	}
+	res, blocker, ok := a.pol.Reserve(members, now)
+	var why *llm.Error
+	if ok {
+		for _, c := range m.calls {
+			c.arrived, c.started = now, now
+		}
+		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
+	} else {
+		why = a.batchRefusal(blocker, m.calls, now)
+	}
+	ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, ok: ok, why: why, o: a.pol.Offer(now)})
+	a.arm(now)
+}
+
+// settleBatch runs a batch's reserved members or frees them (with the rate limiter's tokens
+// when it can, see policy.Provider.Release). Each member leaves the reservation as it is
+// handed to its lane, so a settle sent again after a crash starts only what was left.
+func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
+	now := a.g.now()
+	if r := a.reserved[m.b]; r != nil && m.commit {
+		for len(r.calls) > 0 {
+			c := r.calls[0]
+			r.calls = r.calls[1:]
+			ctx.Send(a.lanes[c.route.m], &startCall{c: c})
+		}
+	} else if r != nil {
+		a.pol.Release(&r.pol, now)
+	}
+	delete(a.reserved, m.b)
+	a.offer(ctx, now)
+}
+
+// batchRefusal says why the provider cannot start its members of a batch now.
+func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.Time) *llm.Error {
+	pv := &a.g.opts.Providers[a.p]
+	st := a.pol.Snapshot()
+	wait := a.g.opts.RetryAfter
+	if d := a.pol.RetryAfter(now); d > wait {
+		wait = d
+	}
+	n := len(calls)
+	var why string
+	switch b {
+	case policy.BlockedByLanes:
+		free := max(st.EffectiveLanes-st.Running, 0)
+		if st.EffectiveLanes < st.Lanes && n <= st.Lanes && n > st.EffectiveLanes {
+			why = fmt.Sprintf("provider %s takes only %d lanes now (learned from what the backend reports; %d configured): the batch's %d members fit the configuration but not what the backend takes now",
+				pv.Name, st.EffectiveLanes, st.Lanes, n)
+		} else {
+			why = fmt.Sprintf("provider %s has %d of its lanes free now; the batch needs %d at once", pv.Name, free, n)
+		}
+	case policy.BlockedByModelLanes:
+		why = fmt.Sprintf("a model of provider %s has too few model lanes free now for the batch's members", pv.Name)
+	case policy.BlockedByRateLimit:
+		why = fmt.Sprintf("provider %s's rate limit (rpm %d) has fewer tokens now than the batch's %d members", pv.Name, pv.RPM, n)
+	case policy.BlockedByQueue:
+		why = fmt.Sprintf("provider %s has requests waiting for its lanes; a batch never passes them", pv.Name)
+	default:
+		why = fmt.Sprintf("provider %s could not reserve the batch's members", pv.Name)
+	}
+	return &llm.Error{Kind: llm.KindBatchCapacity, Provider: pv.Name, RetryAfter: wait, Message: why + "; try again shortly"}
+}
