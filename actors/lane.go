@@ -55,7 +55,7 @@ func (a *laneActor) Receive(ctx actor.Context) {
 			}
 		}
 	case *actor.Terminated:
-		a.requesterStopped(m.Who)
+		a.requesterStopped(ctx, m.Who)
 	}
 }
 
@@ -71,8 +71,10 @@ func (a *laneActor) requester(ctx actor.Context) *actor.PID {
 }
 
 // requesterStopped: a request actor stopped (it failed; its strategy stops it). Its
-// stopping cancelled the call it served; it must not be handed another.
-func (a *laneActor) requesterStopped(pid *actor.PID) {
+// stopping cancelled the call it served; it must not be handed another. A call handed to it
+// after it failed (its release reached the lane before its failure did, so it was
+// recycled) never reached it: that call gets a new request actor, not the failed one's fate.
+func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
 	for i, p := range a.idle {
 		if p.Equal(pid) {
 			a.idle = append(a.idle[:i], a.idle[i+1:]...)
@@ -80,9 +82,15 @@ func (a *laneActor) requesterStopped(pid *actor.PID) {
 		}
 	}
 	for _, c := range a.running {
-		if c.s != nil && c.s.self != nil && c.s.self.Equal(pid) {
-			c.s.cancel(errStopped) // it may have been handed this call after it failed
+		if c.s == nil || c.s.self == nil || !c.s.self.Equal(pid) {
+			continue
 		}
+		if c.s.requesterStopping.Load() {
+			c.s.cancel(errStopped) // it stopped while serving c (a no-op: it cancelled c)
+			continue
+		}
+		c.s.self = a.requester(ctx)
+		ctx.Send(c.s.self, &serve{c: c})
 	}
 }
 
@@ -110,7 +118,7 @@ func (a *laneActor) start(ctx actor.Context, c *call) {
 func (a *laneActor) release(ctx actor.Context, c *call) {
 	if _, ok := a.running[c.id]; ok {
 		delete(a.running, c.id)
-		if c.s != nil && c.s.self != nil {
+		if c.s != nil && c.s.self != nil && !c.s.requesterStopping.Load() {
 			ctx.Send(c.s.self, &done{c: c})
 			if len(a.idle) < maxIdleRequesters {
 				a.idle = append(a.idle, c.s.self)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -63,6 +64,9 @@ func (a *requestActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping:
 		if a.c != nil {
+			// Marked before the cancellation whose release reaches the lane, so the lane
+			// never recycles this actor for the next call (its Terminated comes later).
+			a.c.s.requesterStopping.Store(true)
 			a.c.s.cancel(errStopped) // a no-op when the call already ended
 			a.idle()
 		}
@@ -86,13 +90,16 @@ func (a *requestActor) idle() {
 // HTTP handler is blocked writing to a client that does not read; when the backend ends the
 // stream itself (its last chunk, an error), the handler's Next sees it and closes it then.
 type stream struct {
-	g         *Gateway
-	c         *call
-	lane      *actor.PID
-	self      *actor.PID // the request actor serving the call
-	ctx       context.Context
-	cancelCtx context.CancelCauseFunc
-	timer     *time.Timer // the run timeout
+	g    *Gateway
+	c    *call
+	lane *actor.PID
+	self *actor.PID // the request actor serving the call
+	// requesterStopping: self is stopping (it failed, or the gateway stops); set before the
+	// release it causes, read by the lane.
+	requesterStopping atomic.Bool
+	ctx               context.Context
+	cancelCtx         context.CancelCauseFunc
+	timer             *time.Timer // the run timeout
 
 	// mu guards inner and closed between the HTTP handler (Next, Close) and the reaper. A
 	// reaper waits at most for a Next in progress, which its cancellation ends.
