@@ -300,21 +300,9 @@ func (s *Server) streamMember(r *http.Request, m llm.BatchMember, req *llm.Reque
 		if ch.Usage != nil {
 			part.usage = *ch.Usage
 		}
-		var data []byte
-		switch {
-		case ch.Raw != nil:
-			if ch.UsageOnly && !req.WantsUsage() {
-				continue
-			}
-			data = ch.Raw
-		default:
-			if ch.Usage != nil {
-				usage = ch.Usage
-			}
-			if ch.Role == "" && ch.Content == "" && ch.ReasoningContent == "" && ch.ToolCalls == nil && ch.FinishReason == "" {
-				continue // a usage-only structured chunk
-			}
-			data = enc.chunk(&ch)
+		data := enc.wire(&ch, req, &usage)
+		if data == nil {
+			continue
 		}
 		if !send(data) {
 			return

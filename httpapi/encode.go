@@ -99,3 +99,22 @@ func (e *chunkEncoder) usage(u *llm.Usage) []byte {
 		Choices: []wireChoice{}, Usage: toWireUsage(u)})
 	return b
 }
+
+// wire is the data of the SSE event that relays ch, or nil when ch is not sent: a raw
+// usage-only chunk the client did not ask for, or a structured chunk that carries nothing
+// but usage, which is kept in *usage to be sent last (enc.usage) when the client asked.
+func (e *chunkEncoder) wire(ch *llm.Chunk, req *llm.Request, usage **llm.Usage) []byte {
+	if ch.Raw != nil {
+		if ch.UsageOnly && !req.WantsUsage() {
+			return nil
+		}
+		return ch.Raw
+	}
+	if ch.Usage != nil {
+		*usage = ch.Usage
+	}
+	if ch.Role == "" && ch.Content == "" && ch.ReasoningContent == "" && ch.ToolCalls == nil && ch.FinishReason == "" {
+		return nil
+	}
+	return e.chunk(ch)
+}

@@ -60,21 +60,9 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stre
 		if ch.Usage != nil {
 			rec.usage = *ch.Usage
 		}
-		var data []byte
-		switch {
-		case ch.Raw != nil:
-			if ch.UsageOnly && !req.WantsUsage() {
-				continue
-			}
-			data = ch.Raw
-		default:
-			if ch.Usage != nil {
-				usage = ch.Usage
-			}
-			if ch.Role == "" && ch.Content == "" && ch.ReasoningContent == "" && ch.ToolCalls == nil && ch.FinishReason == "" {
-				continue // a usage-only structured chunk
-			}
-			data = enc.chunk(&ch)
+		data := enc.wire(&ch, req, &usage)
+		if data == nil {
+			continue
 		}
 		if err := out.Data(data); err != nil {
 			rec.clientGone = true
