@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	)
 	fs.DurationVar(&opts.Latency, "latency", 0, "delay before the response headers")
 	fs.DurationVar(&opts.ChunkInterval, "chunk-interval", 0, "delay between streamed chunks")
+	fs.DurationVar(&opts.Hold, "hold", 0, "how long every answer takes after --latency: a whole one is sent at its end, a stream's chunks are spread over it (replaces --chunk-interval)")
 	fs.Float64Var(&opts.TokensPerSecond, "tps", 0, "chunks per second, when --chunk-interval is 0 (0 = no pacing)")
 	fs.IntVar(&opts.Chunks, "chunks", fakellm.DefaultChunks, "content chunks per answer")
 	fs.StringVar(&opts.Reply, "reply", "", "answer text (default: a built-in sentence)")
@@ -71,11 +72,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	var h http.Handler = fakellm.New(opts)
+	fake := fakellm.New(opts)
+	var h http.Handler = fake
 	if *logReq {
 		h = logRequests(h)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnState: fake.ConnState}
 	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
 
 	served := make(chan error, 1)

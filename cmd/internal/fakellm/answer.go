@@ -3,6 +3,7 @@ package fakellm
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/tollgate/tollgate/providers/sse"
 )
@@ -41,11 +42,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call) error {
 		sse.SetHeaders(w.Header())
 	}
 	w.WriteHeader(http.StatusOK)
-	e := newEmitter(w, r, c.modes, s.interval)
+	interval, lead := s.interval, time.Duration(0)
+	if s.opts.Hold > 0 {
+		interval = s.opts.Hold / time.Duration(max(1, len(c.reasoning)+len(c.pieces)))
+		lead = interval
+	}
+	e := newEmitter(w, r, c.modes, interval)
 	defer e.stop()
 	st := newStreamer(c)
 	if err := st.start(e); err != nil {
 		return err
+	}
+	if lead > 0 && e.wait(lead) != nil {
+		return e.err
 	}
 	if c.tool != nil {
 		return st.(toolStreamer).toolCall(e, c.tool) // planTool plans calls only for streamers that have it

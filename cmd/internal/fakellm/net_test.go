@@ -324,3 +324,69 @@ func TestConcurrencyBurst(t *testing.T) {
 		t.Fatalf("%d ok, %d limited; stats %+v", ok, limited, st)
 	}
 }
+
+func TestHold(t *testing.T) {
+	// Hold 200ms over 4 chunks: each content chunk comes 50ms after the one before, the first
+	// 50ms after the start, so a stream spans the hold; a whole answer waits all of it. Lower
+	// bounds only: a loaded machine makes everything later, never earlier.
+	const hold = 200 * time.Millisecond
+	ts := serve(t, newTestServer(Options{Chunks: 4, Hold: hold}))
+	start := time.Now()
+	resp, err := post(context.Background(), t, ts, "/v1/chat/completions", chatStreamBody, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var content []time.Duration // when each content chunk arrived
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if l := sc.Text(); strings.Contains(l, `"content":"`) && !strings.Contains(l, `"content":""`) {
+			content = append(content, time.Since(start))
+		}
+	}
+	if len(content) != 4 {
+		t.Fatalf("%d content chunks, want 4", len(content))
+	}
+	if content[0] < hold/4 || content[3]-content[0] < 3*hold/4 {
+		t.Fatalf("content chunks at %v: want the first after %v and the last %v after it", content, hold/4, 3*hold/4)
+	}
+
+	start = time.Now()
+	resp, err = post(context.Background(), t, ts, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if d := time.Since(start); d < hold {
+		t.Fatalf("a whole answer took %v, want at least the hold %v", d, hold)
+	}
+}
+
+func TestConnectionsCounted(t *testing.T) {
+	srv := newTestServer(Options{})
+	ts := httptest.NewUnstartedServer(srv)
+	ts.Config.ConnState = srv.ConnState
+	ts.Start()
+	t.Cleanup(ts.Close)
+	call := func(c *http.Client) {
+		t.Helper()
+		resp, err := c.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatStreamBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	keepAlive := &http.Client{Transport: &http.Transport{}}
+	defer keepAlive.CloseIdleConnections()
+	call(keepAlive)
+	call(keepAlive) // the same connection again
+	other := &http.Client{Transport: &http.Transport{}}
+	defer other.CloseIdleConnections()
+	call(other)
+	srv.ResetStats()
+	if got := srv.Stats().Connections; got != 2 {
+		t.Fatalf("Connections = %d after three calls on two keep-alive clients, want 2", got)
+	}
+}

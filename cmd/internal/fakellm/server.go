@@ -9,6 +9,7 @@ package fakellm
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,6 +21,10 @@ import (
 type Options struct {
 	// Latency is waited before the response headers; zero means none.
 	Latency time.Duration
+	// Hold is how long every generation answer takes after Latency, as an LLM call does: a
+	// whole answer is sent once it has passed, a stream spreads its chunks evenly over it
+	// (Hold/n before each of its n chunks), in place of ChunkInterval. Zero means none.
+	Hold time.Duration
 	// ChunkInterval is waited between two streamed chunks; zero lets TokensPerSecond decide.
 	ChunkInterval time.Duration
 	// TokensPerSecond sets the chunk interval to 1s/TokensPerSecond when ChunkInterval is
@@ -62,6 +67,9 @@ type Stats struct {
 	Rejected      int64 `json:"rejected"`       // answered 429 because of MaxConcurrent
 	Completed     int64 `json:"completed"`      // answered to the end as scripted (quirk errors included)
 	ClientGone    int64 `json:"client_gone"`    // the client went away before the answer was over
+	// Connections counts the connections accepted, when the server counts them
+	// (ConnState set as the http.Server's hook, as cmd/fakellm does); ResetStats keeps it.
+	Connections int64 `json:"connections"`
 	// ByKey counts, per API key sent (test keys: fakellm is not meant to see real ones), the
 	// generation requests made with it and those answered normally.
 	ByKey map[string]KeyCounts `json:"by_key,omitempty"`
@@ -87,6 +95,15 @@ type Server struct {
 	script   scripted
 
 	concurrent, maxConcurrent, requests, rejected, completed, clientGone atomic.Int64
+	connections                                                          atomic.Int64
+}
+
+// ConnState is an http.Server ConnState hook that counts the connections accepted, so a
+// benchmark can see whether a relay dials its backend per call or reuses its connections.
+func (s *Server) ConnState(_ net.Conn, st http.ConnState) {
+	if st == http.StateNew {
+		s.connections.Add(1)
+	}
 }
 
 // New returns a Server following opts.
@@ -164,6 +181,7 @@ func (s *Server) Stats() Stats {
 		Rejected:      s.rejected.Load(),
 		Completed:     s.completed.Load(),
 		ClientGone:    s.clientGone.Load(),
+		Connections:   s.connections.Load(),
 	}
 	for k, v := range s.script.keyCounts() {
 		if st.ByKey == nil {
@@ -175,7 +193,7 @@ func (s *Server) Stats() Stats {
 }
 
 // ResetStats zeroes the counters, except Concurrent (requests still running will end) from
-// which MaxConcurrent restarts.
+// which MaxConcurrent restarts, and Connections (a count of what the listener accepted).
 func (s *Server) ResetStats() {
 	s.requests.Store(0)
 	s.rejected.Store(0)
@@ -324,6 +342,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call) error {
 	ctx := r.Context()
 	if err := waitCtx(ctx, s.opts.Latency); err != nil {
 		return err
+	}
+	if !c.stream && s.opts.Hold > 0 {
+		if err := waitCtx(ctx, s.opts.Hold); err != nil {
+			return err
+		}
 	}
 	if c.modes.Has(ModeHang) {
 		<-ctx.Done()
