@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 
-.PHONY: run build vet test loadtest bench bench-relay bench-admission fuzz clis screenshots clean
+.PHONY: run build vet test loadtest bench bench-relay bench-admission bench-inflight fuzz clis screenshots clean
 
 run:
 	$(GO) run ./cmd/tollgate $(ARGS)
@@ -37,14 +37,22 @@ loadtest:
 	$(GO) run -tags tollgate_faults ./cmd/tollgate-load --scenario burst-20,burst-50,mixed-priority,cancel-storm,slow-readers,actor-faults
 
 # Benchmarks (docs/benchmarks.md): relay overhead against a direct call and a bare reverse
-# proxy, then the admission figures. Not part of `make test`: figures, not pass/fail.
-bench: bench-relay bench-admission
+# proxy, the admission figures, then thousands of calls in flight. Not part of `make test`:
+# figures, not pass/fail.
+bench: bench-relay bench-admission bench-inflight
 
 # Issue 2: Tollgate against calling the backend directly and a bare httputil.ReverseProxy.
 # ARGS='--quick' for a smoke run.
 bench-relay:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/tollgate ./cmd/fakellm ./cmd/tollgate-bench
 	$(BIN)/tollgate-bench $(ARGS)
+
+# Issue 15: open-loop arrivals at 1,000, 2,000 and 3,000 calls/s against a backend holding
+# each call 1 s (and 1,000/s held 5 s), bare proxy and Tollgate interleaved, streaming and not.
+# About 10 minutes; ARGS='--quick' for a smoke run, ARGS='--rates 3000 --long-rates ""' for one.
+bench-inflight:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/tollgate ./cmd/fakellm ./cmd/tollgate-bench
+	$(BIN)/tollgate-bench inflight $(ARGS)
 
 # Issue 3: actor admission cycles/s, 429s/s under 10x overload, memory per queued request.
 # The Go benchmark runs with the collector setting the gateway binaries use (app.TuneGC).

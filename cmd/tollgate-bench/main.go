@@ -6,7 +6,8 @@
 // a ratio to the bare proxy, stream errors and Tollgate's peak RSS.
 //
 //	tollgate-bench [--tollgate bin/tollgate] [--fakellm bin/fakellm] [--quick] [--profile DIR]
-//	tollgate-bench proxy --listen ADDR --target URL     (the bare proxy, run by the benchmark)
+//	tollgate-bench inflight [--rates 1000,2000,3000] [--hold 1s] [--quick] ...  (issue 15; inflight.go)
+//	tollgate-bench proxy --listen ADDR --target URL [--idle N]  (the bare proxy, run by the benchmarks)
 //	tollgate-bench gateway --config FILE --profile-dir DIR  (Tollgate with pprof profiles)
 package main
 
@@ -38,6 +39,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return serveProxy(args[1:])
 		case "gateway":
 			return serveGateway(args[1:])
+		case "inflight":
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runInflight(ctx, args[1:], stdout, stderr)
 		}
 	}
 	opts, err := parseOptions(args)

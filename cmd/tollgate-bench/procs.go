@@ -140,24 +140,7 @@ func (p *proc) stop() error {
 }
 
 // peakRSS returns the process's peak resident set size (VmHWM) in bytes.
-func peakRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read peak RSS: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		v, ok := strings.CutPrefix(line, "VmHWM:")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("read peak RSS: %q: %w", line, err)
-		}
-		return kb << 10, nil
-	}
-	return 0, fmt.Errorf("read peak RSS: no VmHWM in /proc/%d/status", pid)
-}
+func peakRSS(pid int) (int64, error) { return procStatusKB(pid, "VmHWM:") }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat CPU times; 100 on every Linux we run on.
 const clockTicks = 100

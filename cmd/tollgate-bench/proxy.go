@@ -24,6 +24,7 @@ func serveProxy(args []string) error {
 	fs := flag.NewFlagSet("tollgate-bench proxy", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on; port 0 picks a free port")
 	target := fs.String("target", "", "backend base URL, e.g. http://127.0.0.1:9000")
+	idle := fs.Int("idle", 256, "idle connections kept to the backend (size it to the calls held at once)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -35,17 +36,20 @@ func serveProxy(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: newProxy(u), ReadHeaderTimeout: 10 * time.Second}
+	if *idle < 1 {
+		return fmt.Errorf("--idle %d: want at least 1", *idle)
+	}
+	srv := &http.Server{Handler: newProxy(u, *idle), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("listening on %s\n", ln.Addr())
 	return serveUntilSignal(srv, ln)
 }
 
 // newProxy returns the bare proxy: a ReverseProxy (which flushes text/event-stream answers
 // event by event) behind a handler that reads the body into memory first.
-func newProxy(target *url.URL) http.Handler {
+func newProxy(target *url.URL, idle int) http.Handler {
 	rp := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-		Transport: benchTransport(256),
+		Transport: benchTransport(idle),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Forwarding the client's body object straight through produced sporadic

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Targets of issue 15, as ratios to the bare proxy in the same run.
+const (
+	minInflightThroughput = 0.97                  // Tollgate's req/s over the proxy's, at the top rate of the short hold
+	maxAddedP99           = 50 * time.Millisecond // Tollgate's p99 over the proxy's, likewise
+	maxCPURatio           = 1.3                   // Tollgate's CPU per call over the proxy's, likewise
+	maxExtraPerCall       = 24 << 10              // Tollgate's RSS per call in flight over the proxy's, at the long hold
+)
+
+// side is one target's rounds of one group, added up.
+type side struct {
+	name         string
+	idleRSS      int64 // VmRSS once started, before any call
+	samples      []sample
+	sent, errs   int
+	errMsgs      []string
+	rates        []float64 // answered calls per second of each round
+	peakInFlight int64
+	peakRSS      int64
+	cpu          time.Duration
+	steadyConns  int64
+	steadyWindow time.Duration
+}
+
+func (s *side) addErrors(r sideRound) {
+	s.errs += r.errs
+	for _, m := range r.errMsgs {
+		if len(s.errMsgs) < maxErrMsgs {
+			s.errMsgs = append(s.errMsgs, m)
+		}
+	}
+}
+
+func (s *side) add(r sideRound) {
+	s.addErrors(r)
+	s.samples = append(s.samples, r.samples...)
+	s.sent += r.sent
+	if r.elapsed > 0 {
+		s.rates = append(s.rates, float64(len(r.samples))/r.elapsed.Seconds())
+	}
+	s.peakInFlight = max(s.peakInFlight, r.peakInFlight)
+	s.peakRSS = max(s.peakRSS, r.peakRSS)
+	s.cpu += r.cpu
+	s.steadyConns += r.steadyConns
+	s.steadyWindow += r.steadyWindow
+}
+
+// figures are what the report shows of a side.
+type figures struct {
+	rps                float64 // median round
+	added50, added99   time.Duration
+	perCall            float64 // bytes of RSS per call in flight
+	cpuPerCall         time.Duration
+	connsPerSec        float64
+	peakRSS            int64
+	peakInFlight, errs int
+	sent               int
+}
+
+func (s *side) figures(hold time.Duration) figures {
+	f := figures{peakRSS: s.peakRSS, peakInFlight: int(s.peakInFlight), errs: s.errs, sent: s.sent}
+	total := make([]time.Duration, len(s.samples))
+	for i, sm := range s.samples {
+		total[i] = sm.total
+	}
+	slices.Sort(total)
+	f.added50, f.added99 = quantile(total, 0.50)-hold, quantile(total, 0.99)-hold
+	if len(s.rates) > 0 {
+		rates := slices.Clone(s.rates)
+		slices.Sort(rates)
+		f.rps = rates[len(rates)/2]
+	}
+	if s.peakInFlight > 0 {
+		f.perCall = float64(s.peakRSS-s.idleRSS) / float64(s.peakInFlight)
+	}
+	if s.sent > 0 {
+		f.cpuPerCall = s.cpu / time.Duration(s.sent)
+	}
+	if s.steadyWindow > 0 {
+		f.connsPerSec = float64(s.steadyConns) / s.steadyWindow.Seconds()
+	}
+	return f
+}
+
+// groupResult is one group's two sides.
+type groupResult struct {
+	group                 group
+	sides                 [2]side // proxy, Tollgate
+	loadBefore, loadAfter string
+	notes                 []string // what went wrong with the processes themselves
+}
+
+// runGroup starts fresh processes for g, gives each target an unrecorded warm-up round (its
+// connections, stacks and heap reach their working size; its errors still count), then the
+// measured rounds, proxy and Tollgate taking turns.
+func runGroup(ctx context.Context, o inflightOptions, g group, logDir string, stderr io.Writer) (res groupResult, err error) {
+	ps, err := startGroup(o, g, logDir)
+	if err != nil {
+		return res, err
+	}
+	res = groupResult{group: g, loadBefore: loadAverage()}
+	backend := newStatsClient("http://" + ps.fakellm.addr)
+	procs := [2]*proc{ps.proxy, ps.tollgate}
+	targets := [2]*target{
+		newTarget("proxy", "http://"+ps.proxy.addr, benchModel, capacityFor(g)),
+		newTarget("tollgate", "http://"+ps.tollgate.addr, benchProvider+"/"+benchModel, capacityFor(g)),
+	}
+	// The servers close their ends first (ps.stop), so the TIME_WAIT entries stay on their
+	// listening ports; the driver's idle connections are only dropped afterwards.
+	defer func() {
+		// A child that fails to stop in time (it was killed) is a finding of the run, not a
+		// reason to lose the figures: it goes into the report.
+		if serr := ps.stop(); serr != nil {
+			res.notes = append(res.notes, serr.Error())
+		}
+		backend.client.CloseIdleConnections()
+		for _, t := range targets {
+			t.client.CloseIdleConnections()
+		}
+	}()
+	backend.connections() // opens the stats connection before anything is counted
+	for j, t := range targets {
+		res.sides[j].name = t.name
+		if res.sides[j].idleRSS, err = currentRSS(procs[j].cmd.Process.Pid); err != nil {
+			return res, err
+		}
+	}
+	for j, t := range targets {
+		res.sides[j].addErrors(openRound(ctx, t, procs[j].cmd.Process.Pid, g, o.warmup, o.chunks, backend))
+	}
+	for round := range o.rounds {
+		for j, t := range targets {
+			res.sides[j].add(openRound(ctx, t, procs[j].cmd.Process.Pid, g, o.duration, o.chunks, backend))
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+		}
+		fmt.Fprintf(stderr, "%s: round %d/%d done\n", g, round+1, o.rounds)
+	}
+	res.loadAfter = loadAverage()
+	return res, nil
+}
+
+// inflightReport is the whole run.
+type inflightReport struct {
+	groups                        []groupResult
+	command                       string
+	wall                          time.Duration
+	loadBefore, loadAfter         string
+	timeWaitBefore, timeWaitAfter int
+}
+
+func kib(b float64) string { return fmt.Sprintf("%.1f", b/1024) }
+
+// write prints the report as markdown for docs/benchmarks.md and returns whether every target
+// was met.
+func (r *inflightReport) write(w io.Writer) bool {
+	fmt.Fprintf(w, "Command: `%s` (%s wall; load average before %s, after %s; TCP sockets in TIME_WAIT before %d, after %d)\n\n",
+		r.command, r.wall.Round(time.Second), r.loadBefore, r.loadAfter, r.timeWaitBefore, r.timeWaitAfter)
+	fmt.Fprintln(w, "| load | target | calls | errors | req/s (median round) | Tollgate/proxy req/s | added p50 / p99 ms | peak in flight | peak RSS MB | RSS KiB per call in flight | CPU µs per call | new backend conns/s, steady | load avg |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, gr := range r.groups {
+		p, t := gr.sides[0].figures(gr.group.hold), gr.sides[1].figures(gr.group.hold)
+		for j, f := range []figures{p, t} {
+			ratio := ""
+			if j == 1 {
+				ratio = fmt.Sprintf("%.3f", t.rps/max(p.rps, 1e-9))
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %s | %s / %s | %d | %.0f | %s | %.0f | %.1f | %s → %s |\n",
+				gr.group, gr.sides[j].name, f.sent, f.errs, f.rps, ratio, signedMS(f.added50), signedMS(f.added99),
+				f.peakInFlight, float64(f.peakRSS)/(1<<20), kib(f.perCall), float64(f.cpuPerCall)/float64(time.Microsecond),
+				f.connsPerSec, gr.loadBefore, gr.loadAfter)
+		}
+	}
+	fmt.Fprintln(w)
+	return r.writeTargets(w)
+}
+
+// writeTargets judges issue 15's targets: throughput, p99 and CPU at the highest rate of the
+// shortest hold; memory per call in flight at the longest hold; no backend dials at steady
+// load anywhere; no errors anywhere.
+func (r *inflightReport) writeTargets(w io.Writer) bool {
+	ok := true
+	var short, long time.Duration
+	top := 0
+	for _, gr := range r.groups {
+		if short == 0 || gr.group.hold < short {
+			short = gr.group.hold
+		}
+		long = max(long, gr.group.hold)
+	}
+	for _, gr := range r.groups {
+		if gr.group.hold == short {
+			top = max(top, gr.group.rate)
+		}
+	}
+	for _, gr := range r.groups {
+		g := gr.group
+		p, t := gr.sides[0].figures(g.hold), gr.sides[1].figures(g.hold)
+		var checks []string
+		check := func(met bool, format string, args ...any) {
+			ok = ok && met
+			checks = append(checks, fmt.Sprintf(format, args...)+" "+verdict(met))
+		}
+		if g.hold == short && g.rate == top {
+			check(t.rps >= minInflightThroughput*p.rps, "req/s %.3f× (≥ %.2f)", t.rps/max(p.rps, 1e-9), minInflightThroughput)
+			check(t.added99 <= p.added99+maxAddedP99, "p99 %+.1f ms over the proxy's (≤ +%d)",
+				float64(t.added99-p.added99)/msPerDuration, maxAddedP99.Milliseconds())
+			check(float64(t.cpuPerCall) <= maxCPURatio*float64(p.cpuPerCall), "CPU per call %.2f× (≤ %.1f)",
+				float64(t.cpuPerCall)/max(float64(p.cpuPerCall), 1), maxCPURatio)
+		}
+		if g.hold == long && long != short {
+			check(t.perCall <= p.perCall+maxExtraPerCall, "RSS per call in flight %+.1f KiB over the proxy's (≤ +%d)",
+				(t.perCall-p.perCall)/1024, maxExtraPerCall>>10)
+		}
+		check(t.connsPerSec == 0, "new backend connections at steady load %.1f/s (none)", t.connsPerSec)
+		check(p.errs == 0 && t.errs == 0, "errors %d / %d (none)", p.errs, t.errs)
+		for _, n := range gr.notes {
+			check(false, "%s", n)
+		}
+		fmt.Fprintf(w, "- %s: %s\n", g, strings.Join(checks, "; "))
+	}
+	return ok
+}
+
+// errorReport lists the first errors of every side, for stderr.
+func (r *inflightReport) errorReport() string {
+	var b strings.Builder
+	for _, gr := range r.groups {
+		for _, n := range gr.notes {
+			fmt.Fprintf(&b, "%s: %s\n", gr.group, n)
+		}
+		for _, s := range gr.sides {
+			for _, m := range s.errMsgs {
+				fmt.Fprintf(&b, "%s %s: %s\n", gr.group, s.name, m)
+			}
+		}
+	}
+	return b.String()
+}
