@@ -47,6 +47,10 @@ type Config struct {
 	// Nil: a pooled keep-alive client owned by the adapter, without a whole-call timeout
 	// (the context given to Open bounds a call).
 	HTTPClient *http.Client
+	// Lanes is how many calls the provider runs at once; the adapter's own client keeps that
+	// many idle connections to the backend, so no call dials at steady load. 0 →
+	// upstream.DefaultIdlePerHost. Unused with HTTPClient.
+	Lanes int
 	// ConnectTimeout bounds dialing and the TLS handshake. Zero: 10s. Negative: none.
 	ConnectTimeout time.Duration
 	// HeaderTimeout bounds the wait for response headers of a streaming call. Zero: 3m.
@@ -92,7 +96,7 @@ func New(cfg Config) (*Client, error) {
 		http: cfg.HTTPClient, headerTimeout: upstream.Timeout(cfg.HeaderTimeout, defaultHeaderTimeout),
 		maxEvent: cfg.MaxEventBytes, now: time.Now}
 	if c.http == nil {
-		c.http = upstream.SharedHTTPClient(upstream.Timeout(cfg.ConnectTimeout, defaultConnectTimeout))
+		c.http = upstream.NewHTTPClient(upstream.Timeout(cfg.ConnectTimeout, defaultConnectTimeout), cfg.Lanes)
 	}
 	return c, nil
 }

@@ -59,10 +59,14 @@ type Config struct {
 	// ModelKeys, when it has an entry for the backend model of a call, replaces Keys for it
 	// (NVIDIA issues a key per model).
 	ModelKeys map[string][]string
-	// HTTPClient is used for every call; nil → upstream.SharedHTTPClient(ConnectTimeout), a
-	// pooled client that never follows redirects. Its Timeout should stay zero: streams run
+	// HTTPClient is used for every call; nil → upstream.NewHTTPClient(ConnectTimeout, Lanes),
+	// a pooled client of the adapter's own that never follows redirects. Its Timeout should stay zero: streams run
 	// for minutes.
 	HTTPClient *http.Client
+	// Lanes is how many calls the provider runs at once; the adapter's own client keeps that
+	// many idle connections to the backend, so no call dials at steady load. 0 →
+	// upstream.DefaultIdlePerHost. Unused with HTTPClient.
+	Lanes int
 	// ConnectTimeout bounds dialing and the TLS handshake; 0 → 10s; negative → none.
 	ConnectTimeout time.Duration
 	// HeaderTimeout bounds the wait for response headers of a streaming call; 0 → 60s, or 5m
@@ -123,7 +127,7 @@ func New(cfg Config) (*Client, error) {
 		keys: keys, secrets: keys.Secrets(), maxEvent: cfg.MaxEventBytes, now: time.Now,
 	}
 	if c.http == nil {
-		c.http = upstream.SharedHTTPClient(upstream.Timeout(cfg.ConnectTimeout, 10*time.Second))
+		c.http = upstream.NewHTTPClient(upstream.Timeout(cfg.ConnectTimeout, 10*time.Second), cfg.Lanes)
 	}
 	return c, nil
 }

@@ -64,17 +64,16 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 	local, _ := New(Config{Kind: KindOllama})
-	cloud, _ := New(Config{Kind: KindOpenAI})
+	cloud, _ := New(Config{Kind: KindOpenAI, Lanes: 500})
 	ct := cloud.http.Transport.(*http.Transport)
 	if local.headerTimeout != 5*time.Minute || cloud.headerTimeout != 60*time.Second {
 		t.Errorf("header timeouts: local %v, cloud %v", local.headerTimeout, cloud.headerTimeout)
 	}
-	if ct.MaxIdleConnsPerHost < 100 || local.http.Timeout != 0 {
-		t.Errorf("pool: MaxIdleConnsPerHost %d, whole-call timeout %v", ct.MaxIdleConnsPerHost, local.http.Timeout)
+	if ct.MaxIdleConnsPerHost != 500 || local.http.Timeout != 0 {
+		t.Errorf("pool: MaxIdleConnsPerHost %d for 500 lanes, whole-call timeout %v", ct.MaxIdleConnsPerHost, local.http.Timeout)
 	}
-	again, _ := New(Config{Kind: KindQwen})
-	if again.http != cloud.http {
-		t.Error("providers with the same timeouts do not share a pooled client")
+	if again, _ := New(Config{Kind: KindOpenAI, Lanes: 500}); again.http == cloud.http {
+		t.Error("two providers share one pool: it would be sized to neither's lanes")
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package upstream holds what every HTTP adapter needs to call a backend and read its failure
 // the same way: the keys to send in turn (KeyRing), a pooled client that never follows
-// redirects (NewHTTPClient), one call with a bounded wait for headers (Send) and its failure
+// redirects, its idle pool sized to the provider's lanes and HTTP/2 to TLS backends that offer
+// it (NewHTTPClient), one call with a bounded wait for headers (Send) and its failure
 // explained (TransportError), the wait a backend advises (RetryHint), what it says of its
 // capacity and buckets while refusing (StatedLimit, ParseQuota, Annotate;
 // docs/capacity-signals.md), the error kind its status means (KindForStatus), a capped read

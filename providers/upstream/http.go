@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -15,23 +14,53 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// NewTransport returns a pooled keep-alive HTTP/1.1 transport for LLM backends; connect bounds
-// dialing and the TLS handshake (zero or negative: none). There is deliberately no whole-call
-// timeout and no response-header timeout: a stream may run for many minutes and is bounded by
-// its context, and a non-streaming answer only sends its headers once it is complete, so the
-// wait for headers is bounded per call, by Send, for streams only. Compression is off so a
-// gzip layer never holds back stream events. Setting DialContext keeps it on HTTP/1.1: one
-// connection per running call, so one slow stream never stalls another's frames.
-func NewTransport(connect time.Duration) *http.Transport {
+// DefaultIdlePerHost is the idle pool per backend host of a transport whose caller does not
+// say how many calls it runs at once.
+const DefaultIdlePerHost = 256
+
+// StreamWindow is the HTTP/2 flow-control window of one response: what the gateway reads of a
+// backend's answer ahead of its client. A stream whose client stops reading stops at it,
+// holding at most this much, while the connection's other streams go on (the connection's
+// own window is the runtime's default, 1 GiB, far above any number of stalled streams). LLM
+// answers arrive at tens of kilobytes per second, so the window never limits their speed.
+const StreamWindow = 512 << 10
+
+// NewTransport returns a pooled keep-alive transport for LLM backends.
+//
+// connect bounds dialing and the TLS handshake (zero or negative: none). idle is how many
+// idle connections it keeps per backend host: give it the lanes of the provider it serves,
+// so that when a call ends its connection always has a place in the pool and no call dials
+// at steady load (zero or negative: DefaultIdlePerHost). A pool smaller than the calls in
+// flight closes the connections that do not fit, and the next calls dial new ones, leaving
+// the old ones in TIME_WAIT until the ephemeral ports run out.
+//
+// A TLS backend that offers HTTP/2 (ALPN "h2") gets it: one connection carries many calls,
+// each with its own flow-control window (StreamWindow), so a client that stops reading one
+// stream stalls no other; a connection with nothing to read for 30 s is pinged and closed if
+// the ping goes unanswered, since a dead one would fail every call on it. Plain http://
+// backends (local servers) stay on HTTP/1.1, one connection per running call.
+//
+// There is deliberately no whole-call timeout and no response-header timeout: a stream may
+// run for many minutes and is bounded by its context, and a non-streaming answer only sends
+// its headers once it is complete, so the wait for headers is bounded per call, by Send, for
+// streams only. Compression is off so a gzip layer never holds back stream events.
+func NewTransport(connect time.Duration, idle int) *http.Transport {
+	if idle <= 0 {
+		idle = DefaultIdlePerHost
+	}
 	d := &net.Dialer{KeepAlive: 30 * time.Second}
 	t := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           d.DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256, // enough idle connections for every lane of a busy provider
+		ForceAttemptHTTP2:     true, // a custom DialContext alone would turn HTTP/2 off
+		MaxIdleConnsPerHost:   idle,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream: StreamWindow,
+			SendPingTimeout:           30 * time.Second,
+		},
 	}
 	if connect > 0 {
 		d.Timeout = connect
@@ -40,34 +69,16 @@ func NewTransport(connect time.Duration) *http.Transport {
 	return t
 }
 
-// NewHTTPClient returns a client over NewTransport(connect) that never follows redirects.
-// A redirect then fails the call as an answer that is not 2xx. Following it would send the
-// API key to wherever the redirect points: Go strips Authorization on a cross-host redirect,
-// but not a provider's own key header (x-api-key, x-goog-api-key).
-func NewHTTPClient(connect time.Duration) *http.Client {
-	return &http.Client{Transport: NewTransport(connect), CheckRedirect: noRedirects}
+// NewHTTPClient returns a client over NewTransport(connect, idle) that never follows
+// redirects. A redirect then fails the call as an answer that is not 2xx. Following it would
+// send the API key to wherever the redirect points: Go strips Authorization on a cross-host
+// redirect, but not a provider's own key header (x-api-key, x-goog-api-key). Each adapter
+// makes its own, so that its pool is sized to its own provider's lanes.
+func NewHTTPClient(connect time.Duration, idle int) *http.Client {
+	return &http.Client{Transport: NewTransport(connect, idle), CheckRedirect: noRedirects}
 }
 
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-// Clients are shared per connect timeout, so every provider with the same setting draws on
-// one connection pool (idle connections are kept per host anyway).
-var (
-	sharedMu      sync.Mutex
-	sharedClients = map[time.Duration]*http.Client{}
-)
-
-// SharedHTTPClient returns the process-wide NewHTTPClient(connect).
-func SharedHTTPClient(connect time.Duration) *http.Client {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if c, ok := sharedClients[connect]; ok {
-		return c
-	}
-	c := NewHTTPClient(connect)
-	sharedClients[connect] = c
-	return c
-}
 
 // Timeout returns def for zero, 0 (none) for negative values and d otherwise: the reading of
 // the adapters' timeout settings.

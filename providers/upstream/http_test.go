@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,16 +30,80 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestNewHTTPClient(t *testing.T) {
-	c := NewHTTPClient(3 * time.Second)
+	c := NewHTTPClient(3*time.Second, 40)
 	tr := c.Transport.(*http.Transport)
 	if tr.TLSHandshakeTimeout != 3*time.Second || tr.ResponseHeaderTimeout != 0 || c.Timeout != 0 {
 		t.Errorf("timeouts: TLS %v, header %v, whole call %v", tr.TLSHandshakeTimeout, tr.ResponseHeaderTimeout, c.Timeout)
 	}
-	if tr.MaxIdleConnsPerHost < 100 || !tr.DisableCompression {
-		t.Errorf("pool %d, compression off %v", tr.MaxIdleConnsPerHost, tr.DisableCompression)
+	if tr.MaxIdleConnsPerHost != 40 || tr.MaxIdleConns != 0 || !tr.DisableCompression || !tr.ForceAttemptHTTP2 {
+		t.Errorf("pool %d per host, %d in all, compression off %v, HTTP/2 %v",
+			tr.MaxIdleConnsPerHost, tr.MaxIdleConns, tr.DisableCompression, tr.ForceAttemptHTTP2)
 	}
-	if SharedHTTPClient(time.Second) != SharedHTTPClient(time.Second) || SharedHTTPClient(time.Second) == SharedHTTPClient(2*time.Second) {
-		t.Error("shared clients are not one per connect timeout")
+	if got := NewTransport(0, 0).MaxIdleConnsPerHost; got != DefaultIdlePerHost {
+		t.Errorf("idle 0: pool %d per host, want DefaultIdlePerHost", got)
+	}
+}
+
+// TestPoolCoversLanes: calls held at once, as many as the pool's size, then again and again,
+// reuse the connections of the first wave: the backend accepts no connection after it.
+func TestPoolCoversLanes(t *testing.T) {
+	const lanes = 300 // above net/http's own default of 2 idle per host, and the old 256
+	var accepted atomic.Int64
+	var release atomic.Pointer[chan struct{}] // this wave's
+	var arrived atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wave := *release.Load()
+		arrived.Add(1)
+		<-wave // held until every call of the wave is running
+		io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			accepted.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	client := NewHTTPClient(time.Second, lanes)
+	defer client.CloseIdleConnections()
+	for wave := range 3 {
+		arrived.Store(0)
+		held := make(chan struct{})
+		release.Store(&held)
+		var wg sync.WaitGroup
+		errs := make(chan error, lanes)
+		for range lanes {
+			wg.Add(1)
+			go func() { // exits when its call is answered
+				defer wg.Done()
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					errs <- err
+				}
+			}()
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for arrived.Load() < lanes {
+			if time.Now().After(deadline) {
+				t.Fatalf("wave %d: %d of %d calls reached the backend", wave, arrived.Load(), lanes)
+			}
+			time.Sleep(time.Millisecond) // polling for the wave to be held in full
+		}
+		close(held)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("wave %d: %v", wave, err)
+		}
+		if got := accepted.Load(); got != lanes {
+			t.Fatalf("after wave %d the backend accepted %d connections, want the first wave's %d", wave, got, lanes)
+		}
 	}
 }
 
@@ -60,7 +127,7 @@ func TestSend(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	client := NewHTTPClient(time.Second)
+	client := NewHTTPClient(time.Second, 0)
 	defer client.CloseIdleConnections()
 
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -118,7 +185,7 @@ func TestSendCancelEndsCall(t *testing.T) {
 		close(gone)
 	}))
 	defer srv.Close()
-	client := NewHTTPClient(time.Second)
+	client := NewHTTPClient(time.Second, 0)
 	defer client.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 	resp, done, err := Send(context.Background(), client, req, time.Second)

@@ -28,13 +28,13 @@ func backendFor(p *config.Provider, l *config.Limits, log zerolog.Logger) (llm.B
 		return fakeBackend(p), nil
 	case openai.Supports(p.Kind):
 		return openai.New(openai.Config{Kind: p.Kind, Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
-			MaxEventBytes: l.MaxEventBytes})
+			Lanes: p.Lanes, MaxEventBytes: l.MaxEventBytes})
 	case p.Kind == "anthropic":
 		return anthropic.New(anthropic.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
-			MaxEventBytes: l.MaxEventBytes})
+			Lanes: p.Lanes, MaxEventBytes: l.MaxEventBytes})
 	case p.Kind == "gemini":
 		return gemini.New(gemini.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
-			MaxEventBytes: l.MaxEventBytes})
+			Lanes: p.Lanes, MaxEventBytes: l.MaxEventBytes})
 	case config.IsCLI(p.Kind):
 		return cliBackend(p, log)
 	}
