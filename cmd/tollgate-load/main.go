@@ -21,10 +21,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -40,13 +38,9 @@ func main() {
 		}
 		return
 	}
-	// The in-process gateway runs with cmd/tollgate's GC settings, except the soft memory
-	// limit: it is sized for the gateway alone, and this process also holds the clients and
-	// the fake backends, whose heap would make the collector run as the gateway's would not.
-	app.TuneGC()
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(math.MaxInt64)
-	}
+	// The in-process gateway runs with cmd/tollgate's collector settings (a soft memory
+	// limit only from GOMEMLIMIT or the container's cgroup).
+	_ = app.TuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	code, err := run(ctx, os.Args[1:], os.Stdout)

@@ -88,12 +88,16 @@ func run(args []string, out io.Writer) error {
 		return checkConfig(f.checkConfig, out)
 	}
 	log := newLogger()
-	app.TuneGC()
+	gc := app.TuneGC()
 	cfg, err := loadConfig(f)
 	if err != nil {
 		return err
 	}
 	log.Info().Str("version", version()).Str("commit", commit()).Msg("tollgate starting")
+	if gc.Err != nil {
+		log.Warn().Err(gc.Err).Msg("could not read the container's memory limit; running without a soft memory limit (set GOMEMLIMIT to give one)")
+	}
+	log.Info().Int("gogc", gc.Percent).Int64("memory_limit", gc.MemoryLimit).Str("memory_limit_from", gc.LimitFrom).Msg("collector: " + gc.String())
 	for _, line := range cfg.Summary() {
 		log.Info().Str("config", cfg.Source).Msg(line)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(tuneGCChild) == "1" { // TestTuneGC's child: report what TuneGC applied
+		g := TuneGC()
+		fmt.Printf("%d %d %s %v\n", g.Percent, g.MemoryLimit, g.LimitFrom, g.Err)
+		os.Exit(0)
+	}
 	// Every refresh goroutine must have ended once its App is drained. protoactor's
 	// dead-letter throttle parks a goroutine for a moment after a shutdown; it ends by itself.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
