@@ -68,7 +68,7 @@ func parseInflight(args []string) (inflightOptions, error) {
 	longHold := fs.Duration("long-hold", 5*time.Second, "the longer hold")
 	kinds := fs.String("kinds", "non-stream,stream", "which kinds of call: non-stream, stream or both")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "arrivals per measured round")
-	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "arrivals of each target's unrecorded first round")
+	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "arrivals of each target's unrecorded first round (at least 1.5 holds)")
 	fs.IntVar(&o.rounds, "rounds", 2, "measured rounds per target and group, interleaved proxy, Tollgate, proxy, ...")
 	fs.IntVar(&o.chunks, "chunks", 20, "content chunks per answer, spread over the hold in streams")
 	quick := fs.Bool("quick", false, "a smoke run: 100 calls/s held 200ms, one round of 1s")

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +32,8 @@ type side struct {
 	cpu          time.Duration
 	steadyConns  int64
 	steadyWindow time.Duration
+	idleRuntime  runtimeStats // Tollgate's runtime before any call
+	mid          runtimeStats // the last round's, in the middle of its steady load
 }
 
 func (s *side) addErrors(r sideRound) {
@@ -53,6 +57,20 @@ func (s *side) add(r sideRound) {
 	s.cpu += r.cpu
 	s.steadyConns += r.steadyConns
 	s.steadyWindow += r.steadyWindow
+	if r.mid.ok {
+		s.mid = r.mid
+	}
+}
+
+// perCall is what one call in flight adds to Tollgate's goroutines, live heap and stacks, in
+// the middle of the steady load; ok is false without a reading.
+func (s *side) perCall() (goroutines, heap, stack float64, ok bool) {
+	m, i := s.mid, s.idleRuntime
+	if !m.ok || !i.ok || m.inFlight == 0 {
+		return 0, 0, 0, false
+	}
+	n := float64(m.inFlight)
+	return (m.goroutines - i.goroutines) / n, (m.heapAlloc - i.heapAlloc) / n, (m.stackInuse - i.stackInuse) / n, true
 }
 
 // figures are what the report shows of a side.
@@ -135,20 +153,52 @@ func runGroup(ctx context.Context, o inflightOptions, g group, logDir string, st
 			return res, err
 		}
 	}
+	metrics := [2]string{"", "http://" + ps.tollgate.addr + "/metrics"}
+	res.sides[1].idleRuntime = scrapeRuntime(metrics[1])
+	// The warm-up lasts long enough for its calls in flight to reach the measured rounds'.
+	warmup := max(o.warmup, g.hold+g.hold/2)
 	for j, t := range targets {
-		res.sides[j].addErrors(openRound(ctx, t, procs[j].cmd.Process.Pid, g, o.warmup, o.chunks, backend))
+		res.sides[j].addErrors(openRound(ctx, t, procs[j].cmd.Process.Pid, g, warmup, o.chunks, backend, ""))
 	}
 	for round := range o.rounds {
 		for j, t := range targets {
-			res.sides[j].add(openRound(ctx, t, procs[j].cmd.Process.Pid, g, o.duration, o.chunks, backend))
+			res.sides[j].add(openRound(ctx, t, procs[j].cmd.Process.Pid, g, o.duration, o.chunks, backend, metrics[j]))
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
 		}
 		fmt.Fprintf(stderr, "%s: round %d/%d done\n", g, round+1, o.rounds)
 	}
+	if n := settled(ctx, "http://"+ps.tollgate.addr+"/admin/state", 5*time.Second); n != "" {
+		res.notes = append(res.notes, n)
+	}
 	res.loadAfter = loadAverage()
 	return res, nil
+}
+
+// settled polls Tollgate's /admin/state until nothing runs or waits, which must hold within
+// a moment of every call being answered; it returns what it saw otherwise ("" when settled).
+func settled(ctx context.Context, url string, within time.Duration) string {
+	c := &http.Client{Timeout: 2 * time.Second}
+	defer c.CloseIdleConnections()
+	deadline := time.Now().Add(within)
+	last := "no answer"
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var st struct{ Running, Queued int }
+		resp, err := c.Get(url)
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+		}
+		if err == nil && st.Running == 0 && st.Queued == 0 {
+			return ""
+		}
+		if err == nil {
+			last = fmt.Sprintf("%d running, %d queued", st.Running, st.Queued)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the gateway's state, with a deadline
+	}
+	return fmt.Sprintf("/admin/state still showed %s %s after the last answer", last, within)
 }
 
 // inflightReport is the whole run.
@@ -180,6 +230,16 @@ func (r *inflightReport) write(w io.Writer) bool {
 				gr.group, gr.sides[j].name, f.sent, f.errs, f.rps, ratio, signedMS(f.added50), signedMS(f.added99),
 				f.peakInFlight, float64(f.peakRSS)/(1<<20), kib(f.perCall), float64(f.cpuPerCall)/float64(time.Microsecond),
 				f.connsPerSec, gr.loadBefore, gr.loadAfter)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Tollgate's runtime in the middle of the steady load (its /metrics, less the idle process's, over the driver's calls in flight then):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| load | calls in flight | goroutines per call | heap allocated KiB per call (live and not yet collected) | stack KiB per call |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	for _, gr := range r.groups {
+		if gor, heap, stack, ok := gr.sides[1].perCall(); ok {
+			fmt.Fprintf(w, "| %s | %d | %.2f | %s | %s |\n", gr.group, gr.sides[1].mid.inFlight, gor, kib(heap), kib(stack))
 		}
 	}
 	fmt.Fprintln(w)

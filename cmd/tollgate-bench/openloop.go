@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -32,13 +33,17 @@ type sideRound struct {
 	cpu          time.Duration // the target process's user+system time over the round
 	steadyConns  int64         // backend connections accepted while the load was steady
 	steadyWindow time.Duration
+	mid          runtimeStats // Tollgate's runtime in the middle of the steady load; zero for the proxy
 }
 
 // openRound sends rate calls per second to t for dur, each held g.hold by the backend, and
 // waits for every answer. pid is the target process, sampled for RSS and CPU; backend is the
 // fake backend's stats, read when the load becomes steady (one hold after the first call) and
 // when the last call goes out.
-func openRound(ctx context.Context, t *target, pid int, g group, dur time.Duration, chunks int, backend *statsClient) sideRound {
+//
+// metrics, when not "", is the target's /metrics, read once in the middle of the steady load
+// together with the driver's count of calls in flight.
+func openRound(ctx context.Context, t *target, pid int, g group, dur time.Duration, chunks int, backend *statsClient, metrics string) sideRound {
 	n := max(1, int(float64(g.rate)*dur.Seconds()))
 	out := sideRound{sent: n}
 	cpu0, _ := cpuTime(pid)
@@ -56,6 +61,19 @@ func openRound(ctx context.Context, t *target, pid int, g group, dur time.Durati
 	)
 	start := time.Now().Add(5 * time.Millisecond)
 	steady := backend.window(start.Add(g.hold), start.Add(dur))
+	mid := make(chan runtimeStats, 1)
+	if metrics == "" {
+		mid <- runtimeStats{}
+	} else {
+		at := start.Add(g.hold + (dur-g.hold)/2)
+		go func() { // exits after one reading, at most a scrape timeout after at
+			time.Sleep(time.Until(at)) // the driver's clock
+			n := inFlight.Load()
+			st := scrapeRuntime(metrics)
+			st.inFlight = n
+			mid <- st
+		}()
+	}
 	for i := range n {
 		due := start.Add(time.Duration(int64(i) * int64(time.Second) / int64(g.rate)))
 		if d := time.Until(due); d > 0 {
@@ -85,6 +103,7 @@ func openRound(ctx context.Context, t *target, pid int, g group, dur time.Durati
 	}
 	wg.Wait()
 	out.steadyConns, out.steadyWindow = steady()
+	out.mid = <-mid
 	stopSampling()
 	cpu1, _ := cpuTime(pid)
 	out.cpu, out.elapsed, out.peakInFlight = cpu1-cpu0, lastEnd, peak.Load()
@@ -217,4 +236,47 @@ func procStatusKB(pid int, name string) (int64, error) {
 		return kb << 10, nil
 	}
 	return 0, fmt.Errorf("read %s: not in /proc/%d/status", name, pid)
+}
+
+// runtimeStats are the Go runtime's figures from Tollgate's /metrics.
+type runtimeStats struct {
+	goroutines, heapAlloc, stackInuse float64
+	inFlight                          int64 // the driver's calls in flight when they were read
+	ok                                bool
+}
+
+// scrapeRuntime reads go_goroutines, go_memstats_heap_alloc_bytes and
+// go_memstats_stack_inuse_bytes from a Prometheus text page.
+func scrapeRuntime(url string) runtimeStats {
+	c := &http.Client{Timeout: 5 * time.Second}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(url)
+	if err != nil {
+		return runtimeStats{}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return runtimeStats{}
+	}
+	st := runtimeStats{ok: true}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "go_goroutines":
+			st.goroutines = v
+		case "go_memstats_heap_alloc_bytes":
+			st.heapAlloc = v
+		case "go_memstats_stack_inuse_bytes":
+			st.stackInuse = v
+		}
+	}
+	return st
 }
