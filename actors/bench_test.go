@@ -70,14 +70,28 @@ func cpuTime() time.Duration {
 }
 
 func BenchmarkAdmission(b *testing.B) {
+	// The last case holds 2,000 calls open on its model the whole time, as a gateway does
+	// with LLM calls in flight (issue 15), and runs more cycles at once than a lane keeps
+	// idle request actors, so that request actors are retired while thousands run.
 	for _, c := range []struct {
-		providers, models, parallelism int
-	}{{1, 1, 8}, {4, 2, 8}, {4, 2, 64}} {
+		providers, models, parallelism, held int
+	}{{1, 1, 8, 0}, {4, 2, 8, 0}, {4, 2, 64, 0}, {1, 1, 64, 2000}} {
 		name := fmt.Sprintf("providers=%d/models=%d/clients=%dxGOMAXPROCS", c.providers, c.models, c.parallelism)
+		if c.held > 0 {
+			name += fmt.Sprintf("/held=%d", c.held)
+		}
 		b.Run(name, func(b *testing.B) {
 			g, ids := benchGateway(b, c.providers, c.models)
 			ctx := context.Background()
 			req := &llm.Request{Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}}
+			held := make([]llm.Stream, 0, c.held)
+			for range c.held {
+				sv, err := g.Start(ctx, ids[0], llm.Interactive, req)
+				if err != nil {
+					b.Fatalf("hold a call: %v", err)
+				}
+				held = append(held, sv.Stream)
+			}
 			b.SetParallelism(c.parallelism)
 			b.ReportAllocs()
 			cpu0 := cpuTime()
@@ -100,6 +114,9 @@ func BenchmarkAdmission(b *testing.B) {
 				}
 			})
 			b.StopTimer()
+			for _, s := range held {
+				_ = s.Close()
+			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
 			// CPU time per cycle is steadier than wall time on a shared machine; divided
 			// into GOMAXPROCS cores it gives the rate this process could reach alone.

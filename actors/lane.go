@@ -17,6 +17,10 @@ type laneActor struct {
 	p, m    int
 	running map[policy.ID]*call
 	idle    []*actor.PID // request actors waiting for a call, at most maxIdleRequesters
+	// retired are the request actors this lane stopped itself because idle was full: they
+	// serve no call, so their Terminated needs no search of running, which with thousands
+	// of calls in flight was a sixth of the gateway's CPU (docs/benchmarks.md, issue 15).
+	retired map[string]bool
 }
 
 // maxIdleRequesters bounds the request actors a lane keeps for its next calls; past it, a
@@ -24,7 +28,7 @@ type laneActor struct {
 const maxIdleRequesters = 64
 
 func (a *providerActor) spawnLane(ctx actor.Context, m int) {
-	la := &laneActor{g: a.g, p: a.p, m: m, running: map[policy.ID]*call{}}
+	la := &laneActor{g: a.g, p: a.p, m: m, running: map[policy.ID]*call{}, retired: map[string]bool{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return la },
 		actor.WithSupervisor(requestStrategy()), actor.WithDispatcher(a.g.dispatch))
 	a.lanes = append(a.lanes, ctx.Spawn(props))
@@ -74,7 +78,12 @@ func (a *laneActor) requester(ctx actor.Context) *actor.PID {
 // stopping cancelled the call it served; it must not be handed another. A call handed to it
 // after it failed (its release reached the lane before its failure did, so it was
 // recycled) never reached it: that call gets a new request actor, not the failed one's fate.
+// One the lane retired itself serves no call and was never handed out again.
 func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
+	if a.retired[pid.Id] {
+		delete(a.retired, pid.Id)
+		return
+	}
 	for i, p := range a.idle {
 		if p.Equal(pid) {
 			a.idle = append(a.idle[:i], a.idle[i+1:]...)
@@ -123,6 +132,7 @@ func (a *laneActor) release(ctx actor.Context, c *call) {
 			if len(a.idle) < maxIdleRequesters {
 				a.idle = append(a.idle, c.s.self)
 			} else {
+				a.retired[c.s.self.Id] = true
 				ctx.Stop(c.s.self)
 			}
 		}
