@@ -18,7 +18,7 @@ import (
 )
 
 // serveGateway is `tollgate-bench gateway`: Tollgate wired exactly as cmd/tollgate wires it
-// (config.Load, app.New, JSON logs on stderr), plus CPU, heap and mutex profiles written at
+// (app.TuneGC, config.Load, app.New, JSON logs on stderr), plus CPU, heap and mutex profiles written at
 // shutdown. The benchmark runs it instead of the tollgate binary when --profile is given, so
 // the profile shows where a benchmark's time goes.
 func serveGateway(args []string) error {
@@ -29,6 +29,7 @@ func serveGateway(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	app.TuneGC()
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		return err

@@ -28,6 +28,7 @@ type inflightOptions struct {
 	rounds                  int           // measured rounds per target and group
 	chunks                  int
 	logDir, out             string
+	profile                 string // directory for Tollgate's profiles, one folder a group; "" runs the real binary
 	strict                  bool
 	args                    []string
 }
@@ -75,6 +76,7 @@ func parseInflight(args []string) (inflightOptions, error) {
 	fs.StringVar(&o.logDir, "logs", "", "keep the children's logs in `dir` (default: a temporary directory, removed after a clean run)")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to `file`")
 	fs.BoolVar(&o.strict, "strict", false, "exit non-zero when a target of issue 15 is missed, not only on errors")
+	fs.StringVar(&o.profile, "profile", "", "run Tollgate in-process with pprof and write each group's profiles to `dir`/groupN")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -172,7 +174,7 @@ func runInflight(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	rep := &inflightReport{command: inflightCommand(o.args), loadBefore: loadAverage(), timeWaitBefore: timeWaitSockets()}
 	start := time.Now()
 	for i, g := range o.groups {
-		res, err := runGroup(ctx, o, g, filepath.Join(logDir, fmt.Sprintf("group%d", i)), stderr)
+		res, err := runGroup(ctx, o, g, fmt.Sprintf("group%d", i), logDir, stderr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", g, err)
 		}
@@ -228,7 +230,8 @@ func (ps *groupProcs) stop() error {
 	return errors.Join(ps.fakellm.stop(), ps.proxy.stop(), ps.tollgate.stop())
 }
 
-func startGroup(o inflightOptions, g group, logDir string) (*groupProcs, error) {
+func startGroup(o inflightOptions, g group, name, logDir string) (*groupProcs, error) {
+	logDir = filepath.Join(logDir, name)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -250,7 +253,16 @@ func startGroup(o inflightOptions, g group, logDir string) (*groupProcs, error) 
 	if err := os.WriteFile(cfg, []byte(inflightConfig(backend+"/v1", capacityFor(g))), 0o644); err != nil {
 		return nil, errors.Join(fmt.Errorf("write config: %w", err), ps.stop())
 	}
-	ps.tollgate, err = startProc("tollgate", logDir, tollgateLine, o.tollgate, "--config", cfg, "--listen", "127.0.0.1:0")
+	if o.profile != "" {
+		dir := filepath.Join(o.profile, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, errors.Join(err, ps.stop())
+		}
+		ps.tollgate, err = startProc("tollgate", logDir, tollgateLine, o.self, "gateway",
+			"--config", cfg, "--listen", "127.0.0.1:0", "--profile-dir", dir)
+	} else {
+		ps.tollgate, err = startProc("tollgate", logDir, tollgateLine, o.tollgate, "--config", cfg, "--listen", "127.0.0.1:0")
+	}
 	if err != nil {
 		return nil, errors.Join(err, ps.stop())
 	}

@@ -121,8 +121,8 @@ type groupResult struct {
 // runGroup starts fresh processes for g, gives each target an unrecorded warm-up round (its
 // connections, stacks and heap reach their working size; its errors still count), then the
 // measured rounds, proxy and Tollgate taking turns.
-func runGroup(ctx context.Context, o inflightOptions, g group, logDir string, stderr io.Writer) (res groupResult, err error) {
-	ps, err := startGroup(o, g, logDir)
+func runGroup(ctx context.Context, o inflightOptions, g group, name, logDir string, stderr io.Writer) (res groupResult, err error) {
+	ps, err := startGroup(o, g, name, logDir)
 	if err != nil {
 		return res, err
 	}
