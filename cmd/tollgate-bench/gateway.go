@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -55,6 +57,8 @@ func serveGateway(args []string) error {
 		return fmt.Errorf("cpu profile: %w", err)
 	}
 	runtime.SetMutexProfileFraction(10)
+	stopDumps := dumpOnSignal(*dir)
+	defer stopDumps()
 	srv := a.Server()
 	fmt.Printf("listening on %s\n", ln.Addr())
 	serveErr := serveUntilSignal(srv, ln)
@@ -76,4 +80,28 @@ func writeProfile(name, path string) error {
 		return fmt.Errorf("%s profile: %w", name, err)
 	}
 	return nil
+}
+
+// dumpOnSignal writes the goroutine and heap profiles as they are now to dir each time the
+// process gets SIGUSR1 (tollgate.goroutine.txt, tollgate.heap-now.pprof), to look inside a
+// benchmark while it holds its calls; the returned stop ends that.
+func dumpOnSignal(dir string) (stop func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() { // exits when stop closes done
+		for {
+			select {
+			case <-done:
+				return
+			case <-sig:
+				if f, err := os.Create(dir + "/tollgate.goroutine.txt"); err == nil {
+					_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+					f.Close()
+				}
+				_ = writeProfile("heap", dir+"/tollgate.heap-now.pprof")
+			}
+		}
+	}()
+	return func() { signal.Stop(sig); close(done) }
 }

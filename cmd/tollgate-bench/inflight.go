@@ -226,8 +226,24 @@ type groupProcs struct{ fakellm, proxy, tollgate *proc }
 // stop stops the backend first, then the proxy and Tollgate: whoever closes a connection
 // first keeps it in TIME_WAIT, and these sides' TIME_WAIT entries hold the listening ports
 // of processes that are gone, never the ephemeral ports the next group dials from.
-func (ps *groupProcs) stop() error {
-	return errors.Join(ps.fakellm.stop(), ps.proxy.stop(), ps.tollgate.stop())
+//
+// Tollgate's drain gives what runs drain_grace (30 s) and Go's server waits up to 5 s for a
+// connection that has not sent its first request yet, so it gets longer than the others; a
+// stop that took more than a few seconds is reported.
+func (ps *groupProcs) stop() (slow string, err error) {
+	err = errors.Join(ps.fakellm.stop(), ps.proxy.stop())
+	start := time.Now()
+	err = errors.Join(err, ps.tollgate.stopWithin(40*time.Second))
+	if d := time.Since(start); d > 3*time.Second {
+		slow = fmt.Sprintf("Tollgate took %s to stop after SIGTERM", d.Round(100*time.Millisecond))
+	}
+	return slow, err
+}
+
+// stopNow stops what a failed start left running.
+func (ps *groupProcs) stopNow() error {
+	_, err := ps.stop()
+	return err
 }
 
 func startGroup(o inflightOptions, g group, name, logDir string) (*groupProcs, error) {
@@ -247,16 +263,16 @@ func startGroup(o inflightOptions, g group, name, logDir string) (*groupProcs, e
 	ps.proxy, err = startProc("proxy", logDir, listeningLine, o.self, "proxy",
 		"--listen", "127.0.0.1:0", "--target", backend, "--idle", idle)
 	if err != nil {
-		return nil, errors.Join(err, ps.stop())
+		return nil, errors.Join(err, ps.stopNow())
 	}
 	cfg := filepath.Join(logDir, "tollgate.yaml")
 	if err := os.WriteFile(cfg, []byte(inflightConfig(backend+"/v1", capacityFor(g))), 0o644); err != nil {
-		return nil, errors.Join(fmt.Errorf("write config: %w", err), ps.stop())
+		return nil, errors.Join(fmt.Errorf("write config: %w", err), ps.stopNow())
 	}
 	if o.profile != "" {
 		dir := filepath.Join(o.profile, name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, errors.Join(err, ps.stop())
+			return nil, errors.Join(err, ps.stopNow())
 		}
 		ps.tollgate, err = startProc("tollgate", logDir, tollgateLine, o.self, "gateway",
 			"--config", cfg, "--listen", "127.0.0.1:0", "--profile-dir", dir)
@@ -264,7 +280,7 @@ func startGroup(o inflightOptions, g group, name, logDir string) (*groupProcs, e
 		ps.tollgate, err = startProc("tollgate", logDir, tollgateLine, o.tollgate, "--config", cfg, "--listen", "127.0.0.1:0")
 	}
 	if err != nil {
-		return nil, errors.Join(err, ps.stop())
+		return nil, errors.Join(err, ps.stopNow())
 	}
 	return ps, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -116,6 +117,7 @@ type groupResult struct {
 	sides                 [2]side // proxy, Tollgate
 	loadBefore, loadAfter string
 	notes                 []string // what went wrong with the processes themselves
+	slowStop              string   // how long Tollgate took to stop, when that was long
 }
 
 // runGroup starts fresh processes for g, gives each target an unrecorded warm-up round (its
@@ -138,9 +140,11 @@ func runGroup(ctx context.Context, o inflightOptions, g group, name, logDir stri
 	defer func() {
 		// A child that fails to stop in time (it was killed) is a finding of the run, not a
 		// reason to lose the figures: it goes into the report.
-		if serr := ps.stop(); serr != nil {
+		slow, serr := ps.stop()
+		if serr != nil {
 			res.notes = append(res.notes, serr.Error())
 		}
+		res.slowStop = slow
 		backend.client.CloseIdleConnections()
 		for _, t := range targets {
 			t.client.CloseIdleConnections()
@@ -153,16 +157,22 @@ func runGroup(ctx context.Context, o inflightOptions, g group, name, logDir stri
 			return res, err
 		}
 	}
-	metrics := [2]string{"", "http://" + ps.tollgate.addr + "/metrics"}
-	res.sides[1].idleRuntime = scrapeRuntime(metrics[1])
+	metrics := "http://" + ps.tollgate.addr + "/metrics"
+	res.sides[1].idleRuntime = scrapeRuntime(metrics)
+	probes := [2]func() runtimeStats{nil, func() runtimeStats {
+		if o.profile != "" { // the in-process gateway writes its goroutines and heap as they are now
+			_ = ps.tollgate.cmd.Process.Signal(syscall.SIGUSR1)
+		}
+		return scrapeRuntime(metrics)
+	}}
 	// The warm-up lasts long enough for its calls in flight to reach the measured rounds'.
 	warmup := max(o.warmup, g.hold+g.hold/2)
 	for j, t := range targets {
-		res.sides[j].addErrors(openRound(ctx, t, procs[j].cmd.Process.Pid, g, warmup, o.chunks, backend, ""))
+		res.sides[j].addErrors(openRound(ctx, t, procs[j].cmd.Process.Pid, g, warmup, o.chunks, backend, nil))
 	}
 	for round := range o.rounds {
 		for j, t := range targets {
-			res.sides[j].add(openRound(ctx, t, procs[j].cmd.Process.Pid, g, o.duration, o.chunks, backend, metrics[j]))
+			res.sides[j].add(openRound(ctx, t, procs[j].cmd.Process.Pid, g, o.duration, o.chunks, backend, probes[j]))
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
@@ -287,6 +297,9 @@ func (r *inflightReport) writeTargets(w io.Writer) bool {
 		check(p.errs == 0 && t.errs == 0, "errors %d / %d (none)", p.errs, t.errs)
 		for _, n := range gr.notes {
 			check(false, "%s", n)
+		}
+		if gr.slowStop != "" {
+			checks = append(checks, gr.slowStop)
 		}
 		fmt.Fprintf(w, "- %s: %s\n", g, strings.Join(checks, "; "))
 	}

@@ -41,9 +41,9 @@ type sideRound struct {
 // fake backend's stats, read when the load becomes steady (one hold after the first call) and
 // when the last call goes out.
 //
-// metrics, when not "", is the target's /metrics, read once in the middle of the steady load
-// together with the driver's count of calls in flight.
-func openRound(ctx context.Context, t *target, pid int, g group, dur time.Duration, chunks int, backend *statsClient, metrics string) sideRound {
+// probe, when not nil, is called once in the middle of the steady load (Tollgate's: it reads
+// its /metrics); the driver's count of calls in flight goes with what it returns.
+func openRound(ctx context.Context, t *target, pid int, g group, dur time.Duration, chunks int, backend *statsClient, probe func() runtimeStats) sideRound {
 	n := max(1, int(float64(g.rate)*dur.Seconds()))
 	out := sideRound{sent: n}
 	cpu0, _ := cpuTime(pid)
@@ -62,14 +62,14 @@ func openRound(ctx context.Context, t *target, pid int, g group, dur time.Durati
 	start := time.Now().Add(5 * time.Millisecond)
 	steady := backend.window(start.Add(g.hold), start.Add(dur))
 	mid := make(chan runtimeStats, 1)
-	if metrics == "" {
+	if probe == nil {
 		mid <- runtimeStats{}
 	} else {
 		at := start.Add(g.hold + (dur-g.hold)/2)
 		go func() { // exits after one reading, at most a scrape timeout after at
 			time.Sleep(time.Until(at)) // the driver's clock
 			n := inFlight.Load()
-			st := scrapeRuntime(metrics)
+			st := probe()
 			st.inFlight = n
 			mid <- st
 		}()

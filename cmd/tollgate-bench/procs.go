@@ -114,13 +114,16 @@ func startProc(name, logDir string, find addrFinder, path string, args ...string
 	}
 }
 
-// stop asks the child to shut down (SIGTERM) and kills it if it has not exited in time.
-func (p *proc) stop() error {
+// stop asks the child to shut down (SIGTERM) and kills it if it has not exited within 10 s.
+func (p *proc) stop() error { return p.stopWithin(10 * time.Second) }
+
+// stopWithin is stop with its own time limit.
+func (p *proc) stopWithin(limit time.Duration) error {
 	if p == nil {
 		return nil
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(10 * time.Second)
+	t := time.NewTimer(limit)
 	defer t.Stop()
 	select {
 	case err := <-p.exited:
@@ -135,7 +138,7 @@ func (p *proc) stop() error {
 	case <-t.C:
 		_ = p.cmd.Process.Kill()
 		<-p.exited
-		return fmt.Errorf("%s did not stop within 10s of SIGTERM and was killed", p.name)
+		return fmt.Errorf("%s did not stop within %s of SIGTERM and was killed", p.name, limit)
 	}
 }
 
