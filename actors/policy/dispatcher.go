@@ -123,8 +123,9 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	// flight, and an overloaded one will take its request out of the queue.
 	removed := 0
 	dp.kept = o.Kept
+	isListed := membership(o.Pending, len(dp.answered), func(id ID) ID { return id })
 	dp.answered = slices.DeleteFunc(dp.answered, func(v Verdict) bool {
-		listed := slices.Contains(o.Pending, v.ID)
+		listed := isListed(v.ID)
 		switch {
 		case listed && v.removes():
 			removed++
@@ -254,8 +255,10 @@ func (d *Dispatcher) Verdicts(buf []Verdict) []Verdict {
 	d.judge = d.judge[:0]
 	for p := range d.provs {
 		dp := &d.provs[p]
+		// Only verdicts sent before this loop are looked up: the offer lists each id once.
+		answered := membership(dp.answered, len(dp.offer.Pending), func(v Verdict) ID { return v.ID })
 		for _, id := range dp.offer.Pending {
-			if !slices.ContainsFunc(dp.answered, func(v Verdict) bool { return v.ID == id }) {
+			if !answered(id) {
 				d.judge = append(d.judge, Verdict{Provider: p, Epoch: dp.offer.Epoch, ID: id})
 			}
 		}
@@ -302,6 +305,25 @@ func (d *Dispatcher) Unhold(k int) {
 	k = min(k, d.held)
 	d.held -= k
 	d.running -= k
+}
+
+// scanLimit is the most comparisons a membership test over a whole list may cost before the
+// list is indexed instead: Report and Verdicts test every entry of one list against another,
+// and with thousands of requests awaiting verdicts (a backend slower than its arrivals)
+// scanning made them quadratic, three quarters of the gateway's CPU (issue 15).
+const scanLimit = 256
+
+// membership returns a test for the ids of list, to be asked about n ids: a scan of
+// list while that costs at most scanLimit comparisons in all, else a set built once.
+func membership[T any](list []T, n int, id func(T) ID) func(ID) bool {
+	if len(list)*n <= scanLimit {
+		return func(x ID) bool { return slices.ContainsFunc(list, func(t T) bool { return id(t) == x }) }
+	}
+	set := make(map[ID]struct{}, len(list))
+	for _, t := range list {
+		set[id(t)] = struct{}{}
+	}
+	return func(x ID) bool { _, ok := set[x]; return ok }
 }
 
 // Running is the number of requests the dispatcher counts as running: every provider's

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -657,5 +658,50 @@ func TestBurstAdmitsAsSequentialArrivals(t *testing.T) {
 	}
 	if seq, burst := admitted(false), admitted(true); seq != 16 || burst != seq {
 		t.Fatalf("admitted %d one at a time, %d in a burst; want 16 both", seq, burst)
+	}
+}
+
+// TestManyAwaitingVerdicts: with hundreds of arrivals awaiting their verdicts at once (past
+// the point where Report and Verdicts index the lists instead of scanning them), each gets
+// exactly one verdict, overloaded past max_admitted, and one still listed as pending in a
+// later offer gets none again.
+func TestManyAwaitingVerdicts(t *testing.T) {
+	for _, n := range []int{3, 40, 600} { // below and far above scanLimit's reach
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			const admitted = 20
+			d := NewDispatcher(Limits{MaxRunning: 1, MaxAdmitted: admitted}, 1)
+			ids := make([]ID, n)
+			for i := range ids {
+				ids[i] = ID(1000 + 7*i)
+			}
+			d.Report(0, Offer{Running: 1, Queued: n, QueueLength: n, Pending: ids})
+			vs := d.Verdicts(nil)
+			if len(vs) != n {
+				t.Fatalf("%d verdicts for %d arrivals", len(vs), n)
+			}
+			waiting := 0
+			for i, v := range vs {
+				if v.ID != ids[i] {
+					t.Fatalf("verdict %d is for %d, want %d (arrival order)", i, v.ID, ids[i])
+				}
+				if !v.removes() {
+					waiting++
+				}
+			}
+			if want := min(n, admitted-1); waiting != want {
+				t.Fatalf("%d may wait, want %d (running 1, max_admitted %d)", waiting, want, admitted)
+			}
+			// The provider has applied the first half; the rest are still listed.
+			rest, kept := ids[n/2:], min(n/2, admitted-1)
+			d.Report(0, Offer{Running: 1, Queued: n - n/2, Kept: kept, QueueLength: n, Pending: rest})
+			if again := d.Verdicts(nil); len(again) != 0 {
+				t.Fatalf("%d verdicts given again for arrivals already judged", len(again))
+			}
+			// One more arrival: judged alone.
+			d.Report(0, Offer{Running: 1, Queued: n - n/2 + 1, Kept: kept, QueueLength: n, Pending: append(slices.Clone(rest), 1)})
+			if vs := d.Verdicts(nil); len(vs) != 1 || vs[0].ID != 1 {
+				t.Fatalf("verdicts for the one new arrival: %+v", vs)
+			}
+		})
 	}
 }
