@@ -24,9 +24,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(tuneGCChild) == "1" { // TestTuneGC's child: report what TuneGC applied
+	switch os.Getenv(tuneGCChild) { // TestTuneGC's and TestHeapFloor's children
+	case "1":
 		g := TuneGC()
 		fmt.Printf("%d %d %s %v\n", g.Percent, g.MemoryLimit, g.LimitFrom, g.Err)
+		os.Exit(0)
+	case "floor":
+		heapFloorChild()
 		os.Exit(0)
 	}
 	// Every refresh goroutine must have ended once its App is drained. protoactor's

@@ -5,8 +5,11 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tuneGCChild makes the test binary run TuneGC and print what it applied: the settings are
@@ -54,4 +57,71 @@ func withoutGCVars(env []string) []string {
 		}
 	}
 	return out
+}
+
+func TestFloorPercent(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		live, floor uint64
+		base, want  int
+	}{
+		{8 * mib, 64 * mib, 100, 700},             // goal 8 × 8 = 64 MiB
+		{32 * mib, 64 * mib, 100, 100},            // 32 × 2 is the floor already
+		{300 * mib, 64 * mib, 100, 100},           // far above it: GOGC as set
+		{1, 64 * mib, 100, maxFloorPercent},       // a tiny heap: bounded
+		{0, 64 * mib, 100, maxFloorPercent},       // nothing live yet
+		{16 * mib, 64 * mib, 400, 400},            // a base above what the floor needs
+		{1 * mib, 64 * mib, 20000, 20000},         // a base above the bound wins
+		{63 * mib, 64 * mib, 100, 100},            // 1 % over would be below the base
+		{10 * mib, 0, 100, 100},                   // no floor
+		{64*mib + 1, 64 * mib, 50, 50},            // just above the floor
+		{1 << 40, 64 * mib, 100, 100},             // a huge heap
+		{6 * mib, 64 * mib, 100, 966},             // rounds down
+		{mib / 2, 64 * mib, 100, maxFloorPercent}, // 12,700 % would be needed
+	}
+	for _, tt := range tests {
+		if got := floorPercent(tt.live, tt.floor, tt.base); got != tt.want {
+			t.Errorf("floorPercent(live %d, floor %d, base %d) = %d, want %d", tt.live, tt.floor, tt.base, got, tt.want)
+		}
+	}
+}
+
+// TestHeapFloor: in a process of its own, the floor raises GOGC while the live heap is small
+// and brings it back to the base once the heap holds more than the floor.
+func TestHeapFloor(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(withoutGCVars(os.Environ()), tuneGCChild+"=floor")
+	out, err := cmd.CombinedOutput()
+	var small, big int
+	if _, serr := fmt.Sscanf(string(out), "small %d big %d", &small, &big); err != nil || serr != nil {
+		t.Fatalf("child: %v %v: %s", err, serr, out)
+	}
+	if small <= 400 || big != 100 {
+		t.Fatalf("GOGC %d with a small live heap (want well above 100), %d with one past the floor (want 100)", small, big)
+	}
+}
+
+// heapFloorChild is TestHeapFloor's child: a 16 MiB floor, a heap of a few MiB, then one of
+// 48 MiB, reading the percent the floor set after each (it is set after a collection, on
+// the finalizer goroutine: polled with a deadline).
+func heapFloorChild() {
+	startHeapFloor(100, 16<<20)
+	settle := func(want func(int) bool) int {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			runtime.GC()
+			sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+			metrics.Read(sample)
+			p := int(sample[0].Value.Uint64())
+			if want(p) || time.Now().After(deadline) {
+				return p
+			}
+			time.Sleep(10 * time.Millisecond) // the finalizer runs after the collection
+		}
+	}
+	small := settle(func(p int) bool { return p > 400 })
+	ballast := make([]byte, 48<<20)
+	big := settle(func(p int) bool { return p == 100 })
+	runtime.KeepAlive(ballast)
+	fmt.Printf("small %d big %d\n", small, big)
 }
