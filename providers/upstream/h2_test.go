@@ -17,7 +17,7 @@ import (
 
 // newH2Server starts a TLS server that offers HTTP/2 and counts the connections it accepts,
 // and returns a client made by NewHTTPClient that trusts it.
-func newH2Server(t *testing.T, h http.Handler) (*httptest.Server, *http.Client, *atomic.Int64) {
+func newH2Server(t testing.TB, h http.Handler) (*httptest.Server, *http.Client, *atomic.Int64) {
 	t.Helper()
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(h)
