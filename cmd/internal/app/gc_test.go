@@ -65,19 +65,21 @@ func TestFloorPercent(t *testing.T) {
 		live, floor uint64
 		base, want  int
 	}{
-		{8 * mib, 64 * mib, 100, 700},             // goal 8 × 8 = 64 MiB
-		{32 * mib, 64 * mib, 100, 100},            // 32 × 2 is the floor already
-		{300 * mib, 64 * mib, 100, 100},           // far above it: GOGC as set
-		{1, 64 * mib, 100, maxFloorPercent},       // a tiny heap: bounded
-		{0, 64 * mib, 100, maxFloorPercent},       // nothing live yet
-		{16 * mib, 64 * mib, 400, 400},            // a base above what the floor needs
-		{1 * mib, 64 * mib, 20000, 20000},         // a base above the bound wins
-		{63 * mib, 64 * mib, 100, 100},            // 1 % over would be below the base
-		{10 * mib, 0, 100, 100},                   // no floor
-		{64*mib + 1, 64 * mib, 50, 50},            // just above the floor
-		{1 << 40, 64 * mib, 100, 100},             // a huge heap
-		{6 * mib, 64 * mib, 100, 966},             // rounds down
-		{mib / 2, 64 * mib, 100, maxFloorPercent}, // 12,700 % would be needed
+		{8 * mib, 64 * mib, 100, 700},     // goal 8 × 8 = 64 MiB
+		{32 * mib, 64 * mib, 100, 100},    // 32 × 2 is the floor already
+		{300 * mib, 64 * mib, 100, 100},   // far above it: GOGC as set
+		{1, 64 * mib, 100, 1600},          // a tiny heap: the runtime's minimum, 4 MiB × 16, is the floor
+		{0, 64 * mib, 100, 1600},          // nothing live yet
+		{2 * mib, 64 * mib, 100, 1600},    // 3,100 % would make the minimum 124 MiB
+		{mib, 16 * mib, 100, 400},         // a smaller floor, a smaller bound
+		{16 * mib, 64 * mib, 400, 400},    // a base above what the floor needs
+		{1 * mib, 64 * mib, 20000, 20000}, // a base above the bound wins
+		{63 * mib, 64 * mib, 100, 100},    // 1 % over would be below the base
+		{10 * mib, 0, 100, 100},           // no floor
+		{64*mib + 1, 64 * mib, 50, 50},    // just above the floor
+		{1 << 40, 64 * mib, 100, 100},     // a huge heap
+		{6 * mib, 64 * mib, 100, 966},     // rounds down
+		{mib / 2, 64 * mib, 100, 1600},    // 12,700 % would be needed
 	}
 	for _, tt := range tests {
 		if got := floorPercent(tt.live, tt.floor, tt.base); got != tt.want {
@@ -93,11 +95,17 @@ func TestHeapFloor(t *testing.T) {
 	cmd.Env = append(withoutGCVars(os.Environ()), tuneGCChild+"=floor")
 	out, err := cmd.CombinedOutput()
 	var small, big int
-	if _, serr := fmt.Sscanf(string(out), "small %d big %d", &small, &big); err != nil || serr != nil {
+	var goal uint64
+	if _, serr := fmt.Sscanf(string(out), "small %d goal %d big %d", &small, &goal, &big); err != nil || serr != nil {
 		t.Fatalf("child: %v %v: %s", err, serr, out)
 	}
-	if small <= 400 || big != 100 {
-		t.Fatalf("GOGC %d with a small live heap (want well above 100), %d with one past the floor (want 100)", small, big)
+	if small <= 100 || big != 100 {
+		t.Fatalf("GOGC %d with a small live heap (want above 100), %d with one past the floor (want 100)", small, big)
+	}
+	// The goal is the floor, not what the runtime's heap minimum scaled by a large GOGC makes
+	// of it (a 400 MiB first collection at GOGC 10,000).
+	if goal < 15<<20 || goal > 18<<20 {
+		t.Fatalf("heap goal %d MiB with a small live heap, want the 16 MiB floor", goal>>20)
 	}
 }
 
@@ -119,9 +127,11 @@ func heapFloorChild() {
 			time.Sleep(10 * time.Millisecond) // the finalizer runs after the collection
 		}
 	}
-	small := settle(func(p int) bool { return p > 400 })
+	small := settle(func(p int) bool { return p > 100 })
+	goal := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(goal)
 	ballast := make([]byte, 48<<20)
 	big := settle(func(p int) bool { return p == 100 })
 	runtime.KeepAlive(ballast)
-	fmt.Printf("small %d big %d\n", small, big)
+	fmt.Printf("small %d goal %d big %d\n", small, goal[0].Value.Uint64(), big)
 }

@@ -15,21 +15,25 @@ import (
 // second the base one.
 //
 // After every collection the percent is set to what makes the next goal
-// max(live × (1 + base/100), floor), at most maxFloorPercent. The runtime has no hook at the
-// end of a cycle; a finalizer on an object nothing references runs once after each cycle
-// and arms the next one, on the runtime's finalizer goroutine (no goroutine of our own).
+// max(live × (1 + base/100), floor) (see floorPercent for its bound). The runtime has no hook
+// at the end of a cycle; a finalizer on an object nothing references runs once after each
+// cycle and arms the next one, on the runtime's finalizer goroutine (no goroutine of our own).
 
-// maxFloorPercent bounds the percent the floor sets while the live heap is tiny.
-const maxFloorPercent = 10000
+// runtimeHeapMinimum is the runtime's smallest heap goal at GOGC 100 (defaultHeapMinimum in
+// runtime/mgcpacer.go). The runtime scales it with GOGC, so at a percent p no goal is below
+// runtimeHeapMinimum × p/100: a percent above floor × 100 / runtimeHeapMinimum would put the
+// goal above the floor, and at GOGC 10,000 the first collection waited for a 400 MiB heap
+// (issue 15).
+const runtimeHeapMinimum = 4 << 20
 
-// floorPercent is the GOGC whose next heap goal is max(live × (1 + base/100), floor), at
-// most maxFloorPercent unless base is more.
+// floorPercent is the GOGC whose next heap goal is max(live × (1 + base/100), floor): at most
+// the percent whose heap minimum is the floor (which is then the goal of a tiny heap) unless
+// base is more.
 func floorPercent(live, floor uint64, base int) int {
-	p := maxFloorPercent
-	if live > 0 {
-		if q := floor * 100 / live; q < maxFloorPercent+100 {
-			p = int(q) - 100
-		}
+	bound := floor * 100 / runtimeHeapMinimum
+	p := int(bound)
+	if live > 0 && floor*100/live < bound+100 {
+		p = int(floor*100/live) - 100
 	}
 	return max(base, p)
 }
