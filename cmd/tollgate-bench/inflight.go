@@ -188,29 +188,7 @@ func runInflight(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		}
 	}
 	rep.wall, rep.loadAfter, rep.timeWaitAfter = time.Since(start), loadAverage(), timeWaitSockets()
-	return writeInflight(o, rep, stdout, stderr)
-}
-
-func writeInflight(o inflightOptions, rep *inflightReport, stdout, stderr io.Writer) error {
-	var b strings.Builder
-	met := rep.write(&b)
-	fmt.Fprint(stdout, b.String())
-	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(b.String()), 0o644); err != nil {
-			return fmt.Errorf("write report: %w", err)
-		}
-	}
-	if msgs := rep.errorReport(); msgs != "" {
-		fmt.Fprint(stderr, msgs)
-		return errors.New("calls failed; see the first errors above")
-	}
-	if !met {
-		fmt.Fprintln(stderr, "tollgate-bench: some targets were missed (marked MISS)")
-		if o.strict {
-			return errors.New("performance targets missed")
-		}
-	}
-	return nil
+	return emit(rep, o.out, o.strict, stdout, stderr)
 }
 
 func inflightCommand(args []string) string {

@@ -151,21 +151,34 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (err error)
 // report writes the markdown and decides the exit status: errors always fail the run,
 // missed performance targets only with --strict.
 func report(o options, r *results, stdout, stderr io.Writer) error {
+	return emit(r, o.out, o.strict, stdout, stderr)
+}
+
+// A benchmark's report: its markdown (and whether every target was met) and the first
+// errors of the calls that failed, empty when none did.
+type benchReport interface {
+	write(w io.Writer) (met bool)
+	errorReport() string
+}
+
+// emit writes r to stdout and to the file out unless that is empty, and decides the exit
+// status: errors always fail the run, missed performance targets only when strict.
+func emit(r benchReport, out string, strict bool, stdout, stderr io.Writer) error {
 	var b strings.Builder
 	met := r.write(&b)
 	fmt.Fprint(stdout, b.String())
-	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(b.String()), 0o644); err != nil {
+	if out != "" {
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 			return fmt.Errorf("write report: %w", err)
 		}
 	}
 	if msgs := r.errorReport(); msgs != "" {
 		fmt.Fprint(stderr, msgs)
-		return errors.New("requests failed; see the first errors above")
+		return errors.New("calls failed; see the first errors above")
 	}
 	if !met {
 		fmt.Fprintln(stderr, "tollgate-bench: some targets were missed (marked MISS)")
-		if o.strict {
+		if strict {
 			return errors.New("performance targets missed")
 		}
 	}
