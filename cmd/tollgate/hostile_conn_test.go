@@ -99,8 +99,8 @@ func slowBody(t *testing.T, h *hostile) {
 // slowHeaders: a connection that sends nothing, and one that sends half a header and stops,
 // are closed at header_timeout, and the log says so.
 func slowHeaders(t *testing.T, h *hostile) {
+	start := time.Now() // before the dials: the gateway's clock starts at its accept
 	silent, partial := h.dial(t), h.dial(t)
-	start := time.Now()
 	fmt.Fprint(partial, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nX-Slow: a")
 	for name, c := range map[string]net.Conn{"silent": silent, "partial": partial} {
 		took, got := closed(t, c, start)
