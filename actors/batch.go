@@ -318,7 +318,7 @@ func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.T
 	pv := &a.g.opts.Providers[a.p]
 	st := a.pol.Snapshot()
 	wait := a.g.opts.RetryAfter
-	if d := a.pol.RetryAfter(now); d > wait {
+	if d := a.pol.RetryAfter(0, now); d > wait {
 		wait = d
 	}
 	n := len(calls)

@@ -13,7 +13,7 @@ import (
 func (a *providerActor) busy(kind llm.Kind, c *call, now time.Time) *llm.Error {
 	pv := &a.g.opts.Providers[a.p]
 	wait := a.g.opts.RetryAfter
-	if d := a.pol.RetryAfter(now); d > wait {
+	if d := a.pol.RetryAfter(0, now); d > wait {
 		wait = d // a rate-limited provider knows when its next token comes
 	}
 	e := &llm.Error{Kind: kind, Provider: pv.Name, RetryAfter: wait}
@@ -39,7 +39,7 @@ func (a *providerActor) busy(kind llm.Kind, c *call, now time.Time) *llm.Error {
 func (a *providerActor) heldBy(c *call, now time.Time) string {
 	pv := &a.g.opts.Providers[a.p]
 	st := a.pol.Snapshot()
-	switch a.pol.Blocker(c.route.m, now) {
+	switch a.pol.Blocker(c.route.m, 0, now) {
 	case policy.BlockedByLanes:
 		if st.EffectiveLanes < st.Lanes {
 			return fmt.Sprintf("provider %s has all its %d effective lanes busy (of %d configured: the backend was seen to take fewer)",

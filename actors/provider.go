@@ -145,7 +145,8 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 	now := a.g.now()
 	changed := false
 	for _, gr := range m.g {
-		id, kept, ok := a.pol.Grant(gr, now)
+		st, kept, ok := a.pol.Grant(gr, now)
+		id := st.ID
 		if !ok {
 			changed = true
 			continue
@@ -290,7 +291,7 @@ func (a *providerActor) rebuild(ctx actor.Context) {
 	a.pol = policy.NewProvider(a.spec())
 	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
 		for _, c := range r.calls {
-			a.pol.Resume(c.id, c.route.m, c.prio, c.started)
+			a.pol.Resume(c.id, c.route.m, c.prio, c.started, 0, 0)
 		}
 	}
 	a.rebuilding = true
@@ -314,7 +315,7 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		if m.m < len(a.reported) && !a.reported[m.m] {
 			a.reported[m.m] = true
 			for _, c := range m.calls {
-				a.pol.Resume(c.id, m.m, c.prio, c.started)
+				a.pol.Resume(c.id, m.m, c.prio, c.started, 0, 0)
 			}
 		}
 		if !slices.Contains(a.reported, false) {
@@ -360,7 +361,12 @@ func (a *providerActor) finishRebuild(ctx actor.Context) {
 		return cmp.Or(x.arrived.Compare(y.arrived), cmp.Compare(x.id, y.id))
 	})
 	for _, c := range calls {
-		if c.answered.Load() || !a.pol.Requeue(c.id, c.route.m, c.prio, c.arrived, c.confirmed) {
+		if c.answered.Load() {
+			delete(a.waiting, c.id)
+			continue
+		}
+		if o, _ := a.pol.Enter(c.id, policy.Arrival{Model: c.route.m, Class: c.prio, Arrived: c.arrived,
+			Confirmed: c.confirmed, Reported: true}, now); o == policy.Rejected {
 			delete(a.waiting, c.id)
 		}
 	}
@@ -460,7 +466,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		}
 	case *laneReport:
 		for _, c := range m.calls {
-			a.pol.Resume(c.id, m.m, c.prio, c.started)
+			a.pol.Resume(c.id, m.m, c.prio, c.started, 0, 0)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/actors/policy/keys"
 )
 
 // TestReserve checks the provider's half of a batch alone: all members start or none, a
@@ -13,6 +15,17 @@ func TestReserve(t *testing.T) {
 		Models: []ModelSpec{{Name: "a", Lanes: 2}, {Name: "b", Lanes: 3}}}
 	rated := spec
 	rated.RPM, rated.Burst = 60, 2
+	keyed := spec // each case gets a ring of its own (NewProvider keeps the spec's)
+	keyed.Keys = []KeyPool{{}}
+	tpm := spec
+	tpm.TPM = 600 // a bucket of 100 tokens
+	costly := func(id ID, costs ...int) []Member {
+		var ms []Member
+		for i, c := range costs {
+			ms = append(ms, Member{ID: id + ID(i), Model: 1, Class: N, Tokens: c})
+		}
+		return ms
+	}
 	members := func(id ID, models ...int) []Member {
 		var ms []Member
 		for i, m := range models {
@@ -30,26 +43,44 @@ func TestReserve(t *testing.T) {
 	}{
 		{name: "fits", spec: spec, members: members(10, 0, 0, 1), ok: true},
 		{name: "more members than free lanes", spec: spec, members: members(10, 0, 1, 1, 1), want: BlockedByLanes},
-		{name: "a lane in use", spec: spec, before: func(p *Provider) { p.Resume(1, 1, N, t0) },
+		{name: "a lane in use", spec: spec, before: func(p *Provider) { p.Resume(1, 1, N, t0, 0, 0) },
 			members: members(10, 0, 1, 1), want: BlockedByLanes},
 		{name: "learned lanes below the configured", spec: spec, before: func(p *Provider) { p.SetEffectiveLanes(2) },
 			members: members(10, 0, 1, 1), want: BlockedByLanes},
 		{name: "a model's lanes", spec: spec, members: members(10, 0, 0, 0), want: BlockedByModelLanes},
-		{name: "a model lane in use", spec: spec, before: func(p *Provider) { p.Resume(1, 0, N, t0) },
+		{name: "a model lane in use", spec: spec, before: func(p *Provider) { p.Resume(1, 0, N, t0, 0, 0) },
 			members: members(10, 0, 0), want: BlockedByModelLanes},
 		{name: "tokens for all", spec: rated, members: members(10, 0, 1), ok: true},
 		{name: "fewer tokens than members", spec: rated, members: members(10, 0, 1, 1), want: BlockedByRateLimit},
 		{name: "a waiting request that could start comes first", spec: spec,
 			before: func(p *Provider) { p.Arrive(1, 1, B, t0) }, members: members(10, 0), want: BlockedByQueue},
 		{name: "a waiting request held by its model lanes does not block", spec: spec,
-			before:  func(p *Provider) { p.Resume(1, 0, N, t0); p.Resume(2, 0, N, t0); p.Arrive(3, 0, N, t0) },
+			before:  func(p *Provider) { p.Resume(1, 0, N, t0, 0, 0); p.Resume(2, 0, N, t0, 0, 0); p.Arrive(3, 0, N, t0) },
 			members: members(10, 1), ok: true},
-		{name: "an id already known", spec: spec, before: func(p *Provider) { p.Resume(10, 1, N, t0) },
+		{name: "an id already known", spec: spec, before: func(p *Provider) { p.Resume(10, 1, N, t0, 0, 0) },
 			members: members(10, 0), want: BlockedElsewhere},
 		{name: "an unknown model", spec: spec, members: members(10, 0, 2), want: BlockedElsewhere},
+		{name: "the breaker's probe lets one start", spec: spec, before: func(p *Provider) { p.SetStartCap(1) },
+			members: members(10, 0, 1), want: BlockedByStartCap},
+		{name: "a model's learned lanes", spec: spec, before: func(p *Provider) { p.SetModelLanes(1, 1) },
+			members: members(10, 1, 1), want: BlockedByModelLanes},
+		{name: "every key cooling", spec: keyed, before: func(p *Provider) {
+			_, ring := p.Keys(0)
+			ring.RateLimited(0, time.Second, t0)
+			ring.RateLimited(1, time.Second, t0)
+		}, members: members(10, 0), want: BlockedByKeys},
+		{name: "one key ready of two", spec: keyed, before: func(p *Provider) {
+			_, ring := p.Keys(0)
+			ring.RateLimited(0, time.Second, t0)
+		}, members: members(10, 0), ok: true},
+		{name: "tokens per minute for one member, not two", spec: tpm, members: costly(10, 80, 80), want: BlockedByRateLimit},
+		{name: "tokens per minute for both", spec: tpm, members: costly(10, 40, 40), ok: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.spec.Keys) > 0 {
+				tc.spec.Keys = []KeyPool{{Ring: keys.New(2, keys.Config{Cooldown: time.Second})}}
+			}
 			p := NewProvider(tc.spec)
 			if tc.before != nil {
 				tc.before(p)
@@ -76,7 +107,7 @@ func TestReserve(t *testing.T) {
 					t.Fatalf("member %d: %+v %v", mb.ID, in, ok)
 				}
 			}
-			if len(r.Members) != len(tc.members) {
+			if len(r.Members) != len(tc.members) || len(r.Keys) != len(tc.members) {
 				t.Fatalf("reservation %+v", r)
 			}
 		})
@@ -91,37 +122,50 @@ func TestRelease(t *testing.T) {
 	batch := []Member{{ID: 1, Model: 0, Class: N}, {ID: 2, Model: 0, Class: N}}
 
 	p := NewProvider(spec)
-	before := p.bucket
+	before := p.limiter
 	r, _, ok := p.Reserve(batch, t0)
 	if !ok {
 		t.Fatal("reserve refused")
 	}
 	p.Release(&r, t0)
-	if p.Running() != 0 || p.bucket != before {
-		t.Fatalf("released batch left running %d, bucket %+v (was %+v)", p.Running(), p.bucket, before)
+	if p.Running() != 0 || p.limiter != before {
+		t.Fatalf("released batch left running %d, limiter %+v (was %+v)", p.Running(), p.limiter, before)
 	}
-	if got := p.bucket.tokens(t0, 3); got != 3 {
+	if got := p.limiter.Levels(t0).RPM; got != 3 {
 		t.Fatalf("tokens after release %d, want the whole burst 3", got)
 	}
 	// Releasing again changes nothing, even once the limiter is back where the reservation
 	// left it.
-	p.Resume(7, 0, N, t0)
-	p.bucket.take(t0)
-	p.bucket.take(t0)
-	after := p.bucket
+	p.Resume(7, 0, N, t0, 0, 0)
+	p.limiter.Take(0, t0)
+	p.limiter.Take(0, t0)
+	after := p.limiter
 	p.Release(&r, t0)
-	if p.bucket != after || p.Running() != 1 {
-		t.Fatalf("a second release changed the provider: bucket %+v (was %+v), running %d", p.bucket, after, p.Running())
+	if p.limiter != after || p.Running() != 1 {
+		t.Fatalf("a second release changed the provider: limiter %+v (was %+v), running %d", p.limiter, after, p.Running())
 	}
 
 	// A token taken in between: the batch's stay spent.
 	p = NewProvider(spec)
 	r, _, _ = p.Reserve(batch, t0)
-	p.Resume(3, 0, N, t0.Add(time.Second))
-	p.bucket.take(t0.Add(time.Second))
-	spent := p.bucket
+	p.Resume(3, 0, N, t0.Add(time.Second), 0, 0)
+	p.limiter.Take(0, t0.Add(time.Second))
+	spent := p.limiter
 	p.Release(&r, t0.Add(time.Second))
-	if p.bucket != spent || p.Running() != 1 {
-		t.Fatalf("release after another start: bucket %+v (was %+v), running %d", p.bucket, spent, p.Running())
+	if p.limiter != spent || p.Running() != 1 {
+		t.Fatalf("release after another start: limiter %+v (was %+v), running %d", p.limiter, spent, p.Running())
+	}
+
+	// Keys: the members take the ring's turns in order, and an aborted batch gives them back.
+	keyed := spec
+	keyed.RPM, keyed.Keys = 0, []KeyPool{{Ring: keys.New(3, keys.Config{})}}
+	p = NewProvider(keyed)
+	r, _, _ = p.Reserve(batch, t0)
+	if !reflect.DeepEqual(r.Keys, []int{0, 1}) {
+		t.Fatalf("keys %v, want [0 1]", r.Keys)
+	}
+	p.Release(&r, t0)
+	if _, ring := p.Keys(0); ring.Turn() != 0 {
+		t.Fatalf("the ring's turn after the release is %d, want 0", ring.Turn())
 	}
 }

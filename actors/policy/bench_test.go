@@ -46,8 +46,8 @@ func (pr *pair) offer(p int, now time.Time, started func(ID)) {
 	pr.acks = pr.d.Acks(pr.acks[:0])
 	again := -1
 	for _, g := range pr.grant {
-		if id, kept, ok := pr.ps[g.Provider].Grant(g, now); ok {
-			started(id)
+		if st, kept, ok := pr.ps[g.Provider].Grant(g, now); ok {
+			started(st.ID)
 			if kept {
 				again = g.Provider
 			}

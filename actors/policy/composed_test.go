@@ -182,7 +182,8 @@ func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
 			h.rebuildProvider(p, now)
 			return
 		}
-		id, kept, ok := pr.Grant(g, now)
+		st, kept, ok := pr.Grant(g, now)
+		id := st.ID
 		h.handled[p] = append(h.handled[p], handledGrant{id, ok})
 		changed = changed || kept
 		if ok && h.onStart != nil {
@@ -229,7 +230,7 @@ func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
 func (h *composed) unconfirmed(p int) []ID {
 	pr := h.ps[p]
 	var ids []ID
-	for e := pr.arrivals.head; e != none; e = pr.entries[e].links[byArrival].next {
+	for e := pr.deadlines.head; e != none; e = pr.entries[e].links[byDeadline].next {
 		if !pr.entries[e].confirmed {
 			ids = append(ids, pr.entries[e].id)
 		}
@@ -238,8 +239,9 @@ func (h *composed) unconfirmed(p int) []ID {
 }
 
 // rebuildProvider replaces provider p by one rebuilt from the facts its actor keeps (what
-// runs on its lanes; what waits, in arrival order, with the verdicts given), at a new epoch,
-// and has it report with the arrivals whose verdict it never got.
+// runs on its lanes; what waits, with its place, deadline and verdict; the key rings, which
+// the spec hands the new provider as it did the old; and what the actor decided of lanes and
+// starts), at a new epoch, and has it report with the arrivals whose verdict it never got.
 func (h *composed) rebuildProvider(p int, now time.Time) {
 	old := h.ps[p]
 	nw := NewProvider(h.specs[p])
@@ -247,17 +249,20 @@ func (h *composed) rebuildProvider(p int, now time.Time) {
 		nw.AddModel(ModelSpec{}) // models added at runtime: the facts name them too
 	}
 	for i := range old.models {
-		nw.models[i].name, nw.models[i].lanes = old.models[i].name, old.models[i].lanes
+		nw.models[i].name, nw.models[i].lanes, nw.models[i].pool = old.models[i].name, old.models[i].lanes, old.models[i].pool
+		nw.SetModelLanes(i, old.models[i].eff)
 	}
 	nw.SetEffectiveLanes(old.eff)
+	nw.SetStartCap(old.startCap)
 	for i := range old.entries {
 		if en := &old.entries[i]; en.state == running {
-			nw.Resume(en.id, int(en.m), llm.Priority(en.class), en.started)
+			nw.Resume(en.id, int(en.m), llm.Priority(en.class), en.started, en.cost, int(en.key))
 		}
 	}
-	for e := old.arrivals.head; e != none; e = old.entries[e].links[byArrival].next {
+	for e := old.deadlines.head; e != none; e = old.entries[e].links[byDeadline].next {
 		en := &old.entries[e]
-		nw.Requeue(en.id, int(en.m), llm.Priority(en.class), en.arrived, en.confirmed)
+		nw.Enter(en.id, Arrival{Model: int(en.m), Class: llm.Priority(en.class), Tokens: en.cost,
+			Arrived: en.arrived, Deadline: en.deadline, Confirmed: en.confirmed, Reported: true}, now)
 	}
 	nw.Rebuilt(now, old.Epoch()+1, old.Sync())
 	h.ps[p] = nw
@@ -475,17 +480,78 @@ func (h *composed) Lookup(id ID) (gateInfo, bool) {
 	return gateInfo{Provider: p, Info: in}, ok
 }
 
-func (h *composed) RetryAfter(p int, now time.Time) time.Duration {
+func (h *composed) RetryAfter(p, tokens int, now time.Time) time.Duration {
 	if p < 0 || p >= len(h.ps) {
 		return 0
 	}
-	return h.ps[p].RetryAfter(now)
+	return h.ps[p].RetryAfter(tokens, now)
 }
 
-// batchMember is one member of a batch in the composed harness: its id, provider and model.
+// The limiters' operations, each followed by the provider's offer as its actor makes it.
+
+// Enter admits id as Arrive does, with the arrival's cost, place and deadline.
+func (h *composed) Enter(id ID, p int, a Arrival, now time.Time) (Outcome, llm.Kind) {
+	if p < 0 || p >= len(h.ps) {
+		return Rejected, llm.KindModelNotFound
+	}
+	if _, dup := h.where[id]; dup {
+		return Rejected, llm.KindInvalidRequest
+	}
+	if o, k := h.ps[p].Enter(id, a, now); o == Rejected {
+		return o, k
+	}
+	h.where[id] = p
+	h.report(p, now)
+	h.deliver(now)
+	if k, ok := h.rejected[id]; ok {
+		delete(h.rejected, id)
+		return Rejected, k
+	}
+	if in, _ := h.ps[p].Lookup(id); in.Running {
+		h.announced[id] = true
+		return Started, 0
+	}
+	return Queued, 0
+}
+
+// Requeue puts running request id back in its queue as next, at its place and with its
+// deadline, admitted already (a capacity refusal: its actor does Finish and Enter in one
+// message). It reports false for an id that does not run.
+func (h *composed) Requeue(id, next ID, now time.Time) bool {
+	p, ok := h.where[id]
+	if !ok {
+		return false
+	}
+	pr := h.ps[p]
+	in, ok := pr.Lookup(id)
+	if !ok || !in.Running {
+		return false
+	}
+	pr.Finish(id, now)
+	delete(h.where, id)
+	pr.Enter(next, Arrival{Model: in.Model, Class: in.Priority, Tokens: in.Tokens, Arrived: in.Arrived,
+		Deadline: in.Deadline, Confirmed: true}, now)
+	h.where[next] = p
+	h.report(p, now)
+	h.deliver(now)
+	return true
+}
+
+// change applies f to provider p, then has it offer.
+func (h *composed) change(p int, now time.Time, f func(pr *Provider)) {
+	if p < 0 || p >= len(h.ps) {
+		return
+	}
+	f(h.ps[p])
+	h.report(p, now)
+	h.deliver(now)
+}
+
+// batchMember is one member of a batch in the composed harness: its id, provider and model,
+// and its estimated tokens.
 type batchMember struct {
-	id   ID
-	p, m int
+	id         ID
+	p, m, cost int
 }
 
 // Batch admits a batch as the actors do (actors/batch.go): the dispatcher holds its global
@@ -500,7 +566,7 @@ func (h *composed) Batch(members []batchMember, class llm.Priority, now time.Tim
 		if _, seen := by[mb.p]; !seen {
 			order = append(order, mb.p)
 		}
-		by[mb.p] = append(by[mb.p], Member{ID: mb.id, Model: mb.m, Class: class})
+		by[mb.p] = append(by[mb.p], Member{ID: mb.id, Model: mb.m, Class: class, Tokens: mb.cost})
 	}
 	if !h.d.Hold(len(members)) {
 		return false, BlockedElsewhere

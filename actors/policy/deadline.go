@@ -3,12 +3,11 @@ package policy
 import "time"
 
 // Expire removes the queued requests whose deadline is ≤ now and appends their ids to buf,
-// oldest first. The caller rejects them with provider_queue_timeout. A provider has one
-// queue timeout, so arrival order is deadline order and the expired requests are a prefix
-// of the arrival list.
+// earliest deadline first. The caller rejects them with provider_queue_timeout. The
+// deadline list is kept in deadline order, so the expired requests are its prefix.
 func (p *Provider) Expire(now time.Time, buf []ID) []ID {
-	for arr := &p.arrivals; arr.head != none && !p.entries[arr.head].deadline.After(now); {
-		e := arr.head
+	for dl := &p.deadlines; dl.head != none && !p.entries[dl.head].deadline.After(now); {
+		e := dl.head
 		buf = append(buf, p.entries[e].id)
 		p.forget(e)
 	}
@@ -17,37 +16,46 @@ func (p *Provider) Expire(now time.Time, buf []ID) []ID {
 
 // NextWake returns the earliest time after now at which the provider's offer changes
 // without any call, or its earliest queue deadline if that has come: the deadline, or the
-// time its rate limiter gains a token while queued work that lanes would let start lacks
-// tokens. ok is false when only a call (Arrive, Finish, ...) can change anything. The
-// provider does not know the gateway's global cap, so it may wake for a token that the cap
-// then keeps unused: such a wake changes no decision, but keeps the dispatcher's view of
-// what the provider could start current for the moment the cap frees.
+// time a limiter that holds back queued work lanes would let start has room for it (the
+// rate limiter's tokens for the request it stopped at, a key's cooldown ending or its bucket
+// refilling for the request its pool stopped at). A limiter the simulated starts alone
+// overfill changes only with another start, and wakes nothing. ok is false when only a call
+// (Arrive, Finish, ...) can change anything. The provider does not know the gateway's global
+// cap, so it may wake for tokens that the cap then keeps unused: such a wake changes no
+// decision, but keeps the dispatcher's view of what the provider could start current for the
+// moment the cap frees.
 func (p *Provider) NextWake(now time.Time) (t time.Time, ok bool) {
 	if p.queued == 0 {
 		return t, false
 	}
-	t, ok = p.entries[p.arrivals.head].deadline, true
-	free := p.eff - p.running
-	if !p.bucket.limited() || free <= 0 {
+	t, ok = p.entries[p.deadlines.head].deadline, true
+	if !p.limited(now) {
 		return t, ok
 	}
-	have := p.bucket.tokens(now, free)
-	if have >= p.bucket.burst() || have >= free {
-		return t, ok
+	p.simulate(now, -1)
+	s := &p.sim
+	if s.stop >= 0 && p.limiter.Fits(s.starts, s.tokens, s.stop) {
+		if w, _ := s.lim.Wait(s.stop, now); now.Add(w).Before(t) {
+			t = now.Add(w)
+		}
 	}
-	if p.demand() > have {
-		if next := p.bucket.nextIncrease(now, have); next.Before(t) {
-			t = next
+	for pl := range s.pools {
+		if !s.pools[pl].blocked {
+			continue
+		}
+		if at, found := p.poolWake(pl, now); found && at.Before(t) {
+			t = at
 		}
 	}
 	return t, ok
 }
 
-// RetryAfter estimates how long a request refused at now should wait before trying again,
-// or 0 when the provider has no idea (lanes free up when backends answer, which it cannot
-// foresee). For a rate-limited provider it is the time until the limiter would have a token
-// for one more request behind everything queued. The caller applies its own bounds (SPEC §4:
-// at least 1s, at most 60s).
-func (p *Provider) RetryAfter(now time.Time) time.Duration {
-	return p.bucket.waitFor(p.queued+1, now)
+// RetryAfter is how long a request estimated at tokens, refused at now, should wait before
+// trying again, or 0 when the provider has no idea (lanes free up when backends answer, which
+// it cannot foresee): for a rate-limited provider, the time until its limiter has room for
+// that request, which is when the queue moves on. The caller applies its own bounds (SPEC §4:
+// at least 1s, at most 60s) and adds what it knows of keys and the breaker.
+func (p *Provider) RetryAfter(tokens int, now time.Time) time.Duration {
+	w, _ := p.limiter.Wait(tokens, now)
+	return w
 }

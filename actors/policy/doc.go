@@ -3,8 +3,8 @@
 // talk only through the values of protocol.go.
 //
 //   - A Provider is one provider's side: its bounded FIFO queues with their deadlines, its
-//     lanes and model lanes, its rate limiter, and the choice of which of its requests starts
-//     next. The provider actor owns one.
+//     lanes and model lanes, its limiters (rate limit, keys, start cap), and the choice of
+//     which of its requests starts next. The provider actor owns one.
 //   - The Dispatcher is the gateway's side: max_running, max_admitted, class priority across
 //     providers and the providers' round-robin. The supervisor actor owns it.
 //
@@ -75,7 +75,7 @@
 //
 // # Dispatch order
 //
-//  1. only eligible requests (provider lane, model lane, rate limiter, global cap);
+//  1. only eligible requests (provider lane, model lane, the limiters below, global cap);
 //  2. highest class first (llm.Interactive, then Normal, then Background);
 //  3. within a class, providers take turns: the search starts at the provider after the
 //     one this class was granted last. The cursor is per class, so background traffic keeps
@@ -87,15 +87,34 @@
 //
 // A provider keeps its queues per model and class as intrusive FIFO lists over a slab of
 // entries, with counts at every level, so one choice costs O(models) and never walks a
-// queue. It has one queue timeout, so its arrival order is its deadline order: one arrival
-// list serves Expire and NextWake.
+// queue. A FIFO is ordered by arrival at the gateway: a request that comes back (requeued
+// after a capacity refusal, or a fallback from another model) takes the place its first
+// arrival gives it (Enter). A second list orders the queued requests by deadline for Expire
+// and NextWake; a new request goes at the tail of both, so only a returning one walks.
 //
-// # Rate limiter
+// # Limiters
 //
-// A provider with RPM > 0 has a token bucket refilled at RPM per minute holding at most
-// Burst tokens (default max(1, RPM/6): ten seconds' worth), full at start. A token is
-// taken when a request starts, not when it arrives. Over any minute at most RPM+Burst
-// requests start; backends that enforce per-minute limits over shorter windows tolerate a
-// burst of a few, and a smaller Burst is the knob for those that do not. It is kept as a
-// theoretical arrival time (GCRA), in integer nanoseconds, so refills never drift.
+// Besides lanes, a provider's requests wait for its limiters; a request is never started to
+// be refused (SPEC §2 rule 1, §10):
+//
+//   - its rate limit (rate_limit: rpm, tpm, burst), a tokens.Limiter: a start takes one
+//     request and the request's estimated tokens (Arrival.Tokens), corrected later from what
+//     the backend reported (Correct). The rpm bucket holds Burst starts (default
+//     max(1, RPM/6): ten seconds' worth), the tpm bucket ten seconds of tokens;
+//   - its keys (KeyPool): a start needs a key of its model's pool that is ready, neither
+//     cooling after a rate limit nor set aside, and, with key_rate_limit, whose own bucket has
+//     room. The rings are the caller's; Grant picks the key in the ring's turn;
+//   - a start cap (SetStartCap): the circuit breaker lets nothing start while open and one
+//     probe when half-open;
+//   - effective lanes of the provider and of each model (SetEffectiveLanes, SetModelLanes),
+//     as learned from the backend.
+//
+// A limiter holds back everything behind the request it cannot serve, so a request needing
+// many tokens is not starved by smaller ones: when the request SPEC §2 picks next finds no
+// key in its pool, the rest of that pool waits (other pools' requests go on); when it finds
+// the rate limiter short, the provider starts nothing more. Offers and grants simulate
+// exactly that, charging each limiter in class order, and NextWake names the first moment a
+// limiter that holds something back will have room for it. Buckets are kept as theoretical
+// arrival times (tokens), so refills never drift. A retry (Retry) is charged like a start but
+// not held back: it keeps the lane its call holds.
 package policy

@@ -80,7 +80,7 @@ func (d *ilDriver) leaveQueue(id ID, f fate) {
 
 func (d *ilDriver) run(n int) {
 	for d.step = 0; d.step < n && !d.src.done(); d.step++ {
-		switch op := d.src.intn(32); {
+		switch op := d.src.intn(34); {
 		case op < 6:
 			d.arrive()
 		case op < 10:
@@ -97,6 +97,10 @@ func (d *ilDriver) run(n int) {
 			d.crashProvider()
 		case op < 30:
 			d.crashDispatcher()
+		case op < 31:
+			d.limit()
+		case op < 32:
+			d.keyRefused()
 		default:
 			d.quiesce()
 		}
@@ -240,6 +244,33 @@ func (d *ilDriver) setLanes() {
 	d.last = fmt.Sprintf("effective lanes p%d = %d", p, n)
 	d.g.ps[p].SetEffectiveLanes(n)
 	d.g.report(p, d.now)
+}
+
+// limit changes what a provider's other limiters allow, as the breaker and learned model
+// lanes do, without waiting for what is in flight.
+func (d *ilDriver) limit() {
+	p := d.src.intn(len(d.specs))
+	m := d.src.intn(len(d.specs[p].Models))
+	capN, lanes := d.src.intn(3)-1, d.src.intn(d.specs[p].Models[m].Lanes+1)
+	d.last = fmt.Sprintf("p%d start cap %d, model %d lanes %d", p, capN, m, lanes)
+	d.g.ps[p].SetStartCap(capN)
+	d.g.ps[p].SetModelLanes(m, lanes)
+	d.g.report(p, d.now)
+}
+
+// keyRefused cools or sets aside one of a provider's keys, as the backend tells it.
+func (d *ilDriver) keyRefused() {
+	p := d.src.intn(len(d.specs))
+	ring := d.specs[p].Keys[d.src.intn(len(d.specs[p].Keys))].Ring
+	key := d.src.intn(ring.Len())
+	d.last = fmt.Sprintf("p%d key %d refused", p, key)
+	if d.src.intn(20) == 0 {
+		ring.SetInvalid(key)
+	} else {
+		ring.RateLimited(key, time.Duration(d.src.intn(3))*time.Second, d.now)
+	}
+	d.g.report(p, d.now)
+	d.stats["key refused"]++
 }
 
 // crashProvider makes a provider crash while handling its oldest message, after a random

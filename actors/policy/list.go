@@ -16,13 +16,17 @@ type entry struct {
 	// mature says the dispatcher has acknowledged it (Ack): only then does it await a verdict.
 	reported uint64
 	mature   bool
-	seq      uint64 // arrival order within the provider; smaller waited longer
+	seq      uint64 // the order entries entered the provider
+	cost     int    // estimated tokens, for the tpm buckets
+	key      int32  // the key of the running call's last attempt
+	// arrived orders the FIFOs: when the request first came (an older request coming back, a
+	// capacity requeue or a fallback, takes its place by it), ties broken by seq.
 	arrived  time.Time
 	started  time.Time
 	deadline time.Time
-	// links[byModel]: the FIFO of (model, class); links[byArrival]: the provider's arrival
-	// (= deadline) order. Only queued entries are linked; a free entry's byModel.next is the
-	// free list.
+	// links[byModel]: the FIFO of (model, class), by arrival; links[byDeadline]: the
+	// provider's deadline order. Only queued entries are linked; a free entry's byModel.next
+	// is the free list.
 	links [2]link
 }
 
@@ -35,9 +39,9 @@ const (
 )
 
 const (
-	byModel   = 0
-	byArrival = 1
-	none      = int32(-1)
+	byModel    = 0
+	byDeadline = 1
+	none       = int32(-1)
 )
 
 type link struct{ prev, next int32 }
@@ -50,16 +54,42 @@ type list struct {
 
 func newList() list { return list{head: none, tail: none} }
 
-// push appends e at the tail of l through link kind k.
-func (p *Provider) push(l *list, k int, e int32) {
+// before reports whether entry a comes before entry b in lists of kind k: by arrival for a
+// FIFO, by deadline for the deadline order; ties by the order they entered.
+func (p *Provider) before(k int, a, b int32) bool {
+	ea, eb := &p.entries[a], &p.entries[b]
+	ta, tb := ea.arrived, eb.arrived
+	if k == byDeadline {
+		ta, tb = ea.deadline, eb.deadline
+	}
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	return ea.seq < eb.seq
+}
+
+// insert links e into l through link kind k at its place in the list's order. A new request
+// goes last (its arrival and its deadline are the latest), so the walk from the tail stops at
+// once; only a request coming back with an older arrival walks further.
+func (p *Provider) insert(l *list, k int, e int32) {
+	after := l.tail
+	for after != none && p.before(k, e, after) {
+		after = p.entries[after].links[k].prev
+	}
 	lk := &p.entries[e].links[k]
-	lk.prev, lk.next = l.tail, none
-	if l.tail == none {
+	lk.prev = after
+	if after == none {
+		lk.next = l.head
 		l.head = e
 	} else {
-		p.entries[l.tail].links[k].next = e
+		lk.next = p.entries[after].links[k].next
+		p.entries[after].links[k].next = e
 	}
-	l.tail = e
+	if lk.next == none {
+		l.tail = e
+	} else {
+		p.entries[lk.next].links[k].prev = e
+	}
 	l.n++
 }
 

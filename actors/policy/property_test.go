@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/actors/policy/keys"
+	"github.com/tollgate/tollgate/actors/policy/tokens"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -83,8 +85,21 @@ func randomConfig(src source) (Limits, []ProviderSpec) {
 			ps.RPM = []int{6, 30, 60, 600}[src.intn(4)]
 			ps.Burst = src.intn(4)
 		}
+		if src.intn(4) == 0 {
+			ps.TPM = []int{600, 3000, 60000}[src.intn(3)]
+		}
+		// Key pools: the provider's own, and sometimes one more for models with keys of their
+		// own; sometimes with each key's own rate limit.
+		for range 1 + src.intn(2) {
+			kp := KeyPool{Ring: keys.New(1+src.intn(3), testKeys)}
+			if src.intn(3) == 0 {
+				kp.Limit = tokens.Limit{RPM: []int{0, 6, 60}[src.intn(3)], TPM: []int{0, 600, 6000}[src.intn(3)], Burst: src.intn(3)}
+			}
+			ps.Keys = append(ps.Keys, kp)
+		}
 		for m := range 1 + src.intn(3) {
-			ps.Models = append(ps.Models, ModelSpec{Name: fmt.Sprintf("p%d-m%d", p, m), Lanes: rarelyZero(src, 2)})
+			ps.Models = append(ps.Models, ModelSpec{Name: fmt.Sprintf("p%d-m%d", p, m), Lanes: rarelyZero(src, 2),
+				Keys: src.intn(len(ps.Keys))})
 		}
 		specs[p] = ps
 	}
@@ -112,7 +127,7 @@ func newDriver(t testing.TB, src source, stats map[string]int) *driver {
 	l, specs := randomConfig(src)
 	return &driver{
 		t: t, src: src, now: t0, specs: specs, limits: l,
-		g: newComposed(l, specs), ref: newRef(l, specs, t0), fates: map[ID]fate{}, stats: stats,
+		g: newComposed(l, specs), ref: newRef(l, specs), fates: map[ID]fate{}, stats: stats,
 	}
 }
 
@@ -141,7 +156,7 @@ func (d *driver) run(n int) {
 		if traceOn {
 			defer func(step int) { _ = step }(d.step)
 		}
-		switch op := d.src.intn(21 + btoi(d.addModels)); {
+		switch op := d.src.intn(28 + btoi(d.addModels)); {
 		case op < 7:
 			d.arrive()
 		case op < 13:
@@ -154,6 +169,18 @@ func (d *driver) run(n int) {
 			d.setLanes()
 		case op < 21:
 			d.batch()
+		case op < 22:
+			d.requeue()
+		case op < 24:
+			d.retry()
+		case op < 25:
+			d.correct()
+		case op < 26:
+			d.keyRefused()
+		case op < 27:
+			d.setStartCap()
+		case op < 28:
+			d.setModelLanes()
 		default:
 			d.addModel()
 		}
@@ -200,13 +227,21 @@ func (d *driver) started(want []ID) {
 	}
 }
 
+// arrive admits a new request; now and then one that arrived earlier elsewhere (a
+// fallback), which takes its place in the FIFO by its arrival.
 func (d *driver) arrive() {
 	d.nextID++
 	id, p := d.nextID, d.src.intn(len(d.specs))
 	m, c := d.src.intn(len(d.specs[p].Models)), d.src.intn(llm.NumPriorities)
-	d.last = fmt.Sprintf("arrive %d p%d m%d c%d", id, p, m, c)
-	o, k := d.g.Arrive(id, p, m, llm.Priority(c), d.now)
-	wo, wk, others := d.ref.arrive(id, p, m, c, d.now)
+	cost := []int{0, 1, 40, 150, 900}[d.src.intn(5)]
+	var arrived time.Time
+	if d.src.intn(6) == 0 {
+		arrived = d.now.Add(-time.Duration(d.src.intn(20)) * time.Second)
+		d.stats["arrived earlier"]++
+	}
+	d.last = fmt.Sprintf("arrive %d p%d m%d c%d cost %d arrived %v", id, p, m, c, cost, arrived.Sub(t0))
+	o, k := d.g.Enter(id, p, Arrival{Model: m, Class: llm.Priority(c), Tokens: cost, Arrived: arrived}, d.now)
+	wo, wk, others := d.ref.arrive(id, p, m, c, cost, arrived, d.now)
 	if o != wo || (o == Rejected && k != wk) {
 		d.fatalf("Arrive = %v %v, reference %v %v", o, k, wo, wk)
 	}
@@ -319,7 +354,7 @@ func (d *driver) batch() {
 	for i := range members {
 		d.nextID++
 		p := d.src.intn(len(d.specs))
-		members[i] = batchMember{id: d.nextID, p: p, m: d.src.intn(len(d.specs[p].Models))}
+		members[i] = batchMember{id: d.nextID, p: p, m: d.src.intn(len(d.specs[p].Models)), cost: []int{0, 40, 900}[d.src.intn(3)]}
 	}
 	c := d.src.intn(llm.NumPriorities)
 	d.last = fmt.Sprintf("batch %+v c%d", members, c)
@@ -342,6 +377,106 @@ func (d *driver) batch() {
 		d.stats["batch released"] += d.g.released
 		d.g.released = 0
 	}
+}
+
+// requeue sends a running request back to its queue, as a capacity refusal does.
+func (d *driver) requeue() {
+	id := d.pickID(fateRunning)
+	d.nextID++
+	next := d.nextID
+	d.last = fmt.Sprintf("requeue %d as %d", id, next)
+	got := d.g.Requeue(id, next, d.now)
+	starts, want := d.ref.requeue(id, next, d.now)
+	if got != want || got != (d.fates[id] == fateRunning) {
+		d.fatalf("Requeue = %v, reference %v, caller saw %v", got, want, d.fates[id])
+	}
+	if got {
+		d.fates[id], d.fates[next] = fateFinished, fateQueued
+		d.stats["requeued"]++
+	} else {
+		d.fates[next] = fateRejected // the id is spent either way
+	}
+	d.started(starts)
+}
+
+// retry is a running request's next attempt: both sides must pick the same key, or none.
+func (d *driver) retry() {
+	id := d.pickID(fateRunning)
+	skip := d.src.intn(3) - 1 // a key the call already tried, or none
+	tried := func(i int) bool { return i == skip }
+	d.last = fmt.Sprintf("retry %d (tried %d)", id, skip)
+	key, ok := d.g.ps[d.whereOf(id)].RetryKey(id, d.now, tried)
+	wkey, wok := d.ref.retryKey(id, d.now, tried)
+	if ok != wok || ok && key != wkey {
+		d.fatalf("RetryKey = %d %v, reference %d %v", key, ok, wkey, wok)
+	}
+	if !ok {
+		return
+	}
+	d.stats["retried"]++
+	p := d.whereOf(id)
+	d.g.change(p, d.now, func(pr *Provider) { pr.Retry(id, key, d.now) })
+	d.ref.retry(id, key, d.now)
+	d.started(d.ref.dispatch(d.now))
+}
+
+// whereOf is the provider of a live request (0 for an unknown one, whose operations fail).
+func (d *driver) whereOf(id ID) int { return d.g.where[id] }
+
+// correct reports a running request's real usage.
+func (d *driver) correct() {
+	id := d.pickID(fateRunning)
+	actual := d.src.intn(300)
+	d.last = fmt.Sprintf("correct %d used %d", id, actual)
+	d.g.change(d.whereOf(id), d.now, func(pr *Provider) { pr.Correct(id, actual, d.now) })
+	d.ref.correct(id, actual, d.now)
+	d.started(d.ref.dispatch(d.now))
+}
+
+// keyRefused is what the backend says of a key: rate-limited for a hint, or refused for good.
+func (d *driver) keyRefused() {
+	p := d.src.intn(len(d.specs))
+	pl := d.src.intn(len(d.ref.rings[p]))
+	key := d.src.intn(d.ref.rings[p][pl].Len())
+	hint := time.Duration(d.src.intn(4)) * 1500 * time.Millisecond
+	invalid := d.src.intn(40) == 0
+	d.last = fmt.Sprintf("key p%d pool %d key %d: hint %v invalid %v", p, pl, key, hint, invalid)
+	d.g.change(p, d.now, func(*Provider) {
+		ring := d.specs[p].Keys[pl].Ring
+		if invalid {
+			ring.SetInvalid(key)
+		} else {
+			ring.RateLimited(key, hint, d.now)
+		}
+	})
+	if invalid {
+		d.ref.rings[p][pl].SetInvalid(key)
+		d.stats["key set aside"]++
+	} else {
+		d.ref.rings[p][pl].RateLimited(key, hint, d.now)
+		d.stats["key cooling"]++
+	}
+	d.started(d.ref.dispatch(d.now))
+}
+
+// setStartCap is the breaker: no starts, one probe, or none held back.
+func (d *driver) setStartCap() {
+	p := d.src.intn(len(d.specs))
+	n := d.src.intn(3) - 1
+	d.last = fmt.Sprintf("start cap p%d = %d", p, n)
+	d.g.change(p, d.now, func(pr *Provider) { pr.SetStartCap(n) })
+	d.ref.caps[p] = n
+	d.started(d.ref.dispatch(d.now))
+}
+
+// setModelLanes is a model learning its own lanes.
+func (d *driver) setModelLanes() {
+	p := d.src.intn(len(d.specs))
+	m := d.src.intn(len(d.specs[p].Models))
+	n := d.src.intn(d.specs[p].Models[m].Lanes+2) - 1
+	d.last = fmt.Sprintf("model lanes p%d m%d = %d", p, m, n)
+	d.g.change(p, d.now, func(pr *Provider) { pr.SetModelLanes(m, n) })
+	d.ref.meff[[2]int{p, m}] = min(max(n, 0), d.specs[p].Models[m].Lanes)
 	d.started(d.ref.dispatch(d.now))
 }
 
@@ -355,14 +490,18 @@ func (d *driver) checkInvariants() {
 	if d.g.d.Running() != s.Running || d.g.d.Queued() != s.Queued {
 		d.fatalf("the dispatcher counts running %d queued %d, the providers %d %d", d.g.d.Running(), d.g.d.Queued(), s.Running, s.Queued)
 	}
-	if s.Running > d.limits.MaxRunning || s.Queued > d.limits.MaxAdmitted {
+	// A capacity requeue turns a running request into a queued one: admitted already, it is
+	// not held to max_admitted or queue_length again.
+	requeued := d.ref.count(func(q *refReq) bool { return q.state == refQueued && q.requeued })
+	if s.Running > d.limits.MaxRunning || s.Queued > d.limits.MaxAdmitted+requeued {
 		d.fatalf("global cap exceeded: %+v", s)
 	}
 	for p, ps := range s.Providers {
 		if ps.Running != d.ref.running(p, -1) || ps.Queued != d.ref.queued(p, -1) || ps.EffectiveLanes != d.ref.eff[p] {
 			d.fatalf("provider %d: %+v, reference running %d queued %d eff %d", p, ps, d.ref.running(p, -1), d.ref.queued(p, -1), d.ref.eff[p])
 		}
-		if ps.Running > ps.Lanes || ps.Queued > ps.QueueLength {
+		requeued := d.ref.count(func(q *refReq) bool { return q.p == p && q.state == refQueued && q.requeued })
+		if ps.Running > ps.Lanes || ps.Queued > ps.QueueLength+requeued {
 			d.fatalf("provider %d cap exceeded: %+v", p, ps)
 		}
 		for m, ms := range ps.Models {
@@ -380,8 +519,9 @@ func (d *driver) checkInvariants() {
 		}
 	}
 	p := d.src.intn(len(d.specs))
-	if got, want := d.g.RetryAfter(p, d.now), d.ref.retryAfter(p, d.now); got != want {
-		d.fatalf("RetryAfter(%d) = %v, reference %v", p, got, want)
+	cost := d.src.intn(200)
+	if got, want := d.g.RetryAfter(p, cost, d.now), d.ref.retryAfter(p, cost, d.now); got != want {
+		d.fatalf("RetryAfter(%d, %d) = %v, reference %v", p, cost, got, want)
 	}
 	// Work-conserving: nothing eligible is left waiting.
 	if q := d.ref.pick(d.now); q != nil {
@@ -441,6 +581,7 @@ func TestProperties(t *testing.T) {
 	}
 	for _, c := range []string{"started", "queued", "rejected gateway_overloaded",
 		"rejected provider_queue_full", "expired", "cancelled", "dispatched", "wake for a token",
+		"arrived earlier", "requeued", "retried", "key cooling", "key set aside",
 		"batch started true", "batch started false", "batch released"} {
 		if stats[c] == 0 {
 			t.Errorf("no step exercised %q: %v", c, stats)

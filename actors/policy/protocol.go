@@ -3,6 +3,8 @@ package policy
 import (
 	"time"
 
+	"github.com/tollgate/tollgate/actors/policy/keys"
+	"github.com/tollgate/tollgate/actors/policy/tokens"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -26,16 +28,56 @@ type ProviderSpec struct {
 	QueueLength  int           // requests waiting at most
 	QueueTimeout time.Duration // how long one may wait
 	Models       []ModelSpec
-	// RPM limits starts per minute with a token bucket; 0 means no rate limit.
-	RPM int
-	// Burst is the bucket's capacity; 0 means max(1, RPM/6). Ignored without RPM.
-	Burst int
+	// RPM, TPM and Burst are the provider's rate limit (rate_limit), token buckets a
+	// request waits for (tokens.Limit): a zero RPM or TPM does not limit that dimension, a
+	// zero Burst is max(1, RPM/6).
+	RPM, TPM, Burst int
+	// Keys are the provider's API keys, a pool per set: index 0 is the provider's own keys,
+	// others belong to models with keys of their own (ModelSpec.Keys). Empty: one pool of
+	// one key that is always ready, which is what a provider without keys has.
+	Keys []KeyPool
+}
+
+// KeyPool is one set of keys: their health and each key's own rate limit.
+type KeyPool struct {
+	// Ring is the keys' health (cooldowns, keys set aside). It is the caller's: the facts
+	// the backend stated, so a provider rebuilt after a crash is given the same ring. Nil is
+	// a ring of one key with the default cooldowns.
+	Ring *keys.Ring
+	// Limit is every key's key_rate_limit; the zero Limit does not limit.
+	Limit tokens.Limit
 }
 
 // ModelSpec is one model of a provider.
 type ModelSpec struct {
 	Name  string
 	Lanes int // model_lanes: requests for this model running at once
+	// Keys is the index, in ProviderSpec.Keys, of the pool this model's calls use: 0, the
+	// provider's keys, unless the model has keys of its own.
+	Keys int
+}
+
+// Arrival is a request entering a provider's queue. A new request needs only Model and
+// Class; a request that was admitted before (re-queued after the backend refused it for
+// capacity, come from another model as a fallback, or requeued after a crash) keeps its
+// place.
+type Arrival struct {
+	Model int
+	Class llm.Priority
+	// Tokens is the request's estimated cost for the tpm buckets (tokens.Estimate); 0 when
+	// no bucket counts tokens.
+	Tokens int
+	// Arrived is the request's place in its FIFO: when it first arrived at the gateway.
+	// Zero means now.
+	Arrived time.Time
+	// Deadline is when it expires if it is still queued; zero means now + QueueTimeout.
+	Deadline time.Time
+	// Confirmed says the dispatcher's verdict is not needed: the request was admitted
+	// already (a capacity requeue, or one whose verdict had kept it before a crash).
+	Confirmed bool
+	// Reported says an unconfirmed request was offered to the dispatcher before (it is put
+	// back after a crash): it awaits only its verdict, not an acknowledgement (see Ack).
+	Reported bool
 }
 
 // Outcome is what became of an arrival. The zero value is not an outcome.

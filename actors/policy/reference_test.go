@@ -1,25 +1,37 @@
 package policy
 
 import (
+	"slices"
 	"time"
 
+	"github.com/tollgate/tollgate/actors/policy/keys"
+	"github.com/tollgate/tollgate/actors/policy/tokens"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// refGate is a slow, obviously-correct model of the SPEC §2 rules for the property tests:
-// one global dispatcher over a flat list of requests, every count recomputed by scanning
-// it, every dispatch choice the minimum of an explicit sort key over all eligible requests,
-// and the rate limiter kept as a credit of nanoseconds rather than as a theoretical arrival
-// time. It dispatches after every event, as the actors do.
+// refGate is a slow, obviously-correct model of the SPEC §2 rules and the limiters for the
+// property tests: one global dispatcher over a flat list of requests, every count recomputed
+// by scanning it, every choice the minimum of an explicit sort key over all candidates. It
+// dispatches after every event, as the actors do.
+//
+// Its limiters are the pure buckets and rings of packages tokens and keys (tested there),
+// kept apart from the gate's and told the same things. What it models is how admission
+// consults them: each provider's next request in SPEC order is its candidate; a candidate
+// whose key pool has no ready key with room for it holds back its pool (the pool's requests
+// behind it wait, other pools' go on), and one the provider's rate limiter has no room for
+// holds back the whole provider.
 type refGate struct {
 	limits Limits
 	specs  []ProviderSpec
 	eff    []int
-	reqs   []*refReq // live requests in arrival order
+	meff   map[[2]int]int // effective model lanes set below the configured ones
+	caps   []int          // start cap per provider; negative: none
+	lim    []tokens.Limiter
+	rings  [][]*keys.Ring
+	klim   [][][]tokens.Limiter // per provider, pool, key; nil without key limits
+	reqs   []*refReq            // live requests in the order they entered
 	last   [llm.NumPriorities]int
 	seq    int
-	credit []time.Duration // per provider: refill time banked, capped at burst intervals
-	refill []time.Time     // per provider: when credit was last brought up to date
 }
 
 type refState int
@@ -34,17 +46,42 @@ type refReq struct {
 	p, m, c  int
 	seq      int
 	state    refState
+	cost     int
+	key      int
+	requeued bool // entered admitted (a capacity requeue): no verdict, not held to queue_length
 	arrived  time.Time
 	started  time.Time
 	deadline time.Time
 }
 
-func newRef(l Limits, specs []ProviderSpec, now time.Time) *refGate {
-	r := &refGate{limits: l, specs: specs}
+// testKeys is the cooldown rule of every ring the property tests make.
+var testKeys = keys.Config{Cooldown: 2 * time.Second, MaxCooldown: 20 * time.Second}
+
+func newRef(l Limits, specs []ProviderSpec) *refGate {
+	r := &refGate{limits: l, specs: specs, meff: map[[2]int]int{}}
 	for _, ps := range specs {
 		r.eff = append(r.eff, ps.Lanes)
-		r.credit = append(r.credit, refBurst(ps)*refInterval(ps))
-		r.refill = append(r.refill, now)
+		r.caps = append(r.caps, -1)
+		r.lim = append(r.lim, tokens.NewLimiter(tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst}))
+		pools := ps.Keys
+		if len(pools) == 0 {
+			pools = []KeyPool{{}}
+		}
+		var rings []*keys.Ring
+		var klim [][]tokens.Limiter
+		for _, kp := range pools {
+			n := 1
+			if kp.Ring != nil {
+				n = kp.Ring.Len()
+			}
+			rings = append(rings, keys.New(n, testKeys))
+			var ls []tokens.Limiter
+			if l := tokens.NewLimiter(kp.Limit); l.Limited() {
+				ls = slices.Repeat([]tokens.Limiter{l}, n)
+			}
+			klim = append(klim, ls)
+		}
+		r.rings, r.klim = append(r.rings, rings), append(r.klim, klim)
 	}
 	for c := range r.last {
 		r.last[c] = len(specs) - 1
@@ -52,29 +89,18 @@ func newRef(l Limits, specs []ProviderSpec, now time.Time) *refGate {
 	return r
 }
 
-func refInterval(ps ProviderSpec) time.Duration {
-	if ps.RPM <= 0 {
-		return 0
+func (r *refGate) pool(p, m int) int {
+	if pl := r.specs[p].Models[m].Keys; pl > 0 && pl < len(r.rings[p]) {
+		return pl
 	}
-	return max(time.Minute/time.Duration(ps.RPM), 1)
+	return 0
 }
 
-func refBurst(ps ProviderSpec) time.Duration {
-	if ps.Burst > 0 {
-		return time.Duration(ps.Burst)
+func (r *refGate) modelLanes(p, m int) int {
+	if n, ok := r.meff[[2]int{p, m}]; ok {
+		return n
 	}
-	return time.Duration(max(1, ps.RPM/6))
-}
-
-// tokenReady brings provider p's credit up to now and reports whether it covers a token.
-func (r *refGate) tokenReady(p int, now time.Time) bool {
-	iv := refInterval(r.specs[p])
-	if iv == 0 {
-		return true
-	}
-	r.credit[p] = min(r.credit[p]+now.Sub(r.refill[p]), refBurst(r.specs[p])*iv)
-	r.refill[p] = now
-	return r.credit[p] >= iv
+	return r.specs[p].Models[m].Lanes
 }
 
 func (r *refGate) count(match func(q *refReq) bool) int {
@@ -114,64 +140,160 @@ func (r *refGate) remove(id ID) {
 	}
 }
 
-func (r *refGate) eligible(q *refReq, now time.Time) bool {
-	return q.state == refQueued &&
-		r.running(q.p, -1) < r.eff[q.p] &&
-		r.running(q.p, q.m) < r.specs[q.p].Models[q.m].Lanes &&
-		r.running(-1, -1) < r.limits.MaxRunning &&
-		r.tokenReady(q.p, now)
+// earlier orders requests by arrival, then by the order they entered.
+func earlier(a, b *refReq) bool {
+	if !a.arrived.Equal(b.arrived) {
+		return a.arrived.Before(b.arrived)
+	}
+	return a.seq < b.seq
 }
 
-// pick applies the five rules literally: the eligible request with the smallest key
-// (class; providers' distance after the class's last served one; its model's running
-// count; the arrival of the model's oldest queued request of the class; model; arrival).
+// head is the first queued request of (p, m, c) by arrival.
+func (r *refGate) head(p, m, c int) *refReq {
+	var h *refReq
+	for _, q := range r.reqs {
+		if q.state == refQueued && q.p == p && q.m == m && q.c == c && (h == nil || earlier(q, h)) {
+			h = q
+		}
+	}
+	return h
+}
+
+// serves reports whether pool pl of provider p has a ready key with room for cost.
+func (r *refGate) serves(p, pl, cost int, now time.Time) bool {
+	ring := r.rings[p][pl]
+	for i := range ring.Len() {
+		if ring.State(i, now) == keys.Ready && (r.klim[p][pl] == nil || r.klim[p][pl][i].Allow(cost, now)) {
+			return true
+		}
+	}
+	return false
+}
+
+// poolFree is when pool pl could serve cost: the earliest key ready then with room.
+func (r *refGate) poolFree(p, pl, cost int, now time.Time) (time.Time, bool) {
+	var t time.Time
+	found := false
+	ring := r.rings[p][pl]
+	for i := range ring.Len() {
+		at, ok := ring.ReadyAt(i)
+		if !ok {
+			continue
+		}
+		if at.Before(now) {
+			at = now
+		}
+		if r.klim[p][pl] != nil {
+			if w, _ := r.klim[p][pl][i].Wait(cost, now); now.Add(w).After(at) {
+				at = now.Add(w)
+			}
+		}
+		if !found || at.Before(t) {
+			t, found = at, true
+		}
+	}
+	return t, found
+}
+
+// candidate is provider p's request that the SPEC order starts next, or nil when its
+// limiters hold everything back; wake, when set, is told when each limiter that held a
+// request back would have room for it.
+func (r *refGate) candidate(p int, now time.Time, wake func(time.Time)) *refReq {
+	if r.running(p, -1) >= r.eff[p] || r.running(-1, -1) >= r.limits.MaxRunning || r.caps[p] == 0 {
+		return nil
+	}
+	blocked := map[int]bool{}
+	for c := range llm.NumPriorities {
+		for {
+			var best *refReq
+			for m := range r.specs[p].Models {
+				h := r.head(p, m, c)
+				if h == nil || r.running(p, m) >= r.modelLanes(p, m) || blocked[r.pool(p, m)] {
+					continue
+				}
+				if best == nil || r.running(p, m) < r.running(p, best.m) ||
+					r.running(p, m) == r.running(p, best.m) && earlier(h, best) {
+					best = h
+				}
+			}
+			if best == nil {
+				break
+			}
+			if pl := r.pool(p, best.m); !r.serves(p, pl, best.cost, now) {
+				blocked[pl] = true
+				if at, ok := r.poolFree(p, pl, best.cost, now); ok && wake != nil {
+					wake(at)
+				}
+				continue
+			}
+			if w, _ := r.lim[p].Wait(best.cost, now); w > 0 {
+				if wake != nil {
+					wake(now.Add(w))
+				}
+				return nil
+			}
+			return best
+		}
+	}
+	return nil
+}
+
+// pick is the request the global dispatcher starts next: among the providers' candidates,
+// the highest class, then the provider first after the one that class was served last.
 func (r *refGate) pick(now time.Time) *refReq {
 	np := len(r.specs)
 	var best *refReq
-	var bestKey [6]int
-	for _, q := range r.reqs {
-		if !r.eligible(q, now) {
+	bestKey := [2]int{}
+	for p := range r.specs {
+		q := r.candidate(p, now, nil)
+		if q == nil {
 			continue
 		}
-		oldest := q.seq
-		for _, o := range r.reqs {
-			if o.state == refQueued && o.p == q.p && o.m == q.m && o.c == q.c && o.seq < oldest {
-				oldest = o.seq
-			}
-		}
-		key := [6]int{q.c, (q.p - r.last[q.c] - 1 + np) % np, r.running(q.p, q.m), oldest, q.m, q.seq}
-		if best == nil || less(key, bestKey) {
+		key := [2]int{q.c, (q.p - r.last[q.c] - 1 + np) % np}
+		if best == nil || key[0] < bestKey[0] || key[0] == bestKey[0] && key[1] < bestKey[1] {
 			best, bestKey = q, key
 		}
 	}
 	return best
 }
 
-func less(a, b [6]int) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return a[i] < b[i]
-		}
-	}
-	return false
-}
-
+// start runs q: its lanes, a start of the cap, its tokens, and the key the ring's turn gives.
 func (r *refGate) start(q *refReq, now time.Time) {
 	q.state = refRunning
 	q.started = now
 	r.last[q.c] = q.p
-	if iv := refInterval(r.specs[q.p]); iv > 0 {
-		r.credit[q.p] -= iv
+	if r.caps[q.p] > 0 {
+		r.caps[q.p]--
+	}
+	key, _ := r.pickKey(q, now, nil)
+	r.charge(q, key, now)
+}
+
+func (r *refGate) pickKey(q *refReq, now time.Time, tried func(int) bool) (int, bool) {
+	pl := r.pool(q.p, q.m)
+	return r.rings[q.p][pl].Pick(now, func(i int) bool {
+		return tried != nil && tried(i) || r.klim[q.p][pl] != nil && !r.klim[q.p][pl][i].Allow(q.cost, now)
+	})
+}
+
+func (r *refGate) charge(q *refReq, key int, now time.Time) {
+	q.key = key
+	r.lim[q.p].Take(q.cost, now)
+	if ls := r.klim[q.p][r.pool(q.p, q.m)]; ls != nil {
+		ls[key].Take(q.cost, now)
 	}
 }
 
 // arrive enqueues, runs the dispatcher, and rejects (undoing the enqueue) if the newcomer
-// did not start, exactly as the package comment states the rules. others are the requests
-// that started other than the newcomer, in order.
-func (r *refGate) arrive(id ID, p, m, c int, now time.Time) (o Outcome, k llm.Kind, others []ID) {
+// did not start, exactly as the package comment states the rules. arrived zero is now.
+// others are the requests that started other than the newcomer, in order.
+func (r *refGate) arrive(id ID, p, m, c, cost int, arrived, now time.Time) (o Outcome, k llm.Kind, others []ID) {
+	if arrived.IsZero() {
+		arrived = now
+	}
 	r.seq++
 	ps := r.specs[p]
-	q := &refReq{id: id, p: p, m: m, c: c, seq: r.seq, arrived: now, deadline: now.Add(ps.QueueTimeout)}
+	q := &refReq{id: id, p: p, m: m, c: c, seq: r.seq, cost: cost, arrived: arrived, deadline: now.Add(ps.QueueTimeout)}
 	r.reqs = append(r.reqs, q)
 	started := false
 	for x := r.pick(now); x != nil; x = r.pick(now) {
@@ -194,6 +316,18 @@ func (r *refGate) arrive(id ID, p, m, c int, now time.Time) (o Outcome, k llm.Ki
 		return Rejected, llm.KindQueueFull, others
 	}
 	return Queued, 0, others
+}
+
+// requeue puts running id back in its queue as next, keeping its place and deadline, then
+// dispatches; it returns the starts, or false for an id that does not run.
+func (r *refGate) requeue(id, next ID, now time.Time) ([]ID, bool) {
+	_, q := r.find(id)
+	if q == nil || q.state != refRunning {
+		return nil, false
+	}
+	r.seq++
+	q.id, q.seq, q.state, q.requeued, q.started = next, r.seq, refQueued, true, time.Time{}
+	return r.dispatch(now), true
 }
 
 func (r *refGate) dispatch(now time.Time) []ID {
@@ -223,22 +357,33 @@ func (r *refGate) cancel(id ID) bool {
 	return true
 }
 
-// expire returns the expired requests grouped by provider, each group in arrival order.
+// expire returns the expired requests grouped by provider, each group by deadline (then
+// the order they entered).
 func (r *refGate) expire(now time.Time) []ID {
 	var out []ID
 	for p := range r.specs {
-		for _, q := range append([]*refReq(nil), r.reqs...) {
+		var due []*refReq
+		for _, q := range r.reqs {
 			if q.p == p && q.state == refQueued && !q.deadline.After(now) {
-				out = append(out, q.id)
-				r.remove(q.id)
+				due = append(due, q)
 			}
+		}
+		slices.SortFunc(due, func(a, b *refReq) int {
+			if c := a.deadline.Compare(b.deadline); c != 0 {
+				return c
+			}
+			return a.seq - b.seq
+		})
+		for _, q := range due {
+			out = append(out, q.id)
+			r.remove(q.id)
 		}
 	}
 	return out
 }
 
 // wake is NextWake, computed right after a dispatch at now (nothing eligible): the earliest
-// deadline, or a token for a provider whose queue only lacks one.
+// deadline, or the earliest time a limiter that holds a provider's candidate back has room.
 func (r *refGate) wake(now time.Time) (time.Time, bool) {
 	var t time.Time
 	ok := false
@@ -252,30 +397,44 @@ func (r *refGate) wake(now time.Time) (time.Time, bool) {
 			earlier(q.deadline)
 		}
 	}
-	for p, ps := range r.specs {
-		iv := refInterval(ps)
-		if iv == 0 || r.running(p, -1) >= r.eff[p] || r.running(-1, -1) >= r.limits.MaxRunning {
-			continue
-		}
-		for m, ms := range ps.Models {
-			if r.queued(p, m) > 0 && r.running(p, m) < ms.Lanes {
-				r.tokenReady(p, now)
-				earlier(now.Add(iv - r.credit[p]))
-				break
-			}
+	for p := range r.specs {
+		if r.queued(p, -1) > 0 {
+			r.candidate(p, now, earlier)
 		}
 	}
 	return t, ok
 }
 
-// retryAfter is the wait until the limiter could start one more request behind the queue.
-func (r *refGate) retryAfter(p int, now time.Time) time.Duration {
-	iv := refInterval(r.specs[p])
-	if iv == 0 {
-		return 0
+// retryAfter is the wait until the provider's rate limiter has room for cost.
+func (r *refGate) retryAfter(p, cost int, now time.Time) time.Duration {
+	w, _ := r.lim[p].Wait(cost, now)
+	return w
+}
+
+// retryKey and retry are a running request's next attempt, as Provider.RetryKey and Retry.
+func (r *refGate) retryKey(id ID, now time.Time, tried func(int) bool) (int, bool) {
+	_, q := r.find(id)
+	if q == nil || q.state != refRunning {
+		return 0, false
 	}
-	r.tokenReady(p, now)
-	return max(time.Duration(r.queued(p, -1)+1)*iv-r.credit[p], 0)
+	return r.pickKey(q, now, tried)
+}
+
+func (r *refGate) retry(id ID, key int, now time.Time) {
+	if _, q := r.find(id); q != nil && q.state == refRunning {
+		r.charge(q, key, now)
+	}
+}
+
+func (r *refGate) correct(id ID, actual int, now time.Time) {
+	_, q := r.find(id)
+	if q == nil || q.state != refRunning {
+		return
+	}
+	r.lim[q.p].Correct(q.cost, actual, now)
+	if ls := r.klim[q.p][r.pool(q.p, q.m)]; ls != nil {
+		ls[q.key].Correct(q.cost, actual, now)
+	}
 }
 
 func (r *refGate) lookup(id ID) (gateInfo, bool) {
@@ -284,9 +443,9 @@ func (r *refGate) lookup(id ID) (gateInfo, bool) {
 		return gateInfo{}, false
 	}
 	in := gateInfo{Provider: q.p, Info: Info{Model: q.m, Priority: llm.Priority(q.c), Running: q.state == refRunning,
-		Arrived: q.arrived, Deadline: q.deadline}}
+		Arrived: q.arrived, Deadline: q.deadline, Tokens: q.cost}}
 	if in.Running {
-		in.Started = q.started
+		in.Started, in.Key = q.started, q.key
 	}
 	return in, true
 }
@@ -304,23 +463,60 @@ func (r *refGate) batch(members []batchMember, c int, now time.Time) bool {
 		perM[[2]int{mb.p, mb.m}]++
 	}
 	for p, n := range perP {
-		iv := refInterval(r.specs[p])
-		if r.running(p, -1)+n > r.eff[p] || (iv > 0 && (!r.tokenReady(p, now) || r.credit[p] < time.Duration(n)*iv)) {
+		if r.running(p, -1)+n > r.eff[p] || r.caps[p] >= 0 && r.caps[p] < n {
 			return false
 		}
 	}
 	for pm, n := range perM {
-		if r.running(pm[0], pm[1])+n > r.specs[pm[0]].Models[pm[1]].Lanes {
+		if r.running(pm[0], pm[1])+n > r.modelLanes(pm[0], pm[1]) {
 			return false
 		}
 	}
-	for _, mb := range members {
-		r.seq++
-		r.reqs = append(r.reqs, &refReq{id: mb.id, p: mb.p, m: mb.m, c: c, seq: r.seq, state: refRunning,
-			arrived: now, started: now})
-		if iv := refInterval(r.specs[mb.p]); iv > 0 {
-			r.credit[mb.p] -= iv
+	// Start the members one by one as start does; if a limiter or a pool runs out, undo it all.
+	lim, klim, caps := slices.Clone(r.lim), cloneKlim(r.klim), slices.Clone(r.caps)
+	turns := make([][]int, len(r.rings))
+	for p := range r.rings {
+		for _, ring := range r.rings[p] {
+			turns[p] = append(turns[p], ring.Turn())
 		}
 	}
+	reqs := len(r.reqs)
+	undo := func() bool {
+		r.lim, r.klim, r.caps, r.reqs = lim, klim, caps, r.reqs[:reqs]
+		for p := range turns {
+			for pl, t := range turns[p] {
+				r.rings[p][pl].SetTurn(t)
+			}
+		}
+		return false
+	}
+	for _, mb := range members {
+		r.seq++
+		q := &refReq{id: mb.id, p: mb.p, m: mb.m, c: c, seq: r.seq, cost: mb.cost, arrived: now,
+			deadline: now.Add(r.specs[mb.p].QueueTimeout)}
+		if !r.lim[mb.p].Allow(q.cost, now) {
+			return undo()
+		}
+		key, ok := r.pickKey(q, now, nil)
+		if !ok {
+			return undo()
+		}
+		q.state, q.started = refRunning, now
+		if r.caps[mb.p] > 0 {
+			r.caps[mb.p]--
+		}
+		r.charge(q, key, now)
+		r.reqs = append(r.reqs, q)
+	}
 	return true
+}
+
+func cloneKlim(k [][][]tokens.Limiter) [][][]tokens.Limiter {
+	out := make([][][]tokens.Limiter, len(k))
+	for p := range k {
+		for _, ls := range k[p] {
+			out[p] = append(out[p], slices.Clone(ls))
+		}
+	}
+	return out
 }

@@ -3,15 +3,36 @@ package policy
 import (
 	"time"
 
+	"github.com/tollgate/tollgate/actors/policy/keys"
+	"github.com/tollgate/tollgate/actors/policy/tokens"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // simulation is the scratch space of simulate, kept on the Provider so that offers and
-// grants do not allocate once it has grown to the provider's model count.
+// grants do not allocate once it has grown to the provider's model count. After simulate it
+// also says what held the simulated starts back, for NextWake.
 type simulation struct {
-	avail   [llm.NumPriorities]int
-	running []int   // per model, running plus simulated starts
-	cursor  []int32 // per model: the next queued entry of the class being simulated
+	avail  [llm.NumPriorities]int
+	run    []int   // per model, running plus simulated starts
+	cursor []int32 // per model: the next queued entry of the class being simulated
+
+	// The provider's limiter, charged with the simulated starts: starts and tokens are what
+	// they took; stop is the cost of the request it held back (-1: none did).
+	lim            tokens.Limiter
+	starts, tokens int
+	stop           int
+	pools          []simPool
+}
+
+// simPool is one key pool in the simulation.
+type simPool struct {
+	ready   int8 // pools without key limits: 0 not looked at yet, 1 a key is ready, -1 none
+	turn    int  // pools with key limits: the ring's turn as the simulated picks move it
+	lims    []tokens.Limiter
+	starts  []int // per key: simulated starts charged to its limiter
+	toks    []int // per key: their tokens
+	blocked bool  // it held back a request (cost): every request on it waits behind that one
+	cost    int
 }
 
 // simulate plays the provider's own dispatch forward at now without changing anything: it
@@ -19,7 +40,13 @@ type simulation struct {
 // class (highest first), each class as SPEC §2 orders it within a provider (the model with
 // the fewest running among those with a free model lane and a request of the class; tie:
 // the model whose oldest such request waited longest; then first come, first served),
-// charging the provider's free lanes and the rate limiter's tokens as it goes.
+// charging the provider's free lanes, its start cap, the keys and the rate limiter as it
+// goes.
+//
+// A limiter holds back everything behind the request it cannot serve (no barging): when the
+// chosen request finds no key in its pool, that pool's other requests wait too while other
+// pools' go on; when it finds the provider's rate limiter short, the provider starts nothing
+// more. So a request needing many tokens is never starved by smaller ones behind it.
 //
 // With want < 0 it fills p.sim.avail for Offer and returns none. With a class, it stops at
 // the first request of that class it would start and returns it (none if the class gets no
@@ -27,33 +54,21 @@ type simulation struct {
 // possible starts have taken their lanes, as the dispatcher (which grants higher classes
 // first) expects.
 func (p *Provider) simulate(now time.Time, want int) int32 {
-	free := p.eff - p.running
-	return p.simulateWith(free, p.bucket.tokens(now, max(free, 1)), want)
-}
-
-// demand is how many requests the provider would start now if its rate limiter had tokens
-// to spare: what lanes and model lanes allow.
-func (p *Provider) demand() int {
-	free := p.eff - p.running
-	p.simulateWith(free, free, -1)
-	n := 0
-	for _, a := range p.sim.avail {
-		n += a
-	}
-	return n
-}
-
-// simulateWith is simulate with the provider's free lanes and the tokens to spend given.
-func (p *Provider) simulateWith(free, tokens, want int) int32 {
 	s := &p.sim
 	s.avail = [llm.NumPriorities]int{}
-	if free <= 0 || tokens <= 0 || p.queued == 0 {
+	s.lim, s.starts, s.tokens, s.stop = p.limiter, 0, 0, -1
+	p.resetPools()
+	free := p.eff - p.running
+	if p.startCap >= 0 {
+		free = min(free, p.startCap)
+	}
+	if free <= 0 || p.queued == 0 {
 		return none
 	}
 	n := len(p.models)
-	s.running = s.running[:0]
+	s.run = s.run[:0]
 	for i := range p.models {
-		s.running = append(s.running, p.models[i].running)
+		s.run = append(s.run, p.models[i].running)
 	}
 	if cap(s.cursor) < n {
 		s.cursor = make([]int32, n)
@@ -69,43 +84,158 @@ func (p *Provider) simulateWith(free, tokens, want int) int32 {
 		for i := range p.models {
 			s.cursor[i] = p.models[i].fifo[c].head
 		}
-		for free > 0 && tokens > 0 {
+		for free > 0 && s.stop < 0 {
 			best := p.pickModel(s)
 			if best < 0 {
 				break
 			}
 			e := s.cursor[best]
+			cost, pl := p.entries[e].cost, p.models[best].pool
+			key, ok := p.simKey(pl, cost, now)
+			if !ok {
+				s.pools[pl].blocked, s.pools[pl].cost = true, cost
+				continue
+			}
+			if !s.lim.Allow(cost, now) {
+				s.stop = cost
+				break
+			}
 			if c == want {
 				return e
 			}
+			s.lim.Take(cost, now)
+			s.starts++
+			s.tokens += cost
+			p.simTake(pl, key, cost, now)
 			s.avail[c]++
 			free--
-			tokens--
-			s.running[best]++
+			s.run[best]++
 			s.cursor[best] = p.entries[e].links[byModel].next
 		}
-		if c == want {
+		if c == want || s.stop >= 0 {
 			return none
 		}
 	}
 	return none
 }
 
-// pickModel returns the model whose next request (at its cursor) starts next, or -1: the
-// fewest running among models with a free model lane and a request left; tie: the one whose
-// request arrived first (unique arrival numbers make a further tie impossible).
-func (p *Provider) pickModel(s *simulation) int {
-	best := -1
-	var bestSeq uint64
-	for i := range p.models {
-		h := s.cursor[i]
-		if h == none || s.running[i] >= p.models[i].lanes {
+// resetPools starts the simulation's view of the key pools afresh.
+func (p *Provider) resetPools() {
+	s := &p.sim
+	if len(s.pools) != len(p.pools) {
+		s.pools = make([]simPool, len(p.pools))
+	}
+	for i := range p.pools {
+		sp, pp := &s.pools[i], &p.pools[i]
+		sp.ready, sp.blocked, sp.cost = 0, false, 0
+		if pp.lims == nil {
 			continue
 		}
-		seq := p.entries[h].seq
-		if best < 0 || s.running[i] < s.running[best] || (s.running[i] == s.running[best] && seq < bestSeq) {
-			best, bestSeq = i, seq
+		n := len(pp.lims)
+		sp.turn = pp.ring.Turn()
+		sp.lims = append(sp.lims[:0], pp.lims...)
+		if cap(sp.starts) < n {
+			sp.starts, sp.toks = make([]int, n), make([]int, n)
+		}
+		sp.starts, sp.toks = sp.starts[:n], sp.toks[:n]
+		clear(sp.starts)
+		clear(sp.toks)
+	}
+}
+
+// simKey finds, in thought, the key a request costing cost would start on in pool pl: -1
+// stands for "some ready key" in a pool without key limits, where which one does not matter.
+func (p *Provider) simKey(pl, cost int, now time.Time) (int, bool) {
+	sp, pp := &p.sim.pools[pl], &p.pools[pl]
+	if pp.lims == nil {
+		if sp.ready == 0 {
+			sp.ready = -1
+			if pp.ring.NextFree(now).Equal(now) {
+				sp.ready = 1
+			}
+		}
+		return -1, sp.ready > 0
+	}
+	n := pp.ring.Len()
+	for k := range n {
+		i := (sp.turn + k) % n
+		if pp.ring.State(i, now) == keys.Ready && sp.lims[i].Allow(cost, now) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// simTake charges key (found by simKey) with a simulated start.
+func (p *Provider) simTake(pl, key, cost int, now time.Time) {
+	sp := &p.sim.pools[pl]
+	if key < 0 {
+		return
+	}
+	sp.turn = (key + 1) % len(sp.lims)
+	sp.lims[key].Take(cost, now)
+	sp.starts[key]++
+	sp.toks[key] += cost
+}
+
+// pickModel returns the model whose next request (at its cursor) starts next, or -1: the
+// fewest running among models with a free model lane, a request left and a pool that holds
+// nothing back; tie: the one whose request arrived first (then entered first, so a further
+// tie is impossible).
+func (p *Provider) pickModel(s *simulation) int {
+	best := -1
+	for i := range p.models {
+		md := &p.models[i]
+		h := s.cursor[i]
+		if h == none || s.run[i] >= md.eff || s.pools[md.pool].blocked {
+			continue
+		}
+		if best < 0 || s.run[i] < s.run[best] || (s.run[i] == s.run[best] && p.before(byModel, h, s.cursor[best])) {
+			best = i
 		}
 	}
 	return best
+}
+
+// poolWake is when blocked pool pl could serve the request it held back (sim.pools[pl].cost)
+// if nothing else happened: the first key that is ready then and whose bucket has room. ok
+// is false when only another call can change it (every key set aside, or buckets that the
+// simulated starts alone overfill).
+func (p *Provider) poolWake(pl int, now time.Time) (t time.Time, ok bool) {
+	sp, pp := &p.sim.pools[pl], &p.pools[pl]
+	for i := range pp.ring.Len() {
+		at, valid := pp.ring.ReadyAt(i)
+		if !valid {
+			continue
+		}
+		if at.Before(now) {
+			at = now
+		}
+		if pp.lims != nil {
+			if !pp.lims[i].Fits(sp.starts[i], sp.toks[i], sp.cost) {
+				continue
+			}
+			if w, _ := sp.lims[i].Wait(sp.cost, now); now.Add(w).After(at) {
+				at = now.Add(w)
+			}
+		}
+		if !ok || at.Before(t) {
+			t, ok = at, true
+		}
+	}
+	return t, ok
+}
+
+// limited reports whether anything but lanes may hold a request back at now: a rate limit,
+// key limits, or a pool with no key ready. Without, NextWake needs no simulation.
+func (p *Provider) limited(now time.Time) bool {
+	if p.limiter.Limited() {
+		return true
+	}
+	for i := range p.pools {
+		if p.pools[i].lims != nil || !p.pools[i].ring.NextFree(now).Equal(now) {
+			return true
+		}
+	}
+	return false
 }

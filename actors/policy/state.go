@@ -3,6 +3,7 @@ package policy
 import (
 	"time"
 
+	"github.com/tollgate/tollgate/actors/policy/keys"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -22,8 +23,11 @@ type ProviderState struct {
 type ModelState struct {
 	Name       string
 	ModelLanes int
-	Running    int
-	Queued     int
+	// EffectiveModelLanes is below ModelLanes while the gateway has learned that the model
+	// takes fewer (a model with keys of its own learns its own).
+	EffectiveModelLanes int
+	Running             int
+	Queued              int
 }
 
 // Snapshot copies the provider's counts into a new ProviderState.
@@ -35,7 +39,8 @@ func (p *Provider) Snapshot() ProviderState {
 	}
 	for i := range p.models {
 		md := &p.models[i]
-		ps.Models[i] = ModelState{Name: md.name, ModelLanes: md.lanes, Running: md.running, Queued: md.queued}
+		ps.Models[i] = ModelState{Name: md.name, ModelLanes: md.lanes, EffectiveModelLanes: md.eff,
+			Running: md.running, Queued: md.queued}
 	}
 	return ps
 }
@@ -45,9 +50,11 @@ type Info struct {
 	Model    int // index as given to Arrive
 	Priority llm.Priority
 	Running  bool
-	Arrived  time.Time // when Arrive saw it
+	Arrived  time.Time // its place in the FIFO: when it first came
 	Started  time.Time // zero while it waits
 	Deadline time.Time // when it expires if it is still queued
+	Tokens   int       // its estimated cost
+	Key      int       // running: the key of its last attempt
 }
 
 // Lookup returns what the provider knows about id; ok is false for an unknown id.
@@ -59,10 +66,10 @@ func (p *Provider) Lookup(id ID) (Info, bool) {
 	en := &p.entries[e]
 	in := Info{
 		Model: int(en.m), Priority: llm.Priority(en.class), Running: en.state == running,
-		Arrived: en.arrived, Deadline: en.deadline,
+		Arrived: en.arrived, Deadline: en.deadline, Tokens: en.cost,
 	}
 	if in.Running {
-		in.Started = en.started
+		in.Started, in.Key = en.started, int(en.key)
 	}
 	return in, true
 }
@@ -73,21 +80,50 @@ type Blocker uint8
 const (
 	// BlockedElsewhere: nothing of the provider's; the gateway's max_running does.
 	BlockedElsewhere    Blocker = iota
+	BlockedByStartCap           // the start cap (the circuit breaker) lets nothing start
 	BlockedByLanes              // every (effective) lane of the provider is busy
-	BlockedByModelLanes         // every model lane of the model is busy
-	BlockedByRateLimit          // the rate limiter has no token now
+	BlockedByModelLanes         // every (effective) model lane of the model is busy
+	BlockedByKeys               // no key of the model's pool is ready, or none has room
+	BlockedByRateLimit          // the rate limiter has no room for the request
 	BlockedByQueue              // waiting requests come first (Reserve: a batch never passes them)
 )
 
-// Blocker says what holds back requests for model m at now, checked in SPEC §2's order.
-func (p *Provider) Blocker(m int, now time.Time) Blocker {
+// Blocker says what holds back a request for model m estimated at tokens at now, checked in
+// the order admission consults them.
+func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 	switch {
+	case p.startCap == 0:
+		return BlockedByStartCap
 	case p.running >= p.eff:
 		return BlockedByLanes
-	case m >= 0 && m < len(p.models) && p.models[m].running >= p.models[m].lanes:
+	case m < 0 || m >= len(p.models):
+		return BlockedElsewhere
+	case p.models[m].running >= p.models[m].eff:
 		return BlockedByModelLanes
-	case p.bucket.tokens(now, 1) == 0:
+	}
+	probe := entry{m: int32(m), cost: tokens}
+	pl := &p.pools[p.models[m].pool]
+	if !pl.ring.NextFree(now).Equal(now) {
+		return BlockedByKeys
+	}
+	if pl.lims != nil {
+		if _, ok := p.pickKeyAt(&probe, now); !ok {
+			return BlockedByKeys
+		}
+	}
+	if !p.limiter.Allow(tokens, now) {
 		return BlockedByRateLimit
 	}
 	return BlockedElsewhere
+}
+
+// pickKeyAt is pickKey without moving the ring's turn: whether some key would do.
+func (p *Provider) pickKeyAt(en *entry, now time.Time) (int, bool) {
+	pl := &p.pools[p.models[en.m].pool]
+	for i := range pl.ring.Len() {
+		if pl.ring.State(i, now) == keys.Ready && (pl.lims == nil || pl.lims[i].Allow(en.cost, now)) {
+			return i, true
+		}
+	}
+	return 0, false
 }

@@ -103,6 +103,27 @@ func (r *Ring) Pick(now time.Time, skip func(i int) bool) (i int, ok bool) {
 	return 0, false
 }
 
+// Turn is the key the next Pick tries first: a caller that plays picks forward in thought
+// (the admission's simulation) starts there.
+func (r *Ring) Turn() int { return r.next }
+
+// SetTurn makes key i the one the next Pick tries first: a caller undoing picks it made (an
+// aborted batch) puts the turn back. An index out of range is ignored.
+func (r *Ring) SetTurn(i int) {
+	if i >= 0 && i < len(r.until) {
+		r.next = i
+	}
+}
+
+// ReadyAt is when key i may be picked again: the end of its cooldown, at or before now when
+// it is ready. ok is false for a key set aside as invalid, which never is.
+func (r *Ring) ReadyAt(i int) (t time.Time, ok bool) {
+	if r.invalid[i] {
+		return time.Time{}, false
+	}
+	return r.until[i], true
+}
+
 // CooldownFor is how long a rate limit with the backend's hint (zero: none) cools a key:
 // the hint, else Cooldown, never more than MaxCooldown.
 func (r *Ring) CooldownFor(hint time.Duration) time.Duration {

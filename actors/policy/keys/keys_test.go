@@ -189,3 +189,25 @@ func TestRingAgainstReference(t *testing.T) {
 		}
 	}
 }
+
+func TestTurnAndReadyAt(t *testing.T) {
+	r := New(3, Config{})
+	if r.Turn() != 0 {
+		t.Fatalf("turn %d", r.Turn())
+	}
+	r.Pick(t0, nil)
+	if r.Turn() != 1 {
+		t.Errorf("turn after a pick %d, want 1", r.Turn())
+	}
+	end := r.RateLimited(1, 3*time.Second, t0)
+	r.SetInvalid(2)
+	if at, ok := r.ReadyAt(1); !ok || !at.Equal(end) {
+		t.Errorf("ReadyAt(1) = %v %v, want %v", at, ok, end)
+	}
+	if at, ok := r.ReadyAt(0); !ok || at.After(t0) {
+		t.Errorf("ReadyAt(0) = %v %v: a ready key is ready now", at, ok)
+	}
+	if _, ok := r.ReadyAt(2); ok {
+		t.Error("an invalid key is never ready")
+	}
+}

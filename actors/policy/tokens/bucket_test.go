@@ -23,6 +23,8 @@ func TestBurst(t *testing.T) {
 		{"rpm 60 default", 60, 0, 10, time.Second},
 		{"rpm 600 burst 1", 600, 1, 1, 100 * time.Millisecond},
 		{"rpm 7 rounds up", 7, 1, 1, 8571428572},
+		// 60 s / 18 is not a whole number of nanoseconds: the burst must still fit exactly.
+		{"rpm 18 default burst of 3", 18, 0, 3, 3333333334},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +44,36 @@ func TestBurst(t *testing.T) {
 				t.Error("the wait is not exact")
 			}
 		})
+	}
+}
+
+// TestFitsAndDrain: Fits tells a wait that ends from one only another charge can change, and
+// a drained bucket owes its whole capacity.
+func TestFitsAndDrain(t *testing.T) {
+	b := New(60, 3)
+	for _, tt := range []struct {
+		taken, n int
+		want     bool
+	}{{0, 3, true}, {2, 1, true}, {3, 1, false}, {0, 10, true}, {1, 10, false}} {
+		if got := b.Fits(tt.taken, tt.n); got != tt.want {
+			t.Errorf("Fits(%d, %d) = %v, want %v", tt.taken, tt.n, got, tt.want)
+		}
+	}
+	b.Drain(t0)
+	if lv := b.Level(t0); lv != 0 {
+		t.Errorf("drained level %d, want 0", lv)
+	}
+	if w := b.Wait(1, t0); w != time.Second {
+		t.Errorf("drained: next in %v, want 1s", w)
+	}
+	l := NewLimiter(Limit{RPM: 60, TPM: 600, Burst: 2})
+	if !l.Fits(1, 50, 50) || l.Fits(2, 0, 1) || l.Fits(0, 90, 20) {
+		t.Error("Limiter.Fits does not combine its dimensions")
+	}
+	var u Bucket
+	u.Drain(t0)
+	if !u.Fits(1<<30, 5) || !u.Allow(5, t0) {
+		t.Error("an unlimited bucket always fits")
 	}
 }
 

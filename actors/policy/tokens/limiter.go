@@ -51,10 +51,29 @@ func (l *Limiter) Wait(tokens int, now time.Time) (time.Duration, Dimension) {
 	return wr, RPM
 }
 
+// Allow reports whether a request estimated at tokens may start at now.
+func (l *Limiter) Allow(tokens int, now time.Time) bool {
+	return l.rpm.Allow(1, now) && l.tpm.Allow(tokens, now)
+}
+
 // Take charges one request estimated at tokens at now.
 func (l *Limiter) Take(tokens int, now time.Time) {
 	l.rpm.Take(1, now)
 	l.tpm.Take(tokens, now)
+}
+
+// Fits reports whether a full limiter could let through starts requests adding up to tokens,
+// back to back, and then one more estimated at next: whether that one can ever follow them
+// before another charge is made. The simulation of a queue uses it to tell a wait that ends
+// from one that only another start can change.
+func (l *Limiter) Fits(starts, tokens, next int) bool {
+	return l.rpm.Fits(starts, 1) && l.tpm.Fits(tokens, next)
+}
+
+// Drain empties both buckets at now (see Bucket.Drain).
+func (l *Limiter) Drain(now time.Time) {
+	l.rpm.Drain(now)
+	l.tpm.Drain(now)
 }
 
 // Correct replaces a request's estimated charge by what the backend reported it used
