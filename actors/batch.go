@@ -103,7 +103,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		breq := *req
 		breq.Model = r.model
 		c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
-			reply: make(chan admitResult, 1)}
+			reply: make(chan admitResult, 1), tokens: g.estimate(r, req), batch: true}
 		b.members = append(b.members, c)
 		b.by[r.p] = append(b.by[r.p], c)
 	}
@@ -142,7 +142,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 				out[i].Err = err
 				return
 			}
-			out[i].Stream, out[i].Attempts = s, 1
+			out[i].Stream, out[i].Attempts = s, s.attempts
 		})
 	}
 	wg.Wait()
@@ -279,13 +279,13 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	now := a.g.now()
 	members := make([]policy.Member, len(m.calls))
 	for i, c := range m.calls {
-		members[i] = policy.Member{ID: c.id, Model: c.route.m, Class: c.prio}
+		members[i] = policy.Member{ID: c.id, Model: c.route.m, Class: c.prio, Tokens: c.tokens}
 	}
 	res, blocker, ok := a.pol.Reserve(members, now)
 	var why *llm.Error
 	if ok {
-		for _, c := range m.calls {
-			c.arrived, c.started = now, now
+		for i, c := range m.calls {
+			c.arrived, c.entered, c.started, c.key = now, now, now, res.Keys[i]
 		}
 		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
 	} else {
@@ -304,6 +304,7 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 		for len(r.calls) > 0 {
 			c := r.calls[0]
 			r.calls = r.calls[1:]
+			a.started(c, c.key, c.started) // the breaker's probe, the retry budget: as a grant's start, when it reserved
 			ctx.Send(a.lanes[c.route.m], &startCall{c: c})
 		}
 	} else if r != nil {
@@ -311,35 +312,4 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 	}
 	delete(a.reserved, m.b)
 	a.offer(ctx, now)
-}
-
-// batchRefusal says why the provider cannot start its members of a batch now.
-func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.Time) *llm.Error {
-	pv := &a.g.opts.Providers[a.p]
-	st := a.pol.Snapshot()
-	wait := a.g.opts.RetryAfter
-	if d := a.pol.RetryAfter(0, now); d > wait {
-		wait = d
-	}
-	n := len(calls)
-	var why string
-	switch b {
-	case policy.BlockedByLanes:
-		free := max(st.EffectiveLanes-st.Running, 0)
-		if st.EffectiveLanes < st.Lanes && n <= st.Lanes && n > st.EffectiveLanes {
-			why = fmt.Sprintf("provider %s takes only %d lanes now (learned from what the backend reports; %d configured): the batch's %d members fit the configuration but not what the backend takes now",
-				pv.Name, st.EffectiveLanes, st.Lanes, n)
-		} else {
-			why = fmt.Sprintf("provider %s has %d of its lanes free now; the batch needs %d at once", pv.Name, free, n)
-		}
-	case policy.BlockedByModelLanes:
-		why = fmt.Sprintf("a model of provider %s has too few model lanes free now for the batch's members", pv.Name)
-	case policy.BlockedByRateLimit:
-		why = fmt.Sprintf("provider %s's rate limit (rpm %d) has fewer tokens now than the batch's %d members", pv.Name, pv.RPM, n)
-	case policy.BlockedByQueue:
-		why = fmt.Sprintf("provider %s has requests waiting for its lanes; a batch never passes them", pv.Name)
-	default:
-		why = fmt.Sprintf("provider %s could not reserve the batch's members", pv.Name)
-	}
-	return &llm.Error{Kind: llm.KindBatchCapacity, Provider: pv.Name, RetryAfter: wait, Message: why + "; try again shortly"}
 }

@@ -177,7 +177,7 @@ func TestBatchNeverPassesAQueue(t *testing.T) {
 func TestBatchRateLimit(t *testing.T) {
 	held := newHeld()
 	r := testProvider("r", held, "m", "n")
-	r.Lanes, r.RPM, r.Burst = 2, 1, 1
+	r.Lanes, r.RateLimit = 2, RateLimit{RPM: 1, Burst: 1}
 	g := newTestGateway(t, 10, 16, r, testProvider("b", held, "z"))
 	ctx := context.Background()
 	_, err := g.StartBatch(ctx, []string{"r/m", "r/n"}, llm.Normal, batchReq())

@@ -31,7 +31,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/policy/breaker"
+	"github.com/tollgate/tollgate/actors/policy/tokens"
 	"github.com/tollgate/tollgate/providers/llm"
+	routepkg "github.com/tollgate/tollgate/providers/route"
 )
 
 // Options configure a Gateway. Zero values are documented per field.
@@ -40,13 +43,20 @@ type Options struct {
 	MaxAdmitted int           // global cap on running + queued; must be ≥ MaxRunning
 	RetryAfter  time.Duration // what "busy" answers advise when nothing better is known; 0 → 1s
 	Providers   []Provider
-	Logger      zerolog.Logger
+	// Routes are model ids of their own that pick a real model per request (SPEC §12); a
+	// route's name must not be a model id or an alias.
+	Routes []*routepkg.Route
+	Logger zerolog.Logger
+	// Observer is told of retries, fallbacks, the circuit breakers and learned lanes (for
+	// metrics); nil tells no one.
+	Observer Observer
 	// Now is the clock; nil → time.Now. Tests pass a fake one.
 	Now func() time.Time
 }
 
 // Provider is one backend with its lanes and queue. Lanes, QueueLength and the timeouts
-// must already carry their defaults: the gateway does not invent limits.
+// must already carry their defaults: the gateway does not invent limits. The resilience
+// settings (SPEC §10, §11) document their zero values.
 type Provider struct {
 	Name, Kind   string
 	Backend      llm.Backend
@@ -54,13 +64,41 @@ type Provider struct {
 	QueueLength  int           // ≥ 0; 0 means never queue
 	QueueTimeout time.Duration // > 0
 	RunTimeout   time.Duration // > 0
-	RPM          int           // requests per minute; 0 = no rate limit
-	Burst        int           // the rate limiter's bucket; 0 = max(1, RPM/6)
+	RateLimit    RateLimit     // rate_limit; zero: none
 	Models       []Model
 	// Aliases are client-name patterns ending in '*' that lead to this provider's model of
 	// the client's name ("claude-*": claude-x → NAME/claude-x); see aliases.go.
 	Aliases []string
+
+	// Keys is how many API keys the provider has (for models without keys of their own); 0
+	// means none: a rate limit then cools no key (there is none to rest), and the call backs
+	// off instead. With a backend that implements llm.KeyedBackend, every call names its key.
+	Keys int
+	// KeyRateLimit is each key's own budget (key_rate_limit); zero: none.
+	KeyRateLimit RateLimit
+	// KeyCooldown is how long a key rate-limited without a hint rests; MaxKeyCooldown caps
+	// every cooldown. 0 → 10s and 5m (keys.DefaultCooldown, DefaultMaxCooldown).
+	KeyCooldown, MaxKeyCooldown time.Duration
+	// Retries is how many extra attempts a call makes before its first byte reached the
+	// client; 0 means none (the config's default of 2 is its own).
+	Retries int
+	// MaxRetryWait is the longest wait before a retry; 0 → 2s. RetryBudget is the share of
+	// the provider's calls over the last 10 s that may be retries, on top of 3 a second;
+	// 0 → 0.2.
+	MaxRetryWait time.Duration
+	RetryBudget  float64
+	// Breaker is the provider's circuit breaker; zero fields take breaker's defaults.
+	Breaker breaker.Config
+	// FixedLanes turns learned lanes off (adaptive_lanes: false): the effective lanes are
+	// always Lanes. LanesProbe is how many successes with every lane busy earn a lane back;
+	// 0 → 20.
+	FixedLanes bool
+	LanesProbe int
 }
+
+// RateLimit is one rate limit: requests and tokens per minute, and the burst of the request
+// bucket; a zero dimension does not limit.
+type RateLimit = tokens.Limit
 
 // Model is one model of a provider.
 type Model struct {
@@ -68,7 +106,25 @@ type Model struct {
 	Aliases []string // further client-facing ids; one ending in '*' is a pattern (aliases.go)
 	Lanes   int      // model_lanes, ≥ 1
 	Card    llm.Spec // the model card; Provider, Kind, Lanes, ModelLanes, RunTimeoutMs are filled in
+	// OwnKeys says the model has API keys of its own (the backend's Keys(Name) of them): they
+	// are kept apart from the provider's, and the model learns its own model lanes.
+	OwnKeys bool
+	// Fallbacks are model ids (or aliases) tried in order when this model cannot serve a
+	// call for one of the reasons in FallbackOn; the card lists them.
+	Fallbacks  []string
+	FallbackOn FallbackOn
 }
+
+// FallbackOn is the set of failures that send a call to its model's fallbacks (SPEC §10
+// fallback_on). The zero value is all four, the configuration's default.
+type FallbackOn uint8
+
+const (
+	OnRateLimited  FallbackOn = 1 << iota // the model's attempts ended in a rate limit
+	OnUnavailable                         // the provider is down, or its circuit is open
+	OnQueueFull                           // provider_queue_full
+	OnQueueTimeout                        // provider_queue_timeout
+)
 
 // route is where a client-facing model id leads.
 type route struct {
@@ -77,7 +133,12 @@ type route struct {
 	model    string // backend model name
 	id       string // canonical client-facing id
 	backend  llm.Backend
+	keyed    llm.KeyedBackend // backend, when it lets the gateway choose each call's key
 	timeout  time.Duration
+	window   int  // the model's context window, for token estimates; 0 unknown
+	counts   bool // a tpm bucket counts this call's tokens: estimate them
+	fallback []string
+	on       FallbackOn
 }
 
 // Gateway is the facade the HTTP layer talks to.
@@ -163,8 +224,12 @@ func validate(o *Options) error {
 		case p.Lanes < 1 || p.QueueLength < 0 || p.QueueTimeout <= 0 || p.RunTimeout <= 0:
 			errs = append(errs, fmt.Errorf("provider %q: lanes %d, queue_length %d, queue_timeout %s, run_timeout %s: all must be positive",
 				p.Name, p.Lanes, p.QueueLength, p.QueueTimeout, p.RunTimeout))
-		case p.RPM < 0 || p.Burst < 0:
-			errs = append(errs, fmt.Errorf("provider %q: rpm %d and burst %d must not be negative", p.Name, p.RPM, p.Burst))
+		case p.RateLimit.RPM < 0 || p.RateLimit.TPM < 0 || p.RateLimit.Burst < 0 ||
+			p.KeyRateLimit.RPM < 0 || p.KeyRateLimit.TPM < 0 || p.KeyRateLimit.Burst < 0:
+			errs = append(errs, fmt.Errorf("provider %q: rate limits (rpm, tpm, burst) must not be negative", p.Name))
+		case p.Retries < 0 || p.MaxRetryWait < 0 || p.RetryBudget < 0 || p.RetryBudget > 1 || p.LanesProbe < 0 || p.Keys < 0:
+			errs = append(errs, fmt.Errorf("provider %q: retries %d, max_retry_wait %s, retry_budget %g, lanes_probe %d, keys %d: none may be negative, and the budget is a share",
+				p.Name, p.Retries, p.MaxRetryWait, p.RetryBudget, p.LanesProbe, p.Keys))
 		}
 		seen[p.Name] = true
 		for _, m := range p.Models {
@@ -179,52 +244,6 @@ func validate(o *Options) error {
 // limits is the dispatcher's part of the configuration.
 func (g *Gateway) limits() policy.Limits {
 	return policy.Limits{MaxRunning: g.opts.MaxRunning, MaxAdmitted: g.opts.MaxAdmitted}
-}
-
-// Start admits a call and blocks until it is running or turned away. On success the caller
-// owns the returned stream and must Close it; that gives the lanes back once the backend has
-// stopped (if the backend stops first, its lanes are back already). The returned Served
-// describes the call also with an error. If ctx ends first, Start withdraws the call and
-// returns ctx's error.
-func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Served, error) {
-	r, ok := g.table.Load().lookup(model)
-	if !ok {
-		return llm.Served{}, g.notFound(model)
-	}
-	sv := llm.Served{Model: r.id, Provider: r.provider}
-	if err := g.refusing(r); err != nil {
-		return sv, err
-	}
-	breq := *req
-	breq.Model = r.model
-	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
-		reply: make(chan admitResult, 1)}
-	to := g.providers[r.p]
-	g.system.Root.Send(to, &arrive{c: c})
-	var res admitResult
-	select {
-	case res = <-c.reply:
-	case <-ctx.Done():
-		g.system.Root.Send(to, &withdraw{c: c})
-		res = g.await(c) // every call is answered exactly once
-		if res.stream != nil {
-			_ = res.stream.Close() // started as the client left: this gives the lanes back
-		}
-		sv.QueueWait = res.queueWait
-		return sv, ctx.Err()
-	case <-g.stopped:
-		res = g.await(c)
-	}
-	sv.QueueWait = res.queueWait
-	if res.err != nil {
-		return sv, res.err
-	}
-	sv.Attempts = 1
-	if err := res.stream.open(); err != nil {
-		return sv, err
-	}
-	sv.Stream = res.stream
-	return sv, nil
 }
 
 // refusing is the answer to a call the gateway refuses before any actor sees it, or nil.

@@ -9,11 +9,12 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// call is one chat request, from Gateway.Start to its provider actor, and on to its model's
-// lane actor when it starts. Exactly one admitResult is ever delivered on reply: answer
-// decides which, once, whoever calls it (the provider while the call waits, the lane once it
-// starts, a supervision strategy for a call lost in a crash), and every other owner drops
-// what it holds for a call it finds answered.
+// call is one chat request's admission to one model, from Gateway.Start to its provider
+// actor, and on to its model's lane actor when it starts. Exactly one admitResult is ever
+// delivered on reply: answer decides which, once, whoever calls it (the provider while the
+// call waits, the lane once it starts, a supervision strategy for a call lost in a crash),
+// and every other owner drops what it holds for a call it finds answered. A request that
+// comes back (requeued after a capacity refusal) or moves on (a fallback) is a new call.
 type call struct {
 	id    policy.ID
 	ctx   context.Context // the client's; its end is the client hanging up
@@ -24,13 +25,41 @@ type call struct {
 
 	answered atomic.Bool
 
-	// Set by the provider actor that owns the call while it waits.
-	arrived   time.Time // when the provider saw it: its queue wait starts then
+	// Set by Start before the call is sent, then read-only.
+	tokens    int       // estimated cost for the tpm buckets; 0 when none counts tokens
+	arrived   time.Time // its place in the FIFO: when the request first came; zero: entered
+	requeueOf *call     // the running call it replaces after a capacity refusal, or nil
+	attempts  int       // backend attempts made on this model before this call (requeues)
+	requeues  int       // capacity requeues before this call
+	batch     bool      // a batch member: it starts with its batch or not at all, never requeued
+
+	// Set by the provider actor that owns the call while it waits (facts a rebuild needs).
+	entered   time.Time // when the provider saw it: its queue wait starts then
+	deadline  time.Time // when it expires if still queued
 	started   time.Time // when a grant started it
-	confirmed bool      // the dispatcher's verdict kept it waiting (a fact a rebuild needs)
+	confirmed bool      // the dispatcher's verdict kept it waiting
+	// Set by the provider actor when it starts the call: its first key, whether it is the
+	// breaker's probe, whether it took the last effective lane.
+	key   int
+	probe bool
+	busy  bool
 
 	// s is the running call's stream, set and read by its lane actor only.
 	s *stream
+	// end is what the stream says of the call's end, written before it gives the lanes
+	// back and read by the provider actor after.
+	end ending
+}
+
+// ending is how a started call ended, for its provider's health and learned lanes.
+type ending struct {
+	attempts int       // backend attempts its stream made
+	key      int       // the key of the last attempt
+	recorded bool      // the last attempt failed and was reported (retryAsk): nothing more to say
+	opened   bool      // the backend answered
+	err      error     // a backend error after it answered; nil for a clean end or a stop
+	usage    llm.Usage // what the backend reported
+	quota    *llm.Quota
 }
 
 // answer delivers the call's one result; it reports false, delivering nothing, when the
@@ -43,15 +72,32 @@ func (c *call) answer(r admitResult) bool {
 	return true
 }
 
-// queueWait is how long the call has waited for admission by now (or until it started).
+// queueWait is how long the call has waited for admission by now (or until it started),
+// in this provider's queue.
 func (c *call) queueWait(now time.Time) time.Duration {
 	if !c.started.IsZero() {
-		return c.started.Sub(c.arrived)
+		return c.started.Sub(c.entered)
 	}
-	if c.arrived.IsZero() {
+	if c.entered.IsZero() {
 		return 0
 	}
-	return now.Sub(c.arrived)
+	return now.Sub(c.entered)
+}
+
+// again is the call that carries on with the same request on the same model after c was
+// refused for capacity: a new id, its place in the FIFO and its deadline kept.
+func (c *call) again(id policy.ID, attempts int) *call {
+	return &call{id: id, ctx: c.ctx, req: c.req, route: c.route, prio: c.prio, reply: make(chan admitResult, 1),
+		tokens: c.tokens, arrived: c.placed(), requeueOf: c, attempts: c.attempts + attempts,
+		requeues: c.requeues + 1, deadline: c.deadline}
+}
+
+// placed is the call's place in its FIFO.
+func (c *call) placed() time.Time {
+	if c.arrived.IsZero() {
+		return c.entered
+	}
+	return c.arrived
 }
 
 // admitResult answers a call: a running stream, or why not.
@@ -108,8 +154,33 @@ type abort struct{ c *call }
 // released, from a stream to its lane actor: the backend has stopped, the lanes are free.
 type released struct{ c *call }
 
-// freed, from a lane actor to its provider actor: a call's lanes are free.
+// freed, from a lane actor to its provider actor: a call's lanes are free; c.end says how it
+// ended.
 type freed struct{ c *call }
+
+// retryAsk, from a call's stream (in the caller's goroutine) to its provider actor: the
+// attempt failed with err; record what it says and answer whether to try again, and how.
+// Only failures ask, so a call that succeeds at once pays nothing.
+type retryAsk struct {
+	c        *call
+	err      error
+	key      int // the key the failed attempt used
+	attempts int // attempts made on this model, the failed one included
+	backoffs int // of those retries, the ones that backed off
+	tried    uint64
+	reply    chan retryAnswer // buffered
+}
+
+// retryAnswer is the provider's decision on a failed attempt: try again after wait on key,
+// go back to the queue (a capacity refusal), or end with err.
+type retryAnswer struct {
+	retry   bool
+	backoff bool
+	key     int
+	wait    time.Duration
+	requeue bool
+	err     error // the error to answer with when neither; nil: the attempt's own
+}
 
 // reportRunning, from a provider actor rebuilding its state to each of its lane actors.
 type reportRunning struct{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/providers/llm"
+	routepkg "github.com/tollgate/tollgate/providers/route"
 )
 
 // modelTable is what the gateway serves: the routes from client-facing ids, the model cards
@@ -22,20 +23,38 @@ type modelTable struct {
 	wildcards []wildcard      // alias patterns, longest prefix first (aliases.go)
 	cards     []llm.ModelCard // sorted by id
 	models    [][]Model       // [provider][model index]
+	// picks are the routes of SPEC §12 by name: model ids that pick a model per request.
+	// They never change after New, so copies share them.
+	picks map[string]*routepkg.Route
 }
 
-// newModelTable builds the table of the configured models.
+// newModelTable builds the table of the configured models and routes.
 func newModelTable(o *Options) *modelTable {
-	t := &modelTable{routes: map[string]route{}, models: make([][]Model, len(o.Providers))}
+	t := &modelTable{routes: map[string]route{}, models: make([][]Model, len(o.Providers)),
+		picks: map[string]*routepkg.Route{}}
 	for p, pv := range o.Providers {
 		t.add(p, pv, pv.Models)
 		for _, a := range pv.Aliases {
 			t.wildcards = append(t.wildcards, wildcard{prefix: strings.TrimSuffix(a, "*"), target: pv.Name + "/*"})
 		}
 	}
+	for _, rr := range o.Routes {
+		t.picks[rr.Name()] = rr
+		t.cards = append(t.cards, llm.ModelCard{ID: rr.Name(), Object: "model", OwnedBy: "tollgate",
+			Spec: llm.Spec{Kind: "route", Route: true, Candidates: rr.Models(), Fallbacks: []string{}}})
+	}
 	t.sortCards()
 	sortWildcards(t.wildcards)
 	return t
+}
+
+// resolve is the route of a client's model name: a routed name picks its model for req
+// first (SPEC §12), then ids and aliases lead where lookup says.
+func (t *modelTable) resolve(name string, req *llm.Request) (route, bool) {
+	if rr, ok := t.picks[name]; ok {
+		name, _ = rr.Pick(req, req.Task)
+	}
+	return t.lookup(name)
 }
 
 // add appends models to provider p's list, routes and cards. A model or alias whose id is
@@ -45,7 +64,15 @@ func (t *modelTable) add(p int, pv Provider, models []Model) {
 		m := len(t.models[p])
 		t.models[p] = append(t.models[p], mv)
 		id := pv.Name + "/" + mv.Name
-		r := route{p: p, m: m, provider: pv.Name, model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout}
+		r := route{p: p, m: m, provider: pv.Name, model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout,
+			fallback: mv.Fallbacks, on: mv.FallbackOn, counts: pv.RateLimit.TPM > 0 || pv.KeyRateLimit.TPM > 0}
+		r.keyed, _ = pv.Backend.(llm.KeyedBackend)
+		if mv.Card.ContextWindow != nil {
+			r.window = *mv.Card.ContextWindow
+		}
+		if r.on == 0 {
+			r.on = OnRateLimited | OnUnavailable | OnQueueFull | OnQueueTimeout
+		}
 		t.routes[id] = r
 		for _, a := range mv.Aliases {
 			if isWildcard(a) {
@@ -64,7 +91,7 @@ func (t *modelTable) sortCards() {
 
 // clone copies the table deeply enough that adding to the copy leaves t untouched.
 func (t *modelTable) clone() *modelTable {
-	c := &modelTable{routes: make(map[string]route, len(t.routes)+8), models: make([][]Model, len(t.models))}
+	c := &modelTable{routes: make(map[string]route, len(t.routes)+8), models: make([][]Model, len(t.models)), picks: t.picks}
 	for k, v := range t.routes {
 		c.routes[k] = v
 	}
@@ -84,6 +111,9 @@ func cardOf(pv Provider, mv Model, id string) llm.ModelCard {
 	card.RunTimeoutMs = pv.RunTimeout.Milliseconds()
 	if card.PriorityDefault == "" {
 		card.PriorityDefault = llm.Interactive.String()
+	}
+	if card.Fallbacks == nil {
+		card.Fallbacks = mv.Fallbacks
 	}
 	if card.Fallbacks == nil {
 		card.Fallbacks = []string{}

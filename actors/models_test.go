@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -113,10 +114,12 @@ func TestAddModelsKeepsAdmittedCalls(t *testing.T) {
 	}
 	st := g.State()
 	for id, want := range map[string]ModelState{
-		"p/a": {ID: "p/a", ModelLanes: 1, Running: 1, Queued: 1}, "p/b": {ID: "p/b", ModelLanes: 1},
-		"p/c": {ID: "p/c", ModelLanes: 1}, "q/z": {ID: "q/z", ModelLanes: 1, Running: 1, Queued: 1},
+		"p/a": {ID: "p/a", ModelLanes: 1, EffectiveModelLanes: 1, Running: 1, Queued: 1},
+		"p/b": {ID: "p/b", ModelLanes: 1, EffectiveModelLanes: 1},
+		"p/c": {ID: "p/c", ModelLanes: 1, EffectiveModelLanes: 1},
+		"q/z": {ID: "q/z", ModelLanes: 1, EffectiveModelLanes: 1, Running: 1, Queued: 1},
 	} {
-		if got, _ := modelState(st, id); got != want {
+		if got, _ := modelState(st, id); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %+v, want %+v", id, got, want)
 		}
 	}

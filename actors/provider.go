@@ -13,16 +13,20 @@ import (
 )
 
 // providerActor owns one provider's admission: its queue with deadlines, its lanes and
-// model lanes and its rate limiter (a policy.Provider), the timer for its next deadline or
-// token, and one lane actor per model. It tells the supervisor what it could start
-// (offers) and starts what it is granted, handing each call to its model's lane.
+// model lanes and its limiters (a policy.Provider), the timer for its next deadline or
+// token, one lane actor per model, and the provider's health: its keys, circuit breaker,
+// retry budget and learned lanes (health.go). It tells the supervisor what it could start
+// (offers) and starts what it is granted, handing each call to its model's lane; every
+// failed attempt and every ending comes back to it (retryAsk, freed), so its health sees
+// every call.
 //
 // Facts and derived state are kept apart so that a crash loses nothing that matters. The
-// facts are the calls it holds that have not started (waiting: each call carries its
-// arrival time and whether its verdict kept it), its lane actors, and its protocol epoch and
-// generation. Everything else is derived: after a crash, rebuild makes a new
+// facts are the calls it holds that have not started (waiting: each call carries its place,
+// deadline and whether its verdict kept it), its lane actors, its protocol epoch and
+// generation, and its health. Everything else is derived: after a crash, rebuild makes a new
 // policy.Provider from the calls still waiting and from the calls its lane actors report
-// running, starts a new epoch (which voids the grants in flight), and offers afresh.
+// running, with the same key rings and the lanes and start cap its health decided, starts a
+// new epoch (which voids the grants in flight), and offers afresh.
 type providerActor struct {
 	g    *Gateway
 	p    int
@@ -35,6 +39,7 @@ type providerActor struct {
 	reserved    map[*batchCall]*reservation // batch members started in the policy, not yet settled
 	lanes       []*actor.PID
 	epoch, sync uint64
+	health      *health
 
 	// A rebuild waits for every lane's report before it offers.
 	rebuilding bool
@@ -55,14 +60,19 @@ func newProviderActor(g *Gateway, p int) *providerActor {
 		reserved: map[*batchCall]*reservation{}}
 }
 
-// spec is the provider's admission configuration with the models served now.
+// spec is the provider's admission configuration with the models served now and the key
+// rings its health keeps.
 func (a *providerActor) spec() policy.ProviderSpec {
 	pv := a.g.opts.Providers[a.p]
 	models := a.g.table.Load().models[a.p]
 	ps := policy.ProviderSpec{Name: pv.Name, Lanes: pv.Lanes, QueueLength: pv.QueueLength,
-		QueueTimeout: pv.QueueTimeout, RPM: pv.RPM, Burst: pv.Burst, Models: make([]policy.ModelSpec, len(models))}
+		QueueTimeout: pv.QueueTimeout, RPM: pv.RateLimit.RPM, TPM: pv.RateLimit.TPM, Burst: pv.RateLimit.Burst,
+		Models: make([]policy.ModelSpec, len(models))}
+	for _, ring := range a.health.rings {
+		ps.Keys = append(ps.Keys, policy.KeyPool{Ring: ring, Limit: pv.KeyRateLimit})
+	}
 	for i, m := range models {
-		ps.Models[i] = policy.ModelSpec{Name: m.Name, Lanes: m.Lanes}
+		ps.Models[i] = policy.ModelSpec{Name: m.Name, Lanes: m.Lanes, Keys: a.health.pool[i]}
 	}
 	return ps
 }
@@ -88,6 +98,10 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		a.freed(ctx, m.c)
 	case *withdraw:
 		a.withdraw(ctx, m.c)
+	case *retryAsk:
+		now := a.g.now()
+		m.reply <- a.retryAsk(m, now)
+		a.offer(ctx, now)
 	case *wake:
 		a.wake(ctx)
 	case *resync:
@@ -112,7 +126,9 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		// Only a rebuild asks for reports; a late one from an earlier rebuild says nothing new.
 	case *actor.Started:
 		a.self = ctx.Self()
+		a.health = newHealth(a.g.opts.Providers[a.p], a.g.table.Load().models[a.p], a.g.now())
 		a.pol = policy.NewProvider(a.spec())
+		a.applyHealth(a.g.now())
 		for m := range a.g.table.Load().models[a.p] {
 			a.spawnLane(ctx, m)
 		}
@@ -121,19 +137,57 @@ func (a *providerActor) Receive(ctx actor.Context) {
 	}
 }
 
+// arrive admits a call: a new one at the tail of its FIFO, one that comes back at the place
+// its first arrival gives it. A capacity requeue (requeueOf) frees the refused call's lanes
+// in the same step, so the call is back at the head of its queue before anything else can
+// take them.
 func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	now := a.g.now()
-	c.arrived = now
-	a.waiting[c.id] = c
-	if o, k := a.pol.Arrive(c.id, c.route.m, c.prio, now); o == policy.Rejected {
-		delete(a.waiting, c.id)
-		c.answer(admitResult{err: &llm.Error{Kind: k, Provider: a.name, Message: "internal fault: the call could not be queued (" + k.String() + ")"}})
-		return
+	if old := c.requeueOf; old != nil {
+		a.finish(old, now)
 	}
-	if a.draining {
-		a.answerWaiting(c.id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
+	c.entered = now
+	if c.deadline.IsZero() {
+		c.deadline = now.Add(a.g.opts.Providers[a.p].QueueTimeout)
+	}
+	switch err := a.refusal(c, now); {
+	case a.draining:
+		c.answer(admitResult{err: &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}})
+	case err != nil:
+		c.answer(admitResult{err: err})
+	default:
+		a.enter(c, now)
 	}
 	a.offer(ctx, now)
+}
+
+// enter queues a call in the policy; one the policy refuses is answered at once.
+func (a *providerActor) enter(c *call, now time.Time) {
+	a.waiting[c.id] = c
+	if o, k := a.pol.Enter(c.id, a.arrival(c), now); o == policy.Rejected {
+		delete(a.waiting, c.id)
+		c.answer(admitResult{err: &llm.Error{Kind: k, Provider: a.name, Message: "internal fault: the call could not be queued (" + k.String() + ")"}})
+	}
+}
+
+// arrival is the call as the policy queues it, from its facts.
+func (a *providerActor) arrival(c *call) policy.Arrival {
+	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Arrived: c.placed(),
+		Deadline: c.deadline, Confirmed: c.confirmed || c.requeueOf != nil}
+}
+
+// finish frees a started call's lanes once: its tokens are corrected from what the backend
+// reported, and its ending is applied to the provider's health. It reports whether the call
+// was running.
+func (a *providerActor) finish(c *call, now time.Time) bool {
+	if used := c.end.usage.PromptTokens + c.end.usage.CompletionTokens; used > 0 {
+		a.pol.Correct(c.id, used, now)
+	}
+	if !a.pol.Finish(c.id, now) {
+		return false
+	}
+	a.settle(c, now)
+	return true
 }
 
 // grants starts what the supervisor granted, applies its verdicts and its acknowledgement.
@@ -161,7 +215,7 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 			changed = true
 			continue
 		}
-		c.started = now
+		a.started(c, st.Key, now)
 		ctx.Send(a.lanes[c.route.m], &startCall{c: c})
 	}
 	for _, v := range m.v {
@@ -194,7 +248,7 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 
 func (a *providerActor) freed(ctx actor.Context, c *call) {
 	now := a.g.now()
-	if a.pol.Finish(c.id, now) {
+	if a.finish(c, now) {
 		a.offer(ctx, now)
 	}
 }
@@ -291,7 +345,7 @@ func (a *providerActor) rebuild(ctx actor.Context) {
 	a.pol = policy.NewProvider(a.spec())
 	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
 		for _, c := range r.calls {
-			a.pol.Resume(c.id, c.route.m, c.prio, c.started, 0, 0)
+			a.pol.Resume(c.id, c.route.m, c.prio, c.started, c.tokens, c.key)
 		}
 	}
 	a.rebuilding = true
@@ -315,22 +369,30 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		if m.m < len(a.reported) && !a.reported[m.m] {
 			a.reported[m.m] = true
 			for _, c := range m.calls {
-				a.pol.Resume(c.id, m.m, c.prio, c.started, 0, 0)
+				a.pol.Resume(c.id, m.m, c.prio, c.started, c.tokens, c.key)
 			}
 		}
 		if !slices.Contains(a.reported, false) {
 			a.finishRebuild(ctx)
 		}
 	case *arrive:
-		m.c.arrived = now
+		if old := m.c.requeueOf; old != nil {
+			a.pol.Finish(old.id, now)
+		}
+		m.c.entered = now
+		if m.c.deadline.IsZero() {
+			m.c.deadline = now.Add(a.g.opts.Providers[a.p].QueueTimeout)
+		}
 		a.waiting[m.c.id] = m.c
+	case *retryAsk:
+		m.reply <- retryAnswer{} // the rebuild does not know the call's state: no retry
 	case *withdraw:
 		if c := a.waiting[m.c.id]; c != nil {
 			delete(a.waiting, m.c.id)
 			c.answer(admitResult{err: c.ctx.Err(), queueWait: c.queueWait(now)})
 		}
 	case *freed:
-		a.pol.Finish(m.c.id, now)
+		a.finish(m.c, now)
 	case *resync:
 		a.sync = m.sync // answered when the rebuild ends
 	case *stateQuery:
@@ -358,20 +420,22 @@ func (a *providerActor) finishRebuild(ctx actor.Context) {
 		calls = append(calls, c)
 	}
 	slices.SortFunc(calls, func(x, y *call) int {
-		return cmp.Or(x.arrived.Compare(y.arrived), cmp.Compare(x.id, y.id))
+		return cmp.Or(x.entered.Compare(y.entered), cmp.Compare(x.id, y.id))
 	})
 	for _, c := range calls {
 		if c.answered.Load() {
 			delete(a.waiting, c.id)
 			continue
 		}
-		if o, _ := a.pol.Enter(c.id, policy.Arrival{Model: c.route.m, Class: c.prio, Arrived: c.arrived,
-			Confirmed: c.confirmed, Reported: true}, now); o == policy.Rejected {
+		ar := a.arrival(c)
+		ar.Reported = true // offered before the crash: it awaits only its verdict
+		if o, _ := a.pol.Enter(c.id, ar, now); o == policy.Rejected {
 			delete(a.waiting, c.id)
 		}
 	}
 	a.epoch++
 	a.pol.Rebuilt(now, a.epoch, a.sync)
+	a.applyHealth(now)
 	a.rebuilding = false
 	a.g.log.Warn().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
 		Msg("provider actor rebuilt its state after a crash")
@@ -425,7 +489,12 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 	now := a.g.now()
 	switch m := msg.(type) {
 	case *arrive:
+		if old := m.c.requeueOf; old != nil {
+			a.pol.Finish(old.id, now)
+		}
 		m.c.answer(admitResult{err: providerDown(a.name)})
+	case *retryAsk:
+		m.reply <- retryAnswer{}
 	case *grants:
 		for _, gr := range m.g {
 			a.pol.Grant(gr, now) // counted as seen: the offer gives the start back
@@ -466,11 +535,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		}
 	case *laneReport:
 		for _, c := range m.calls {
-			a.pol.Resume(c.id, m.m, c.prio, c.started, 0, 0)
+			a.pol.Resume(c.id, m.m, c.prio, c.started, c.tokens, c.key)
 		}
 	}
-}
-
-func (a *providerActor) state() ProviderState {
-	return providerState(a.g, a.p, a.pol, a.failed)
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -101,14 +103,24 @@ type stream struct {
 	cancelCtx         context.CancelCauseFunc
 	timer             *time.Timer // the run timeout
 
-	// mu guards inner and closed between the HTTP handler (Next, Close) and the reaper. A
-	// reaper waits at most for a Next in progress, which its cancellation ends.
+	// mu guards inner and closed between the HTTP handler (Next, Close) and the reaper, and
+	// the attempts below. A reaper waits at most for a Next in progress or a retry's wait,
+	// which its cancellation ends.
 	mu        sync.Mutex
 	inner     llm.Stream // nil until open succeeds
 	closed    bool
 	hint      interface{ Buffered() bool } // inner's optional capability, looked up once at open
 	opened    bool
 	abandoned bool
+
+	// The call's attempts on this start (open): the key of the current one, how many were
+	// made and how many of the retries backed off, and the keys tried (a bit each).
+	key      int
+	attempts int
+	backoffs int
+	tried    uint64
+	usage    llm.Usage // the last usage the backend reported
+	failed   error     // a backend error after it answered
 }
 
 // newStream makes a started call's context (cancellable with a cause, derived from the
@@ -116,7 +128,7 @@ type stream struct {
 // cancellation: that goes through the request actor) and arms its run timer.
 func newStream(g *Gateway, c *call, lane *actor.PID) *stream {
 	bctx, cancel := context.WithCancelCause(context.WithoutCancel(c.ctx))
-	s := &stream{g: g, c: c, lane: lane, ctx: bctx, cancelCtx: cancel}
+	s := &stream{g: g, c: c, lane: lane, ctx: bctx, cancelCtx: cancel, key: c.key}
 	s.timer = time.AfterFunc(c.route.timeout, func() { s.cancel(errRunTimeout) })
 	return s
 }
@@ -133,26 +145,105 @@ func (s *stream) cancel(cause error) {
 	go s.reap() // exits once the backend is closed, or at once when the call had ended
 }
 
-// open calls the backend. On failure the call is over: its lanes are given back and the
-// error is explained by why the call was cancelled, if it was.
+// open calls the backend, and tries again as the provider decides while nothing has reached
+// the client (SPEC §10): after each failed attempt it asks its provider actor (retryAsk),
+// which records what the failure says of the key and the backend and answers with the next
+// key and the wait, or with a capacity requeue, or with the error to end with. Retries live
+// here and nowhere else: the adapters and their HTTP clients make one attempt per Open, so
+// attempts never multiply. The call keeps its lanes while it retries.
+//
+// On failure the call is over: its lanes are given back and the error is explained by why
+// the call was cancelled, if it was. A requeue ends this start too and returns *requeued,
+// whose call Start admits again.
 func (s *stream) open() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return s.explain(context.Cause(s.ctx))
+	for {
+		if s.closed {
+			return s.explain(context.Cause(s.ctx))
+		}
+		inner, err := s.safeOpen()
+		s.attempts++
+		if s.key < 64 {
+			s.tried |= 1 << s.key
+		}
+		if err == nil {
+			s.inner, s.opened = inner, true
+			s.hint, _ = inner.(interface{ Buffered() bool })
+			return nil
+		}
+		if s.ctx.Err() != nil {
+			err = s.explain(err) // before finish: finishing cancels the context
+			s.finishLocked()
+			return err
+		}
+		ans := s.ask(err)
+		switch {
+		case ans.retry:
+			if ans.backoff {
+				s.backoffs++
+			}
+			s.key = ans.key
+			if !s.wait(ans.wait) {
+				err = s.explain(err)
+				s.finishLocked()
+				return err
+			}
+		case ans.requeue:
+			next := s.c.again(policy.ID(s.g.nextID.Add(1)), s.attempts)
+			s.finishLocked()
+			return &requeued{next: next}
+		default:
+			if ans.err != nil {
+				err = ans.err
+			}
+			err = s.explain(err)
+			s.finishLocked()
+			return err
+		}
 	}
-	inner, err := s.safeOpen()
-	if err != nil {
-		err = s.explain(err) // before finish: finishing cancels the context
-		s.finishLocked()
-		return err
-	}
-	s.inner, s.opened = inner, true
-	s.hint, _ = inner.(interface{ Buffered() bool })
-	return nil
 }
 
-// safeOpen turns a panicking adapter into an error instead of a crashed process.
+// requeued ends a start whose call goes back to its queue: the backend refused it for
+// capacity, which is not the client's fault. next is the call Start admits again.
+type requeued struct{ next *call }
+
+func (r *requeued) Error() string { return "requeued after the backend refused the call for capacity" }
+
+// ask reports a failed attempt to the provider actor and waits for its decision; a call
+// cancelled meanwhile (or a gateway stopping) ends with the attempt's error. The failure
+// counts as recorded either way: the message is on its way.
+func (s *stream) ask(err error) retryAnswer {
+	reply := make(chan retryAnswer, 1)
+	s.c.end.recorded = true
+	s.g.system.Root.Send(s.g.providers[s.c.route.p], &retryAsk{c: s.c, err: err, key: s.key,
+		attempts: s.c.attempts + s.attempts, backoffs: s.backoffs, tried: s.tried, reply: reply})
+	select {
+	case ans := <-reply:
+		return ans
+	case <-s.ctx.Done():
+	case <-s.g.stopped:
+	}
+	return retryAnswer{}
+}
+
+// wait waits d before a retry, holding the lanes; false when the call was cancelled first.
+func (s *stream) wait(d time.Duration) bool {
+	if d <= 0 {
+		return s.ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// safeOpen makes one attempt on the current key, turning a panicking adapter into an error
+// instead of a crashed process.
 func (s *stream) safeOpen() (st llm.Stream, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -160,6 +251,9 @@ func (s *stream) safeOpen() (st llm.Stream, err error) {
 				Message: fmt.Sprintf("internal fault in the %s adapter: %v", s.c.route.provider, r)}
 		}
 	}()
+	if kb := s.c.route.keyed; kb != nil {
+		return kb.OpenWithKey(s.ctx, s.c.req, s.key)
+	}
 	return s.c.route.backend.Open(s.ctx, s.c.req)
 }
 
@@ -173,10 +267,16 @@ func (s *stream) Next() (llm.Chunk, error) {
 	}
 	ch, err := s.inner.Next()
 	if err != nil {
+		if err != io.EOF && context.Cause(s.ctx) == nil {
+			s.failed = err // the backend's own failure, not a stop of ours
+		}
 		err = s.explain(err)
 		_ = s.inner.Close()
 		s.finishLocked()
 		return ch, err
+	}
+	if ch.Usage != nil {
+		s.usage = *ch.Usage
 	}
 	return ch, nil
 }
@@ -226,10 +326,21 @@ func (s *stream) abandon() {
 	s.reap()
 }
 
-// finishLocked gives the lanes back: the backend has stopped. Called with mu held, once.
+// finishLocked gives the lanes back: the backend has stopped. Called with mu held, once. What
+// the call's provider needs of its ending is written on the call first.
 func (s *stream) finishLocked() {
 	s.closed = true
 	s.timer.Stop()
+	end := &s.c.end
+	end.attempts, end.key, end.opened, end.err, end.usage = s.attempts, s.key, s.opened, s.failed, s.usage
+	if end.opened {
+		end.recorded = false // the answer's own ending speaks for the call, not an earlier failure
+		if qr, ok := s.inner.(llm.QuotaReporter); ok {
+			if q := qr.Quota(); q.Known() {
+				end.quota = &q
+			}
+		}
+	}
 	if s.ctx.Err() == nil {
 		s.cancelCtx(context.Canceled) // releases the context's resources; the call has ended
 	}

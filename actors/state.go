@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/policy/keys"
+	"github.com/tollgate/tollgate/actors/policy/tokens"
 )
 
 // AdminState is the /admin/state document (SPEC §7).
@@ -15,27 +17,51 @@ type AdminState struct {
 	Providers   []ProviderState `json:"providers"`
 }
 
-// ProviderState is one provider's lanes and queue.
+// ProviderState is one provider's lanes and queue, and its health (SPEC §7, §10, §11).
 type ProviderState struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
 	// State is "ok"; "out_of_service" once its actors failed past their restart budget;
 	// "unavailable" when it did not answer in time (it is rebuilding after a crash).
-	State          string       `json:"state"`
-	Lanes          int          `json:"lanes"`
-	EffectiveLanes int          `json:"effective_lanes"`
-	Running        int          `json:"running"`
-	Queued         int          `json:"queued"`
-	QueueLength    int          `json:"queue_length"`
-	Models         []ModelState `json:"models"`
+	State          string `json:"state"`
+	Lanes          int    `json:"lanes"`
+	EffectiveLanes int    `json:"effective_lanes"`
+	// EffectiveLanesReason says why effective_lanes has its value ("configured",
+	// "stated_limit", "rate_limited", "probe"), since when.
+	EffectiveLanesReason string       `json:"effective_lanes_reason,omitempty"`
+	EffectiveLanesSince  *time.Time   `json:"effective_lanes_since,omitempty"`
+	Running              int          `json:"running"`
+	Queued               int          `json:"queued"`
+	QueueLength          int          `json:"queue_length"`
+	Models               []ModelState `json:"models"`
+	// Keys are the provider's API keys by index (never the key itself), with their state.
+	Keys []keys.KeyState `json:"keys,omitempty"`
+	// Breaker is the circuit breaker's position.
+	Breaker *BreakerState `json:"breaker,omitempty"`
+	// RateLimit is the rate_limit's buckets: tokens available now and their capacity.
+	RateLimit *tokens.Levels `json:"rate_limit,omitempty"`
+}
+
+// BreakerState is a circuit breaker for /admin/state.
+type BreakerState struct {
+	State string `json:"state"` // closed, open, half_open
+	// RetryAfterMs is, while open, the time until its probe may start.
+	RetryAfterMs int64      `json:"retry_after_ms"`
+	Since        *time.Time `json:"since,omitempty"` // when it last changed; absent if never
 }
 
 // ModelState is one model's lanes.
 type ModelState struct {
 	ID         string `json:"id"`
 	ModelLanes int    `json:"model_lanes"`
-	Running    int    `json:"running"`
-	Queued     int    `json:"queued"`
+	// EffectiveModelLanes is below model_lanes while the gateway has learned the model
+	// takes fewer (a model with keys of its own learns its own).
+	EffectiveModelLanes int    `json:"effective_model_lanes"`
+	EffectiveReason     string `json:"effective_reason,omitempty"`
+	Running             int    `json:"running"`
+	Queued              int    `json:"queued"`
+	// Keys are the model's own keys, when it has some.
+	Keys []keys.KeyState `json:"keys,omitempty"`
 }
 
 // providerState renders provider p's policy state for /admin/state.
@@ -48,7 +74,39 @@ func providerState(g *Gateway, p int, pol *policy.Provider, failed bool) Provide
 		ps.State, ps.EffectiveLanes = "out_of_service", 0
 	}
 	for j, m := range snap.Models {
-		ps.Models[j] = ModelState{ID: pv.Name + "/" + m.Name, ModelLanes: m.ModelLanes, Running: m.Running, Queued: m.Queued}
+		ps.Models[j] = ModelState{ID: pv.Name + "/" + m.Name, ModelLanes: m.ModelLanes, EffectiveModelLanes: m.EffectiveModelLanes,
+			Running: m.Running, Queued: m.Queued}
+	}
+	return ps
+}
+
+// state is the provider's part of /admin/state: its policy's counts and its health.
+func (a *providerActor) state() ProviderState {
+	ps := providerState(a.g, a.p, a.pol, a.failed)
+	h := a.health
+	if h == nil {
+		return ps
+	}
+	now := a.g.now()
+	lanes := h.lanes.Snapshot(now)
+	ps.EffectiveLanesReason, ps.EffectiveLanesSince = string(lanes.Reason), &lanes.Since
+	if h.keyed[0] {
+		ps.Keys = h.rings[0].Snapshot(now)
+	}
+	for m, pl := range h.pool {
+		if m < len(ps.Models) {
+			ps.Models[m].Keys = h.rings[pl].Snapshot(now)
+			ps.Models[m].EffectiveReason = string(h.models[m].Snapshot(now).Reason)
+		}
+	}
+	b := &BreakerState{State: h.breaker.State(now).String(), RetryAfterMs: h.breaker.RetryAfter(now).Milliseconds()}
+	if s := h.breaker.Since(); !s.IsZero() {
+		b.Since = &s
+	}
+	ps.Breaker = b
+	if lim := a.pol.Limiter(); lim.Limited() {
+		lv := a.pol.Levels(now)
+		ps.RateLimit = &lv
 	}
 	return ps
 }

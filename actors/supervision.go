@@ -80,6 +80,11 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 	case *arrive:
 		lostCall(m.c, "actor", s.g.now())
 		root.Send(child, &withdraw{c: m.c}) // the rebuild may have queued it again
+		if old := m.c.requeueOf; old != nil {
+			root.Send(child, &freed{c: old}) // the refused call it replaced gives its lanes back
+		}
+	case *retryAsk:
+		m.reply <- retryAnswer{} // the failure is answered as it is: never retried past a crash
 	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow, *reserve, *settle:
 		root.Send(child, m)
 	case *addModel:

@@ -47,6 +47,7 @@ func (s *Server) serve(in *ingress) httprouter.Handle {
 			in.fail(w, *aerr)
 			return
 		}
+		req.Task = r.Header.Get("X-Gateway-Task")
 		rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
 		s.describeRequest(rec.span, req, prio)
 

@@ -100,5 +100,14 @@ func (g *gateway) waitQueued(t *testing.T, n int) {
 	}
 }
 
+// noResilience is the YAML, at a provider's indentation, that turns off what would retry a
+// failed call, rest its key, learn lower lanes from it or open the provider's circuit: the
+// tests of how one backend answer is classified and relayed see each answer as it came
+// (resilience_test.go tests those rules). noRetries is the part CLI kinds accept.
+const (
+	noRetries    = "    retries: 0\n    adaptive_lanes: false\n    breaker: {failures: 1000, ratio: 1}\n"
+	noResilience = noRetries + "    key_cooldown: 1ms\n    max_key_cooldown: 1ms\n"
+)
+
 // noRedirectClient is a plain client for raw HTTP checks.
 var rawClient = &http.Client{Timeout: 10 * time.Second}

@@ -155,15 +155,15 @@ func hostileConfig(t *testing.T, backend string, cliOffsets []int, limits string
 	for _, p := range []struct{ name, kind, base string }{
 		{"hostile", "openai", backend + "/v1"}, {"hostile-an", "anthropic", backend}, {"hostile-ge", "gemini", backend + "/v1beta"},
 	} {
-		fmt.Fprintf(&b, "  - name: %s\n    kind: %s\n    base_url: %s\n    keys: [%q]\n    models: [{id: endless}, {id: truncated}, {id: cut}]\n",
-			p.name, p.kind, p.base, hostileKeys[p.name])
+		fmt.Fprintf(&b, "  - name: %s\n    kind: %s\n    base_url: %s\n    keys: [%q]\n    models: [{id: endless}, {id: truncated}, {id: cut}]\n%s",
+			p.name, p.kind, p.base, hostileKeys[p.name], noResilience)
 	}
 	key := hostileKeys["hostile-cl"]
 	for _, off := range cliOffsets {
 		// One line of stderr, the key ending off bytes before the message's 600-byte cut.
 		stderr := "error: the backend refused " + key + " " + strings.Repeat("z", 600-off)
 		env, _ := json.Marshal(map[string]string{"OPENAI_API_KEY": key, "FAKE_CLI_STDERR": stderr, "FAKE_CLI_EXIT": "1"})
-		fmt.Fprintf(&b, "  - name: cli-%d\n    kind: codex-cli\n    command: %q\n    env: %s\n    models: [{id: m}]\n", off, replay, env)
+		fmt.Fprintf(&b, "  - name: cli-%d\n    kind: codex-cli\n    command: %q\n    env: %s\n    models: [{id: m}]\n%s", off, replay, env, noRetries)
 	}
 	return b.String()
 }

@@ -26,9 +26,11 @@ providers:
   - {name: q, kind: fake, lanes: 1, models: [{id: m}]}
   - name: demo
     kind: fake
+    retries: 1
     models:
       - {id: echo}
       - {id: down, fail: unavailable, fallbacks: [demo/echo]}
+      - {id: broken, fail: unavailable}
 `
 
 // scrape reads /metrics with key and parses it with the Prometheus text parser.
@@ -127,7 +129,13 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 
 	must(keyed(ctx, g.URL, "demo/echo", false, "X-Request-Id", "req-METRICS-ID-1"), 200)
 	must(keyed(ctx, g.URL, "demo/echo", true), 200)
-	must(keyed(ctx, g.URL, "demo/down", false), 503)
+	// demo/down fails twice (one retry), then its fallback serves; demo/broken fails twice.
+	fell := keyed(ctx, g.URL, "demo/down", false)
+	must(fell, 200)
+	if m, n := fell.header.Get("X-Gateway-Model"), fell.header.Get("X-Gateway-Attempts"); m != "demo/echo" || n != "3" {
+		t.Errorf("the fallback: X-Gateway-Model %q, X-Gateway-Attempts %q; want demo/echo and 3", m, n)
+	}
+	must(keyed(ctx, g.URL, "demo/broken", false), 503)
 	must(keyed(ctx, g.URL, metricsAPIKey, false), 404) // a key where a model goes
 	must(post(ctx, g.URL, "demo/echo", "", false), 401)
 
@@ -170,8 +178,8 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"tollgate_requests_total", []string{"code=", "model=demo/echo", "provider=demo", "status=200"}, 2},
-		{"tollgate_requests_total", []string{"code=provider_unavailable", "model=demo/down", "provider=demo", "status=503"}, 1},
+		{"tollgate_requests_total", []string{"code=", "model=demo/echo", "provider=demo", "status=200"}, 3},
+		{"tollgate_requests_total", []string{"code=provider_unavailable", "model=demo/broken", "provider=demo", "status=503"}, 1},
 		{"tollgate_requests_total", []string{"code=model_not_found", "model=", "provider=", "status=404"}, 1},
 		{"tollgate_requests_total", []string{"code=invalid_api_key", "model=", "provider=", "status=401"}, 1},
 		{"tollgate_requests_total", []string{"code=", "model=p/m", "provider=p", "status=200"}, 1},
@@ -187,8 +195,8 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 		{"tollgate_upstream_errors_total", []string{"class=rate_limited", "provider=demo"}, 0},
 		{"tollgate_upstream_errors_total", []string{"class=unavailable", "provider=p"}, 0},
 		{"tollgate_retries_total", []string{"provider=p"}, 0},
-		{"tollgate_retries_total", []string{"provider=demo"}, 0},
-		{"tollgate_fallbacks_total", []string{"from=demo/down", "to=demo/echo"}, 0},
+		{"tollgate_retries_total", []string{"provider=demo"}, 2},
+		{"tollgate_fallbacks_total", []string{"from=demo/down", "to=demo/echo"}, 1},
 		{"tollgate_breaker_open", []string{"provider=p"}, 0},
 		{"tollgate_breaker_open", []string{"provider=demo"}, 0},
 		{"tollgate_lanes", []string{"provider=p"}, 1},
@@ -229,13 +237,13 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 		top(h) != 120 {
 		t.Errorf("queue wait buckets %v, want 1ms to 120s", h.GetBucket())
 	}
-	if h := hist("tollgate_time_to_first_byte_seconds", "demo", "demo/echo"); h.GetSampleCount() != 2 ||
+	if h := hist("tollgate_time_to_first_byte_seconds", "demo", "demo/echo"); h.GetSampleCount() != 3 ||
 		top(h) != 60 {
-		t.Errorf("ttfb of demo/echo: %d samples (want the 2 answers), buckets to %v s (want 60)", h.GetSampleCount(), top(h))
+		t.Errorf("ttfb of demo/echo: %d samples (want the 3 answers, the fallback's included), buckets to %v s (want 60)", h.GetSampleCount(), top(h))
 	}
-	if h := hist("tollgate_request_duration_seconds", "demo", "demo/echo"); h.GetSampleCount() != 3 ||
+	if h := hist("tollgate_request_duration_seconds", "demo", "demo/echo"); h.GetSampleCount() != 4 ||
 		top(h) != 600 {
-		t.Errorf("duration of demo/echo: %d samples (want 2 answers + 1 rejection), buckets to %v s (want 600)", h.GetSampleCount(), top(h))
+		t.Errorf("duration of demo/echo: %d samples (want 3 answers + 1 rejection), buckets to %v s (want 600)", h.GetSampleCount(), top(h))
 	}
 	if h := hist("tollgate_request_duration_seconds", "q", "q/m"); h.GetSampleCount() != 2 {
 		t.Errorf("duration of q/m: %d samples", h.GetSampleCount())

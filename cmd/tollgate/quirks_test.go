@@ -130,7 +130,7 @@ func quirkConfig(base string, cases []quirkCase) string {
 	b.WriteString("providers:\n")
 	for _, n := range names {
 		p := quirkProviders[n]
-		fmt.Fprintf(&b, "  - name: %s\n    kind: %s\n    base_url: %s%s\n    keys: [\"sk-quirk-%s\"]\n", n, p.kind, base, p.path, n)
+		fmt.Fprintf(&b, "  - name: %s\n    kind: %s\n    base_url: %s%s\n    keys: [\"sk-quirk-%s\"]\n%s", n, p.kind, base, p.path, n, noResilience)
 		if p.runTimeout != "" {
 			fmt.Fprintf(&b, "    run_timeout: %s\n", p.runTimeout)
 		}

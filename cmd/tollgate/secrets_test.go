@@ -31,8 +31,9 @@ func modelKey(provider, model string) string {
 // received into its message, its body and a response header, as careless backends do.
 var echoModels = []string{"echo-401", "echo-400", "echo-429", "echo-500", "echo-garbage", "echo-stream"}
 
-// keyedModels get a key of their own (per-model keys, as NVIDIA issues them).
-var keyedModels = map[string]bool{"echo-400": true, "echo-stream": true, "quirk-rate-limit": true,
+// keyedModels get a key of their own (per-model keys, as NVIDIA issues them). echo-401 has
+// one so that setting its refused key aside leaves its provider's other models their key.
+var keyedModels = map[string]bool{"echo-400": true, "echo-401": true, "echo-stream": true, "quirk-rate-limit": true,
 	"quirk-error-midstream": true, "quirk-reasoning": true, "quirk-error-200-dashscope": true}
 
 // syncBuffer is a log sink written by many goroutines.
@@ -171,7 +172,7 @@ func secretsConfig(fakeURL, echoURL string) (yaml string, keys []string) {
 	b.WriteString("providers:\n")
 	provider := func(name, kind, base string, runTimeout string, models []string) {
 		keys = append(keys, providerKey(name))
-		fmt.Fprintf(&b, "  - name: %s\n    kind: %s\n    base_url: %s\n    keys: [%q]\n", name, kind, base, providerKey(name))
+		fmt.Fprintf(&b, "  - name: %s\n    kind: %s\n    base_url: %s\n    keys: [%q]\n%s", name, kind, base, providerKey(name), noResilience)
 		if runTimeout != "" {
 			fmt.Fprintf(&b, "    run_timeout: %s\n", runTimeout)
 		}

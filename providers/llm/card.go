@@ -24,4 +24,8 @@ type Spec struct {
 	RunTimeoutMs    int64    `json:"run_timeout_ms"`
 	PriorityDefault string   `json:"priority_default"`
 	Fallbacks       []string `json:"fallbacks"`
+	// Route marks a route (SPEC §12): a model id of its own that picks one of Candidates per
+	// request. A route's own provider and kind are empty and its numbers null.
+	Route      bool     `json:"route"`
+	Candidates []string `json:"candidates,omitempty"`
 }

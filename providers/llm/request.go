@@ -47,6 +47,9 @@ type Request struct {
 	// Native, when set, is the client's request in the format it was sent in (Responses,
 	// Messages); the fields above are its translation to chat. See Native.
 	Native *Native `json:"-"`
+	// Task is the client's X-Gateway-Task header, which routes may match on (SPEC §12); ""
+	// when it sent none. It is never sent to a backend.
+	Task string `json:"-"`
 }
 
 // StreamOptions mirrors OpenAI's stream_options.

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/cmd/internal/config"
 	"github.com/tollgate/tollgate/cmd/internal/serve"
 	"github.com/tollgate/tollgate/cmd/internal/telemetry"
@@ -89,13 +90,24 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		if o.Tracer != nil {
 			b = telemetry.TraceBackend(b, o.Tracer, p.Name, p.Kind)
 		}
-		gopts.Providers = append(gopts.Providers, toProvider(p, models, b))
+		gopts.Providers = append(gopts.Providers, toProvider(p, &cfg.Limits, models, b))
 	}
+	for i := range cfg.Routes {
+		rr, err := cfg.Routes[i].Compile()
+		if err != nil {
+			return nil, fmt.Errorf("route %q: %w", cfg.Routes[i].Name, err) // a validated config's routes compile
+		}
+		gopts.Routes = append(gopts.Routes, rr)
+	}
+	// The metrics exist before the gateway, which tells them of retries, fallbacks, breakers
+	// and learned lanes; they read its state at each scrape, which only comes once it runs.
+	var g *actors.Gateway
+	m := telemetry.NewMetrics(series(cfg), func() actors.AdminState { return g.State() })
+	gopts.Observer = m
 	g, err := actors.New(gopts)
 	if err != nil {
 		return nil, fmt.Errorf("start gateway: %w", err)
 	}
-	m := telemetry.NewMetrics(series(cfg), g.State)
 	h := httpapi.New(httpapi.Options{
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
@@ -145,13 +157,20 @@ func (a *App) Server() *serve.Server {
 	}, a.log)
 }
 
-func toProvider(p *config.Provider, models []actors.Model, b llm.Backend) actors.Provider {
+func toProvider(p *config.Provider, l *config.Limits, models []actors.Model, b llm.Backend) actors.Provider {
 	ap := actors.Provider{
 		Name: p.Name, Kind: p.Kind, Backend: b, Lanes: p.Lanes, QueueLength: p.QueueLength,
 		QueueTimeout: p.QueueTimeout.D(), RunTimeout: p.RunTimeout.D(), Models: models, Aliases: p.Aliases,
+		Keys: len(p.Keys), KeyCooldown: p.KeyCooldown.D(), MaxKeyCooldown: p.MaxKeyCooldown.D(),
+		Retries: p.Retries, MaxRetryWait: l.MaxRetryWait.D(), RetryBudget: l.RetryBudget,
+		Breaker:    breaker.Config{Failures: p.Breaker.Failures, Ratio: p.Breaker.Ratio, OpenFor: p.Breaker.OpenFor.D()},
+		FixedLanes: !p.Adaptive(), LanesProbe: p.LanesProbe,
 	}
-	if p.RateLimit != nil {
-		ap.RPM, ap.Burst = p.RateLimit.RPM, p.RateLimit.Burst
+	if r := p.RateLimit; r != nil {
+		ap.RateLimit = actors.RateLimit{RPM: r.RPM, TPM: r.TPM, Burst: r.Burst}
+	}
+	if r := p.KeyRateLimit; r != nil {
+		ap.KeyRateLimit = actors.RateLimit{RPM: r.RPM, TPM: r.TPM, Burst: r.Burst}
 	}
 	return ap
 }

@@ -90,9 +90,28 @@ func mergeModels(p *config.Provider, listed []llm.ModelInfo) []actors.Model {
 		card := llm.Spec{ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens,
 			Reasoning: m.Reasoning, Tools: m.Tools, Vision: m.Vision, Fallbacks: m.Fallbacks}
 		models = append(models, actors.Model{Name: m.ID, Aliases: m.Aliases, Lanes: lanes,
-			Card: fillCard(card, info[m.ID], m.ID)})
+			Card: fillCard(card, info[m.ID], m.ID), OwnKeys: len(m.Keys) > 0,
+			Fallbacks: m.Fallbacks, FallbackOn: fallbackOn(m.FallbackOn)})
 	}
 	return append(models, discovered(p, listed, configured)...)
+}
+
+// fallbackOn turns a model's fallback_on names into the gateway's set.
+func fallbackOn(names []string) actors.FallbackOn {
+	var on actors.FallbackOn
+	for _, n := range names {
+		switch n {
+		case config.FallbackRateLimited:
+			on |= actors.OnRateLimited
+		case config.FallbackUnavailable:
+			on |= actors.OnUnavailable
+		case config.FallbackQueueFull:
+			on |= actors.OnQueueFull
+		case config.FallbackQueueTimeout:
+			on |= actors.OnQueueTimeout
+		}
+	}
+	return on
 }
 
 // discovered turns the listed models not in known into models with the provider's

@@ -39,8 +39,15 @@ func genAISystem(kind string) string {
 // GenAI conventions ("chat MODEL"), a child of the span on the call's context, ending when
 // the stream is closed. The span is on the context b sees, so an HTTP adapter's traceparent
 // (providers/upstream.Send) names it. provider and kind are the configured provider's.
+//
+// A backend that lets the gateway choose each call's key (llm.KeyedBackend) keeps that
+// capability through the wrapper, and a stream's quota (llm.QuotaReporter) is passed on.
 func TraceBackend(b llm.Backend, tracer trace.Tracer, provider, kind string) llm.Backend {
-	return &tracedBackend{inner: b, tracer: tracer, provider: provider, system: genAISystem(kind)}
+	tb := &tracedBackend{inner: b, tracer: tracer, provider: provider, system: genAISystem(kind)}
+	if kb, ok := b.(llm.KeyedBackend); ok {
+		return &tracedKeyed{tracedBackend: tb, keyed: kb}
+	}
+	return tb
 }
 
 type tracedBackend struct {
@@ -49,11 +56,30 @@ type tracedBackend struct {
 	provider, system string
 }
 
+// tracedKeyed is tracedBackend over a llm.KeyedBackend.
+type tracedKeyed struct {
+	*tracedBackend
+	keyed llm.KeyedBackend
+}
+
+var _ llm.KeyedBackend = (*tracedKeyed)(nil)
+
+func (b *tracedKeyed) Keys(model string) int { return b.keyed.Keys(model) }
+
+func (b *tracedKeyed) OpenWithKey(ctx context.Context, req *llm.Request, key int) (llm.Stream, error) {
+	return b.attempt(ctx, req, func(ctx context.Context) (llm.Stream, error) { return b.keyed.OpenWithKey(ctx, req, key) })
+}
+
 func (b *tracedBackend) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	return b.attempt(ctx, req, func(ctx context.Context) (llm.Stream, error) { return b.inner.Open(ctx, req) })
+}
+
+// attempt makes one backend attempt, open, in its span.
+func (b *tracedBackend) attempt(ctx context.Context, req *llm.Request, open func(context.Context) (llm.Stream, error)) (llm.Stream, error) {
 	ctx, span := b.tracer.Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(semconv.GenAIOperationNameChat, semconv.GenAIProviderNameKey.String(b.system),
 			semconv.GenAIRequestModelKey.String(req.Model), attrProvider.String(b.provider)))
-	st, err := b.inner.Open(ctx, req)
+	st, err := open(ctx)
 	if err != nil {
 		failSpan(span, err)
 		span.End()
@@ -93,6 +119,14 @@ func (s *tracedStream) Next() (llm.Chunk, error) {
 
 // Buffered passes on the inner stream's optional capability (the relay asks it per chunk).
 func (s *tracedStream) Buffered() bool { return s.hint != nil && s.hint.Buffered() }
+
+// Quota passes on what the inner stream's answer said of the backend's buckets.
+func (s *tracedStream) Quota() llm.Quota {
+	if qr, ok := s.inner.(llm.QuotaReporter); ok {
+		return qr.Quota()
+	}
+	return llm.NoQuota
+}
 
 func (s *tracedStream) Close() error {
 	err := s.inner.Close()

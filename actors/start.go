@@ -1,0 +1,138 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/policy/retry"
+	"github.com/tollgate/tollgate/actors/policy/tokens"
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Start admits a call and blocks until it is running or turned away. On success the caller
+// owns the returned stream and must Close it; that gives the lanes back once the backend has
+// stopped (if the backend stops first, its lanes are back already). The returned Served
+// describes the call also with an error. If ctx ends first, Start withdraws the call and
+// returns ctx's error.
+//
+// A route (SPEC §12) picks the model first. The model's admission, attempts and retries
+// follow (serve); when they end in a failure its fallback_on names, the call moves to the
+// model's fallbacks in order, each entering that model's admission with the call's original
+// arrival and priority. A fallback's own fallbacks are never followed, so there are no loops.
+func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Served, error) {
+	t := g.table.Load()
+	r, ok := t.resolve(model, req)
+	if !ok {
+		return llm.Served{}, g.notFound(model)
+	}
+	arrived := g.now()
+	chain := []route{r}
+	for _, id := range r.fallback {
+		if fr, ok := t.lookup(id); ok && fr.id != r.id {
+			chain = append(chain, fr)
+		}
+	}
+	var sv llm.Served
+	for i, cand := range chain {
+		if i > 0 {
+			sv.Fallbacks = append(sv.Fallbacks, chain[i-1].id)
+			if o := g.opts.Observer; o != nil {
+				o.FellBack(r.id, cand.id)
+			}
+		}
+		sv.Model, sv.Provider = cand.id, cand.provider
+		s, err := g.serve(ctx, cand, prio, req, arrived, &sv)
+		if err == nil {
+			sv.Stream = s
+			return sv, nil
+		}
+		if i == len(chain)-1 || ctx.Err() != nil || !r.fallsBack(err) {
+			return sv, err
+		}
+	}
+	return sv, nil // unreachable: the last candidate returns
+}
+
+// fallsBack reports whether a failure of the call on r's model sends it to r's fallbacks.
+func (r route) fallsBack(err error) bool {
+	switch k := llm.KindOf(err); {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return false
+	case k == llm.KindUpstreamRateLimited:
+		return r.on&OnRateLimited != 0
+	case k == llm.KindQueueFull:
+		return r.on&OnQueueFull != 0
+	case k == llm.KindQueueTimeout:
+		return r.on&OnQueueTimeout != 0
+	case retry.ClassOf(err) == retry.Down:
+		return r.on&OnUnavailable != 0 // a provider down, or its circuit open
+	}
+	return false
+}
+
+// serve admits the call on one model and opens it: its attempts and retries happen in open,
+// and a capacity refusal sends it back to the head of its queue, as often as its provider
+// allows. It adds its queue wait and attempts to sv.
+func (g *Gateway) serve(ctx context.Context, r route, prio llm.Priority, req *llm.Request, arrived time.Time, sv *llm.Served) (*stream, error) {
+	if err := g.refusing(r); err != nil {
+		return nil, err
+	}
+	breq := *req
+	breq.Model = r.model
+	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
+		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req)}
+	for {
+		res, err := g.admit(ctx, c)
+		sv.QueueWait += res.queueWait
+		if err != nil {
+			return nil, err
+		}
+		if res.err != nil {
+			return nil, res.err
+		}
+		err = res.stream.open()
+		sv.Attempts += res.stream.attempts
+		var rq *requeued
+		if errors.As(err, &rq) {
+			c = rq.next
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return res.stream, nil
+	}
+}
+
+// admit sends the call to its provider actor and waits for its one answer. If ctx ends
+// first it withdraws the call and returns ctx's error (a stream it started meanwhile is
+// closed, which gives its lanes back).
+func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
+	to := g.providers[c.route.p]
+	g.system.Root.Send(to, &arrive{c: c})
+	select {
+	case res := <-c.reply:
+		return res, nil
+	case <-ctx.Done():
+		g.system.Root.Send(to, &withdraw{c: c})
+		res := g.await(c) // every call is answered exactly once
+		if res.stream != nil {
+			_ = res.stream.Close() // started as the client left: this gives the lanes back
+		}
+		return admitResult{queueWait: res.queueWait}, ctx.Err()
+	case <-g.stopped:
+		return g.await(c), nil
+	}
+}
+
+// estimate is what the call is charged in the tpm buckets before it runs (SPEC §10): its
+// estimated prompt plus its output cap, at most the model's context window; 0 when no
+// bucket of its provider counts tokens, so that the estimate costs nothing there.
+func (g *Gateway) estimate(r route, req *llm.Request) int {
+	if !r.counts {
+		return 0
+	}
+	return tokens.Estimate(llm.EstimatePromptTokens(req), req.OutputLimit(), r.window)
+}
