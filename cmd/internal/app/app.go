@@ -42,6 +42,10 @@ type Options struct {
 	// DiscoveryTimeout bounds each reading of an HTTP backend's model list, at start and
 	// at every refresh; 0 → 5s.
 	DiscoveryTimeout time.Duration
+	// ListRetry is the first wait before listing again the models of a backend whose
+	// listing failed at start while it has no configured model; it doubles after every
+	// failure, up to a minute. 0 → 1s.
+	ListRetry time.Duration
 	// Tracer, when set, traces every model request and backend attempt (telemetry.Tracing);
 	// TraceContent puts prompts into those spans. Nil: no tracing.
 	Tracer       trace.Tracer

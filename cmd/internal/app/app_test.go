@@ -335,3 +335,32 @@ func TestDrainStopsRefresh(t *testing.T) {
 		t.Errorf("backend listed %d more times after Drain", n-after)
 	}
 }
+
+// A provider with no configured model whose list fails at start serves nothing: it lists
+// again with backoff until the backend answers, then serves what it lists, refresh_models 0
+// or not.
+func TestListRetriedAfterAFailedStart(t *testing.T) {
+	b := newBackend(t, "late")
+	b.mu.Lock()
+	b.fail = true
+	b.mu.Unlock()
+	yaml := fmt.Sprintf("providers:\n  - name: p\n    kind: openai\n    base_url: %s/v1\n    keys: [k]\n    refresh_models: 0s\n", b.URL)
+	cfg, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), DiscoveryTimeout: time.Second, ListRetry: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Drain(context.Background())
+	if got := ids(a); len(got) != 0 {
+		t.Fatalf("models while the backend fails %v", got)
+	}
+	waitFor(t, "two more lists with backoff", func() bool { return b.lists.Load() >= 3 })
+	b.mu.Lock()
+	b.fail = false
+	b.mu.Unlock()
+	waitFor(t, "the backend's model served", func() bool { _, ok := cards(a)["p/late"]; return ok })
+	chatOnce(t, a, b, "p/late", "late")
+}

@@ -22,6 +22,7 @@ import (
 type lister struct {
 	p       *config.Provider
 	backend llm.ModelLister
+	failed  bool // the listing at start failed
 }
 
 // listers returns the providers whose models are discovered: HTTP kinds whose backend
@@ -50,7 +51,8 @@ func (l *lister) list(ctx context.Context, timeout time.Duration, o Options) ([]
 	return infos, true
 }
 
-// listAll lists every lister's models at once, so start-up waits one timeout at most.
+// listAll lists every lister's models at once, so start-up waits one timeout at most. A
+// lister whose listing failed is marked failed.
 func listAll(ctx context.Context, ls []*lister, o Options) map[*config.Provider][]llm.ModelInfo {
 	out := make(map[*config.Provider][]llm.ModelInfo, len(ls))
 	var mu sync.Mutex
@@ -62,6 +64,7 @@ func listAll(ctx context.Context, ls []*lister, o Options) map[*config.Provider]
 				o.Logger.Info().Str("provider", l.p.Name).Int("listed", len(infos)).Int("configured", len(l.p.Models)).
 					Msg("listed the backend's models")
 			}
+			l.failed = !ok
 			mu.Lock()
 			out[l.p] = infos
 			mu.Unlock()
@@ -149,19 +152,29 @@ type refresher struct {
 	wg     sync.WaitGroup
 }
 
-// startRefresh starts one goroutine per lister with a refresh interval. known holds, per
-// provider, the model ids served at start; each goroutine owns its provider's set.
+// startRefresh starts one goroutine per lister with a refresh interval, or whose listing at
+// start failed while it has no configured model (it would serve nothing until it lists).
+// known holds, per provider, the model ids served at start; each goroutine owns its
+// provider's set.
 func startRefresh(g *actors.Gateway, ls []*lister, known map[*config.Provider]map[string]bool, o Options) *refresher {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &refresher{cancel: cancel}
 	for _, l := range ls {
-		if l.p.RefreshModels.D() <= 0 {
+		pending := l.failed && len(l.p.Models) == 0
+		if l.p.RefreshModels.D() <= 0 && !pending {
 			continue // 0: read once at start
 		}
-		r.wg.Go(func() { l.refreshLoop(ctx, g, known[l.p], o) }) // exits when stop cancels ctx
+		r.wg.Go(func() { l.refreshLoop(ctx, g, known[l.p], o, pending) }) // exits when stop cancels ctx
 	}
 	return r
 }
+
+// Listing again a backend that serves nothing yet: the first wait, doubled after every
+// failure up to the cap.
+const (
+	defaultListRetry = time.Second
+	maxListRetry     = time.Minute
+)
 
 // stop ends the refresh goroutines and waits for them; safe to call more than once.
 func (r *refresher) stop() {
@@ -169,7 +182,31 @@ func (r *refresher) stop() {
 	r.wg.Wait()
 }
 
-func (l *lister) refreshLoop(ctx context.Context, g *actors.Gateway, known map[string]bool, o Options) {
+// refreshLoop re-reads the backend's model list every refresh_models and adds what is new.
+// pending says the listing at start failed for a provider that serves nothing else: until
+// it answers, it is read again with backoff (o.ListRetry, doubling up to maxListRetry).
+func (l *lister) refreshLoop(ctx context.Context, g *actors.Gateway, known map[string]bool, o Options, pending bool) {
+	wait := o.ListRetry
+	if wait <= 0 {
+		wait = defaultListRetry
+	}
+	for pending {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if l.refresh(ctx, g, known, o) {
+			break
+		}
+		wait = min(2*wait, maxListRetry)
+		o.Logger.Warn().Str("provider", l.p.Name).Dur("next_try_in", wait).Msg("the backend still lists no models; the provider serves none until it does")
+	}
+	if l.p.RefreshModels.D() <= 0 {
+		return
+	}
 	t := time.NewTicker(l.p.RefreshModels.D())
 	defer t.Stop()
 	for {
@@ -178,21 +215,28 @@ func (l *lister) refreshLoop(ctx context.Context, g *actors.Gateway, known map[s
 			return
 		case <-t.C:
 		}
-		infos, ok := l.list(ctx, o.DiscoveryTimeout, o)
-		if !ok {
-			continue
-		}
-		fresh := discovered(l.p, infos, known)
-		if len(fresh) == 0 {
-			continue
-		}
-		if err := g.AddModels(l.p.Name, fresh); err != nil {
-			o.Logger.Warn().Str("provider", l.p.Name).Err(err).Msg("could not add the backend's new models")
-			for _, m := range fresh {
-				delete(known, m.Name) // try again next time
-			}
-			continue
-		}
-		o.Logger.Info().Str("provider", l.p.Name).Int("added", len(fresh)).Msg("the backend lists new models")
+		l.refresh(ctx, g, known, o)
 	}
+}
+
+// refresh lists the backend's models once and adds what is new to the gateway. It reports
+// whether the listing answered.
+func (l *lister) refresh(ctx context.Context, g *actors.Gateway, known map[string]bool, o Options) bool {
+	infos, ok := l.list(ctx, o.DiscoveryTimeout, o)
+	if !ok {
+		return false
+	}
+	fresh := discovered(l.p, infos, known)
+	if len(fresh) == 0 {
+		return true
+	}
+	if err := g.AddModels(l.p.Name, fresh); err != nil {
+		o.Logger.Warn().Str("provider", l.p.Name).Err(err).Msg("could not add the backend's new models")
+		for _, m := range fresh {
+			delete(known, m.Name) // try again next time
+		}
+		return true
+	}
+	o.Logger.Info().Str("provider", l.p.Name).Int("added", len(fresh)).Msg("the backend lists new models")
+	return true
 }

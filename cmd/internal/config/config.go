@@ -121,6 +121,18 @@ type RateLimit struct {
 	Burst int `yaml:"burst"`
 }
 
+// burst is the request bucket's capacity the limiter uses: Burst, else max(1, RPM/6); 0
+// without rpm.
+func (r *RateLimit) burst() int {
+	switch {
+	case r.RPM <= 0:
+		return 0
+	case r.Burst > 0:
+		return r.Burst
+	}
+	return max(1, r.RPM/6)
+}
+
 // Provider is one configured backend.
 type Provider struct {
 	// Name is the first part of model ids ("NAME/model"): letters, digits, '.', '_', '-'.

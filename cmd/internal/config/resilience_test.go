@@ -80,7 +80,8 @@ routes:
 		t.Errorf("route models %v", got)
 	}
 	summary := strings.Join(cfg.Summary(), "\n")
-	for _, want := range []string{"rpm 6, tpm 0,", "resilience settings and routes: validated, not yet applied"} {
+	for _, want := range []string{"rpm 6, tpm 0, burst 3,", "key_rate_limit rpm 60 tpm 0", "retries 0, adaptive_lanes off",
+		"resilience: retries 3, retry_budget 0.1, max_retry_wait 500ms", "route support (3 rules:"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary lacks %q:\n%s", want, summary)
 		}

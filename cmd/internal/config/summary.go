@@ -41,10 +41,12 @@ func (c *Config) Summary() []string {
 	for i := range c.Providers {
 		out = append(out, "provider "+c.Providers[i].String())
 	}
-	if len(c.Routes) > 0 || c.usesResilience() {
-		// Parsed and validated, but the provider actors do not apply them yet
-		// (docs/resilience.md): say so rather than list settings that do nothing.
-		out = append(out, "resilience settings and routes: validated, not yet applied (docs/resilience.md)")
+	if c.usesResilience() {
+		out = append(out, fmt.Sprintf("resilience: retries %d, retry_budget %g, max_retry_wait %s (docs/resilience.md)",
+			c.Limits.Retries, c.Limits.RetryBudget, c.Limits.MaxRetryWait))
+	}
+	for i := range c.Routes {
+		out = append(out, "route "+c.Routes[i].String())
 	}
 	return out
 }
@@ -90,8 +92,17 @@ func (p Provider) String() string {
 	}
 	fmt.Fprintf(&b, ", lanes %d, model_lanes %d, queue %d/%s, run_timeout %s",
 		p.Lanes, p.ModelLanes, p.QueueLength, p.QueueTimeout, p.RunTimeout)
-	if p.RateLimit != nil {
-		fmt.Fprintf(&b, ", rpm %d, tpm %d", p.RateLimit.RPM, p.RateLimit.TPM)
+	if r := p.RateLimit; r != nil {
+		fmt.Fprintf(&b, ", rpm %d, tpm %d, burst %d", r.RPM, r.TPM, r.burst())
+	}
+	if r := p.KeyRateLimit; r != nil {
+		fmt.Fprintf(&b, ", key_rate_limit rpm %d tpm %d", r.RPM, r.TPM)
+	}
+	if p.Retries != defaultRetries {
+		fmt.Fprintf(&b, ", retries %d", p.Retries)
+	}
+	if !p.Adaptive() {
+		b.WriteString(", adaptive_lanes off")
 	}
 	if len(p.Models) == 0 {
 		b.WriteString(", models from the backend")
