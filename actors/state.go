@@ -28,12 +28,15 @@ type ProviderState struct {
 	EffectiveLanes int    `json:"effective_lanes"`
 	// EffectiveLanesReason says why effective_lanes has its value ("configured",
 	// "stated_limit", "rate_limited", "probe"), since when.
-	EffectiveLanesReason string       `json:"effective_lanes_reason,omitempty"`
-	EffectiveLanesSince  *time.Time   `json:"effective_lanes_since,omitempty"`
-	Running              int          `json:"running"`
-	Queued               int          `json:"queued"`
-	QueueLength          int          `json:"queue_length"`
-	Models               []ModelState `json:"models"`
+	EffectiveLanesReason string     `json:"effective_lanes_reason,omitempty"`
+	EffectiveLanesSince  *time.Time `json:"effective_lanes_since,omitempty"`
+	Running              int        `json:"running"`
+	Queued               int        `json:"queued"`
+	// AwaitingVerdict are the queued requests whose verdict against max_admitted is still
+	// on its way from the dispatcher: queued less these is what admission has kept.
+	AwaitingVerdict int          `json:"awaiting_verdict"`
+	QueueLength     int          `json:"queue_length"`
+	Models          []ModelState `json:"models"`
 	// Keys are the provider's API keys by index (never the key itself), with their state.
 	Keys []keys.KeyState `json:"keys,omitempty"`
 	// Breaker is the circuit breaker's position.
@@ -69,7 +72,7 @@ func providerState(g *Gateway, p int, pol *policy.Provider, failed bool) Provide
 	pv := &g.opts.Providers[p]
 	snap := pol.Snapshot()
 	ps := ProviderState{Name: pv.Name, Kind: pv.Kind, State: "ok", Lanes: snap.Lanes, EffectiveLanes: snap.EffectiveLanes,
-		Running: snap.Running, Queued: snap.Queued, QueueLength: snap.QueueLength, Models: make([]ModelState, len(snap.Models))}
+		Running: snap.Running, Queued: snap.Queued, AwaitingVerdict: snap.AwaitingVerdict, QueueLength: snap.QueueLength, Models: make([]ModelState, len(snap.Models))}
 	if failed {
 		ps.State, ps.EffectiveLanes = "out_of_service", 0
 	}

@@ -15,8 +15,11 @@ type ProviderState struct {
 	EffectiveLanes int
 	Running        int
 	Queued         int
-	QueueLength    int
-	Models         []ModelState
+	// AwaitingVerdict are the queued requests the dispatcher has not yet judged against
+	// max_admitted (the grant protocol admits them provisionally); it may refuse them yet.
+	AwaitingVerdict int
+	QueueLength     int
+	Models          []ModelState
 }
 
 // ModelState is one model's lanes and queue.
@@ -34,7 +37,7 @@ type ModelState struct {
 func (p *Provider) Snapshot() ProviderState {
 	ps := ProviderState{
 		Name: p.name, Lanes: p.lanes, EffectiveLanes: p.eff,
-		Running: p.running, Queued: p.queued, QueueLength: p.queueLength,
+		Running: p.running, Queued: p.queued, AwaitingVerdict: p.queued - p.confirmed, QueueLength: p.queueLength,
 		Models: make([]ModelState, len(p.models)),
 	}
 	for i := range p.models {

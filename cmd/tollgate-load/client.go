@@ -35,6 +35,10 @@ type outcome struct {
 	cancelled bool          // the client hung up on purpose
 	gotHeader bool          // response headers arrived before the hang-up
 	breach    string        // why the answer is malformed; "" when it is well-formed
+	// What an SDK reads to decide on its own retry: x-should-retry, and the advised wait.
+	shouldRetry string
+	retryAfter  time.Duration
+	model       string // X-Gateway-Model: the model that served or refused it
 }
 
 // label is how the outcome is counted in the report.
@@ -94,6 +98,12 @@ func send(ctx context.Context, hc *http.Client, base string, c call) outcome {
 	}
 	defer resp.Body.Close()
 	o.gotHeader, o.status = true, resp.StatusCode
+	o.shouldRetry, o.model = resp.Header.Get("x-should-retry"), resp.Header.Get("X-Gateway-Model")
+	if ms, err := strconv.ParseInt(resp.Header.Get("retry-after-ms"), 10, 64); err == nil && ms > 0 {
+		o.retryAfter = time.Duration(ms) * time.Millisecond
+	} else if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		o.retryAfter = time.Duration(s) * time.Second
+	}
 	fb := &firstByte{r: resp.Body}
 	body, err := io.ReadAll(fb)
 	o.total = time.Since(start)

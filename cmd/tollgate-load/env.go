@@ -42,6 +42,19 @@ type provider struct {
 	runTimeout   time.Duration // 0: 5m
 	models       []model
 	backend      fakellm.Options
+	// kind is the provider's kind, an OpenAI-compatible one ("" is openai); keys its API
+	// keys (none: the backend gets no key); extra more YAML lines of the provider's, as a
+	// user would write them (resilience settings).
+	kind  string
+	keys  []string
+	extra string
+}
+
+func (p provider) kindOrDefault() string {
+	if p.kind == "" {
+		return openai.KindOpenAI
+	}
+	return p.kind
 }
 
 type model struct {
@@ -69,9 +82,12 @@ type env struct {
 	// moment after the gateway closed it and gave the lane back, so its own count may briefly
 	// exceed the lanes; only the gateway-side count (callMeter) is held to them strictly.
 	hangUps bool
-	base    string       // the gateway's URL
-	client  *http.Client // the load clients' shared pool
-	local   *local       // nil with --target
+	// refusals: the scenario's backends refuse calls on purpose (a hidden concurrency
+	// limit); their refusals are counted, not breaches.
+	refusals bool
+	base     string       // the gateway's URL
+	client   *http.Client // the load clients' shared pool
+	local    *local       // nil with --target
 }
 
 // local is the in-process machinery behind an env.
@@ -108,13 +124,16 @@ limits: {max_running: {{.S.MaxRunning}}, max_admitted: {{.S.MaxAdmitted}}}
 providers:
 {{- range $i, $p := .S.Providers}}
   - name: {{$p.Name}}
-    kind: openai
+    kind: {{$p.Kind}}
     base_url: {{index $.URLs $i}}/v1
+{{- if $p.Keys}}
+    keys: [{{range $j, $k := $p.Keys}}{{if $j}}, {{end}}"{{$k}}"{{end}}]
+{{- end}}
     lanes: {{$p.Lanes}}
     queue_length: {{$p.QueueLength}}
     queue_timeout: {{$p.QueueTimeout}}
     run_timeout: {{$p.RunTimeout}}
-    models:
+{{$p.Extra}}    models:
 {{- range $p.Models}}
       - {id: {{.Name}}, model_lanes: {{.Lanes}}}
 {{- end}}
@@ -143,8 +162,8 @@ func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
 	}
 	backends := map[string]llm.Backend{}
 	for i, b := range l.backends {
-		c, err := openai.New(openai.Config{Kind: openai.KindOpenAI, Name: b.spec.name, BaseURL: urls[i] + "/v1",
-			HTTPClient: &http.Client{Transport: l.meter}})
+		c, err := openai.New(openai.Config{Kind: b.spec.kindOrDefault(), Name: b.spec.name, BaseURL: urls[i] + "/v1",
+			Keys: b.spec.keys, HTTPClient: &http.Client{Transport: l.meter}})
 		if err != nil {
 			l.closeBackends()
 			return nil, fmt.Errorf("backend %s: %w", b.spec.name, err)
@@ -174,7 +193,9 @@ func parseSetup(s setup, urls []string) (*config.Config, error) {
 		Lanes int
 	}
 	type p struct {
-		Name         string
+		Name, Kind   string
+		Keys         []string
+		Extra        string
 		Lanes        int
 		QueueLength  int
 		QueueTimeout string
@@ -194,8 +215,8 @@ func parseSetup(s setup, urls []string) (*config.Config, error) {
 		if rt == 0 {
 			rt = 5 * time.Minute
 		}
-		q := p{Name: pv.name, Lanes: pv.lanes, QueueLength: pv.queueLength, QueueTimeout: pv.queueTimeout.String(),
-			RunTimeout: rt.String()}
+		q := p{Name: pv.name, Kind: pv.kindOrDefault(), Keys: pv.keys, Extra: pv.extra, Lanes: pv.lanes,
+			QueueLength: pv.queueLength, QueueTimeout: pv.queueTimeout.String(), RunTimeout: rt.String()}
 		for _, mv := range pv.models {
 			q.Models = append(q.Models, m{mv.name, mv.lanes})
 		}
@@ -346,7 +367,10 @@ func (e *env) checkBackends(r *result) {
 		}
 	}
 	for _, b := range l.backends {
-		if st := b.fake.Stats(); st.Rejected > 0 {
+		switch st := b.fake.Stats(); {
+		case st.Rejected > 0 && e.refusals:
+			r.Figures["backend_"+b.spec.name+"_refused"] = float64(st.Rejected)
+		case st.Rejected > 0:
 			r.breach("backend %s refused %d calls for concurrency", b.spec.name, st.Rejected)
 		}
 	}
@@ -428,4 +452,14 @@ func topStacks() string {
 		}
 	}
 	return b.String()
+}
+
+// providerState finds provider name in a state document; nil when it is not there.
+func providerState(st actors.AdminState, name string) *actors.ProviderState {
+	for i := range st.Providers {
+		if st.Providers[i].Name == name {
+			return &st.Providers[i]
+		}
+	}
+	return nil
 }

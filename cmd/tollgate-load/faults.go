@@ -163,12 +163,3 @@ func cleanFault(o *outcome, fc faultCase) bool {
 	}
 	return false
 }
-
-func providerState(st actors.AdminState, name string) *actors.ProviderState {
-	for i := range st.Providers {
-		if st.Providers[i].Name == name {
-			return &st.Providers[i]
-		}
-	}
-	return nil
-}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // gauge counts something in progress and remembers its high-water mark.
@@ -68,6 +69,30 @@ type callMeter struct {
 	global   gauge
 	provider map[string]*gauge       // by backend host:port
 	models   map[string]*modelGauges // by backend host:port
+
+	mu    sync.Mutex
+	spans []span // every metered call, when the scenario keeps them (keepSpans)
+	keep  bool
+}
+
+// span is one backend call as the gateway held it.
+type span struct {
+	host       string
+	start, end time.Time
+}
+
+// keepSpans makes the meter keep every call's span from now on.
+func (m *callMeter) keepSpans() {
+	m.mu.Lock()
+	m.keep = true
+	m.mu.Unlock()
+}
+
+// calls returns the spans kept so far (a call still in flight has a zero end).
+func (m *callMeter) calls() []span {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]span(nil), m.spans...)
 }
 
 func (m *callMeter) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -88,7 +113,23 @@ func (m *callMeter) RoundTrip(req *http.Request) (*http.Response, error) {
 	m.global.enter()
 	p.enter()
 	pm.enter(model)
-	done := func() { pm.leave(model); p.leave(); m.global.leave() }
+	idx := -1
+	m.mu.Lock()
+	if m.keep {
+		idx = len(m.spans)
+		m.spans = append(m.spans, span{host: req.URL.Host, start: time.Now()})
+	}
+	m.mu.Unlock()
+	done := func() {
+		pm.leave(model)
+		p.leave()
+		m.global.leave()
+		if idx >= 0 {
+			m.mu.Lock()
+			m.spans[idx].end = time.Now()
+			m.mu.Unlock()
+		}
+	}
 	resp, err := m.next.RoundTrip(req)
 	if err != nil {
 		done()

@@ -47,6 +47,8 @@ var scenarios = []scenario{
 		localOnly: true, run: queueMemory},
 	{name: "slow-readers", localOnly: true, about: "max_running clients that never read beside normal traffic: served as if they were not there, lanes back within run_timeout + 1s, heap bounded",
 		run: slowReaders},
+	{name: "retry-storm", about: "6 providers under 500 retrying SDK clients; one throttles in 200 bodies, then goes down: its attempts stay within budget, the others unharmed",
+		localOnly: true, run: retryStorm},
 }
 
 // answer is the fake backends' usual pacing: a short wait for the first byte, then chunks.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // tap sits in front of one fake backend (an httptest server running fakellm) and sees every
@@ -25,8 +26,9 @@ type tap struct {
 	held    atomic.Int64
 	holding chan struct{} // closed by release
 
-	mu    sync.Mutex
-	order []string // tags, in arrival order
+	mu      sync.Mutex
+	order   []string    // tags, in arrival order
+	refused []time.Time // when the backend answered a call with 429 or 503, in order
 }
 
 // holdTag in a prompt makes the tap park the request until release is called.
@@ -64,7 +66,47 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		t.held.Add(-1)
 	}
-	t.next.ServeHTTP(w, r)
+	sw := &statusWriter{ResponseWriter: w}
+	t.next.ServeHTTP(sw, r)
+	if sw.status == http.StatusTooManyRequests || sw.status == http.StatusServiceUnavailable {
+		t.mu.Lock()
+		t.refused = append(t.refused, time.Now())
+		t.mu.Unlock()
+	}
+}
+
+// refusals returns when the backend refused calls, in order.
+func (t *tap) refusals() []time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]time.Time(nil), t.refused...)
+}
+
+// statusWriter notes the status a handler answered with; it passes on Flush, which the
+// backend's streams need.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // release lets every held request (and every later one) through. Safe to call twice.
