@@ -49,6 +49,8 @@ var scenarios = []scenario{
 		run: slowReaders},
 	{name: "retry-storm", about: "6 providers under 500 retrying SDK clients; one throttles in 200 bodies, then goes down: its attempts stay within budget, the others unharmed",
 		localOnly: true, run: retryStorm},
+	{name: "learn-lanes", about: "8 lanes configured, the backend takes 3 and says so: a burst of 50 teaches the 3, a raised limit of 6 is found again",
+		localOnly: true, run: learnLanes},
 }
 
 // answer is the fake backends' usual pacing: a short wait for the first byte, then chunks.

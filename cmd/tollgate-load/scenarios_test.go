@@ -21,7 +21,7 @@ func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load scenarios take a few seconds")
 	}
-	for _, name := range []string{"burst-20", "burst-50", "mixed-priority", "cancel-storm", "slow-readers", "retry-storm"} {
+	for _, name := range []string{"burst-20", "burst-50", "mixed-priority", "cancel-storm", "slow-readers", "retry-storm", "learn-lanes"} {
 		t.Run(name, func(t *testing.T) {
 			ss, err := choose(name, false)
 			if err != nil {
@@ -120,5 +120,34 @@ func TestCheckGoroutinesSeesLeak(t *testing.T) {
 	close(stop)
 	if len(r.Breaches) != 1 || !strings.Contains(r.Breaches[0], "did not return to baseline") {
 		t.Errorf("breaches %v", r.Breaches)
+	}
+}
+
+// TestLearnedAfter: the learn-lanes check counts only calls that started once the calls in
+// flight at the first refusal had ended, and breaches when those exceed the limit.
+func TestLearnedAfter(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// Four calls in flight at the refusal (t=10), the last ending at 30.
+	before := []span{{"h", at(0), at(20)}, {"h", at(1), at(25)}, {"h", at(2), at(30)}, {"h", at(3), at(15)}}
+	three := []span{{"h", at(31), at(50)}, {"h", at(32), at(50)}, {"h", at(33), at(50)}, {"h", at(50), at(60)}}
+	for _, tc := range []struct {
+		name    string
+		refused []time.Time
+		spans   []span
+		breach  string
+	}{
+		{"three after settling", []time.Time{at(10)}, append(append([]span{}, before...), three...), ""},
+		{"a fourth after settling", []time.Time{at(10)}, append(append([]span{}, before...), append(three, span{"h", at(40), at(45)})...), "saw 4 concurrent calls"},
+		{"no refusal", nil, three, "never refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newResult("t", "t")
+			learnedAfter(r, tc.refused, tc.spans, 3)
+			got := strings.Join(r.Breaches, "\n")
+			if tc.breach == "" && got != "" || tc.breach != "" && !strings.Contains(got, tc.breach) {
+				t.Errorf("breaches %q, want %q", got, tc.breach)
+			}
+		})
 	}
 }
