@@ -320,27 +320,7 @@ func (h *composed) takeStarts() []ID {
 // Arrive admits id and reports the newcomer's outcome. Other requests that started meanwhile
 // are reported by the next takeStarts.
 func (h *composed) Arrive(id ID, p, m int, prio llm.Priority, now time.Time) (Outcome, llm.Kind) {
-	if p < 0 || p >= len(h.ps) {
-		return Rejected, llm.KindModelNotFound
-	}
-	if _, dup := h.where[id]; dup {
-		return Rejected, llm.KindInvalidRequest
-	}
-	if o, k := h.ps[p].Arrive(id, m, prio, now); o == Rejected {
-		return o, k
-	}
-	h.where[id] = p
-	h.report(p, now)
-	h.deliver(now)
-	if k, ok := h.rejected[id]; ok {
-		delete(h.rejected, id)
-		return Rejected, k
-	}
-	if in, _ := h.ps[p].Lookup(id); in.Running {
-		h.announced[id] = true
-		return Started, 0
-	}
-	return Queued, 0
+	return h.Enter(id, p, Arrival{Model: m, Class: prio}, now)
 }
 
 // Finish releases a running request.

@@ -88,7 +88,7 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	o := runOpts{target: *target, seed: *seed, overloadFor: *overFor, overloadRate: *overRate, queued: *queued}
+	o := runOpts{target: *target, seed: *seed, overloadFor: *overFor, overloadRate: *overRate, queued: *queued, timed: true}
 	if *target != "" {
 		o.models = splitList(*models)
 		if len(o.models) == 0 {
