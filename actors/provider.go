@@ -41,8 +41,10 @@ type providerActor struct {
 	epoch, sync uint64
 	health      *health
 
-	// A rebuild waits for every lane's report before it offers.
+	// A rebuild waits for every lane's report before it offers; so does a provider taken
+	// out of service in the middle of one (reportsDue).
 	rebuilding bool
+	reportsDue bool
 	reported   []bool
 
 	timer  *time.Timer
@@ -464,7 +466,10 @@ func (a *providerActor) fail(ctx actor.Context) {
 	now := a.g.now()
 	if a.rebuilding {
 		// The lanes' reports still on their way are applied as they come (receiveFailed).
-		a.rebuilding = false
+		// Until all are in, the policy does not know every running call: it offers
+		// nothing, so the supervisor keeps counting the calls of the last offer and never
+		// grants past max_running while they still run.
+		a.rebuilding, a.reportsDue = false, true
 		a.epoch++
 		a.pol.Rebuilt(now, a.epoch, a.sync)
 	}
@@ -477,7 +482,15 @@ func (a *providerActor) fail(ctx actor.Context) {
 	for _, l := range a.lanes {
 		ctx.Send(l, &cancelAll{cause: errProviderFailed})
 	}
-	ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+	a.failedOffer(ctx, now)
+}
+
+// failedOffer sends the out-of-service provider's offer, once every lane's report of a
+// rebuild cut short is in (see fail).
+func (a *providerActor) failedOffer(ctx actor.Context, now time.Time) {
+	if !a.reportsDue {
+		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+	}
 }
 
 // receiveFailed is the provider out of service: no fault hook, no admission; it answers,
@@ -502,17 +515,17 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		if m.ack != nil {
 			a.pol.Ack(*m.ack)
 		}
-		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+		a.failedOffer(ctx, now)
 	case *freed:
 		a.pol.Finish(m.c.id, now)
-		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+		a.failedOffer(ctx, now)
 		if a.draining && a.pol.Running() == 0 {
 			ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
 		}
 	case *resync:
 		a.pol.Resync(m.sync)
 		a.epoch, a.sync = a.pol.Epoch(), m.sync
-		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+		a.failedOffer(ctx, now)
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
 	case *addModel:
@@ -527,7 +540,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 			}
 		}
 		delete(a.reserved, m.b)
-		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+		a.failedOffer(ctx, now)
 	case *drainAll:
 		a.draining = true
 		if a.pol.Running() == 0 {
@@ -536,6 +549,13 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 	case *laneReport:
 		for _, c := range m.calls {
 			a.pol.Resume(c.id, m.m, c.prio, c.started, c.tokens, c.key)
+		}
+		if m.m < len(a.reported) {
+			a.reported[m.m] = true
+		}
+		if a.reportsDue && !slices.Contains(a.reported, false) {
+			a.reportsDue = false
+			a.failedOffer(ctx, now)
 		}
 	}
 }
