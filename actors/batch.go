@@ -94,7 +94,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		r, ok := t.lookup(id)
 		if !ok {
 			err := g.notFound(id)
-			err.(*llm.Error).Param = fmt.Sprintf("models[%d]", i)
+			err.Param = fmt.Sprintf("models[%d]", i)
 			return nil, err
 		}
 		if err := g.refusing(r); err != nil {
@@ -162,8 +162,9 @@ func (g *Gateway) batchFits(b *batchCall) error {
 			providers = append(providers, c.route.p)
 		}
 	}
+	t := g.table.Load()
 	for _, p := range providers {
-		pv := &g.opts.Providers[p]
+		pv := &t.provs[p].Provider
 		if n := len(b.by[p]); n > pv.Lanes {
 			over = append(over, llm.ScopeLimit{Provider: pv.Name, Requested: n, Limit: pv.Lanes})
 		}
@@ -184,8 +185,8 @@ func (g *Gateway) batchFits(b *batchCall) error {
 			}
 		}
 	}
-	if n := len(b.members); n > g.opts.MaxRunning {
-		over = append(over, llm.ScopeLimit{Requested: n, Limit: g.opts.MaxRunning})
+	if n, mr := len(b.members), g.limits().MaxRunning; n > mr {
+		over = append(over, llm.ScopeLimit{Requested: n, Limit: mr})
 	}
 	if len(over) == 0 {
 		return nil
@@ -212,10 +213,13 @@ func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
 	case s.draining:
 		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"})
 		return
+	case s.retiredMember(b) != nil:
+		b.decide(s.g.notFound(s.retiredMember(b).route.id)) // a reload removed its provider meanwhile
+		return
 	case !s.disp.Hold(k):
-		b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: s.g.opts.RetryAfter,
+		b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: s.g.RetryAfter(),
 			Message: fmt.Sprintf("the gateway runs %d of its %d requests at once (max_running); the batch needs %d free at the same time",
-				min(s.disp.Running(), s.g.opts.MaxRunning), s.g.opts.MaxRunning, k)})
+				min(s.disp.Running(), s.limits.MaxRunning), s.limits.MaxRunning, k)})
 		return
 	}
 	b.held = k
@@ -277,6 +281,12 @@ func (s *supervisor) forgetBatches() {
 // reserve is a provider's part of a batch: all its members start in its policy now, or none.
 func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	now := a.g.now()
+	for _, c := range m.calls {
+		if a.retiring || a.gone[c.route.m] { // a reload removed it after the batch looked it up
+			ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, why: a.g.notFound(c.route.id), o: a.pol.Offer(now)})
+			return
+		}
+	}
 	members := make([]policy.Member, len(m.calls))
 	for i, c := range m.calls {
 		members[i] = policy.Member{ID: c.id, Model: c.route.m, Class: c.prio, Tokens: c.tokens}

@@ -15,10 +15,10 @@ import (
 // which provider or model, its learned lanes of the configured ones, and why they were
 // learned (SPEC §11): waiting may help, as the learned lanes grow back.
 func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.Time) *llm.Error {
-	pv := &a.g.opts.Providers[a.p]
+	pv := &a.pv
 	st := a.pol.Snapshot()
 	tokens := batchTokens(calls)
-	wait := max(a.g.opts.RetryAfter, a.pol.RetryAfter(tokens, now))
+	wait := max(a.g.RetryAfter(), a.pol.RetryAfter(tokens, now))
 	n := len(calls)
 	var why string
 	switch b {

@@ -12,12 +12,12 @@ import (
 // gateway's caps, the provider's lanes, the model's lanes, the circuit breaker, the keys or
 // the rate limiter) and advising the wait that one will really take when it can tell.
 func (a *providerActor) busy(kind llm.Kind, c *call, now time.Time) *llm.Error {
-	pv := &a.g.opts.Providers[a.p]
-	e := &llm.Error{Kind: kind, Provider: pv.Name, RetryAfter: a.g.opts.RetryAfter}
+	pv := &a.pv
+	e := &llm.Error{Kind: kind, Provider: pv.Name, RetryAfter: a.g.RetryAfter()}
 	if kind == llm.KindOverloaded {
 		e.Provider = ""
 		e.Message = fmt.Sprintf("the gateway is at its limit of admitted requests (max_admitted %d, running and queued across all providers); try again shortly",
-			a.g.opts.MaxAdmitted)
+			a.g.limits().MaxAdmitted)
 		return e
 	}
 	held, wait := a.heldBy(c, now)
@@ -36,7 +36,7 @@ func (a *providerActor) busy(kind llm.Kind, c *call, now time.Time) *llm.Error {
 // heldBy says in words what holds the call's model back now, and how long until it lets a
 // request go when that is known (0 otherwise: lanes free when backends answer).
 func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
-	pv := &a.g.opts.Providers[a.p]
+	pv := &a.pv
 	st := a.pol.Snapshot()
 	switch a.pol.Blocker(c.route.m, c.tokens, now) {
 	case policy.BlockedByStartCap:
@@ -64,7 +64,7 @@ func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
 		}
 		if pv.KeyRateLimit.RPM > 0 || pv.KeyRateLimit.TPM > 0 {
 			return fmt.Sprintf("every key of %s has used its key_rate_limit (rpm %d, tpm %d) for now",
-				c.route.id, pv.KeyRateLimit.RPM, pv.KeyRateLimit.TPM), a.g.opts.RetryAfter
+				c.route.id, pv.KeyRateLimit.RPM, pv.KeyRateLimit.TPM), a.g.RetryAfter()
 		}
 		return fmt.Sprintf("every key of %s was refused by the backend", c.route.id), 0
 	case policy.BlockedByRateLimit:
@@ -76,5 +76,5 @@ func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
 		}
 		return fmt.Sprintf("provider %s's rate limit (%s %d) has no room for the request before %s", pv.Name, dim, limit, w.Round(time.Millisecond)), w
 	}
-	return fmt.Sprintf("the gateway runs its limit of %d requests at once across all providers (max_running)", a.g.opts.MaxRunning), 0
+	return fmt.Sprintf("the gateway runs its limit of %d requests at once across all providers (max_running)", a.g.limits().MaxRunning), 0
 }

@@ -74,6 +74,10 @@ type Provider struct {
 	// means none: a rate limit then cools no key (there is none to rest), and the call backs
 	// off instead. With a backend that implements llm.KeyedBackend, every call names its key.
 	Keys int
+	// KeyIDs name the keys, in the backend's order, by something that is not the key (a
+	// fingerprint): a reload carries a cooling key's cooldown over when its name stays. Nil:
+	// keys are named by their position.
+	KeyIDs []string
 	// KeyRateLimit is each key's own budget (key_rate_limit); zero: none.
 	KeyRateLimit RateLimit
 	// KeyCooldown is how long a key rate-limited without a hint rests; MaxKeyCooldown caps
@@ -109,6 +113,7 @@ type Model struct {
 	// OwnKeys says the model has API keys of its own (the backend's Keys(Name) of them): they
 	// are kept apart from the provider's, and the model learns its own model lanes.
 	OwnKeys bool
+	KeyIDs  []string // the model's own keys' names, as Provider.KeyIDs
 	// Fallbacks are model ids (or aliases) tried in order when this model cannot serve a
 	// call for one of the reasons in FallbackOn; the card lists them.
 	Fallbacks  []string
@@ -129,6 +134,7 @@ const (
 // route is where a client-facing model id leads.
 type route struct {
 	p, m     int
+	slot     *slot // provider p's
 	provider string
 	model    string // backend model name
 	id       string // canonical client-facing id
@@ -145,13 +151,18 @@ type route struct {
 type Gateway struct {
 	system     *actor.ActorSystem
 	supervisor *actor.PID
-	providers  []*actor.PID  // the provider actors, by index; fixed once New returns
-	down       []atomic.Bool // per provider: stopped after its restart budget ran out
+	slots      atomic.Pointer[[]*slot] // the providers by slot (slots.go); grown by Reconfigure
 	dispatch   *poolDispatcher
 
 	table   atomic.Pointer[modelTable] // routes, cards, models; see AddModels
 	tableMu sync.Mutex                 // serializes the copy-on-write updates of table
+	// changeMu serializes the changes of what is served (AddModels, Reconfigure), each
+	// from its caller's goroutine; it is never held inside an actor.
+	changeMu sync.Mutex
+	caps     atomic.Pointer[caps] // the gateway-wide settings in force
 
+	// opts are the options New was given; what a reload changes (the caps, the providers,
+	// the routes) is read from caps, the slots and the table instead.
 	opts     Options
 	log      zerolog.Logger
 	nextID   atomic.Uint64
@@ -177,8 +188,14 @@ func New(opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{opts: opts, log: opts.Logger, idle: make(chan struct{}), stopped: make(chan struct{}),
-		failed: make(chan struct{}), down: make([]atomic.Bool, len(opts.Providers)), faults: newFaultPlan()}
-	g.table.Store(newModelTable(&opts))
+		failed: make(chan struct{}), faults: newFaultPlan()}
+	slots := make([]*slot, len(opts.Providers))
+	for p, pv := range opts.Providers {
+		slots[p] = &slot{p: p, name: pv.Name}
+	}
+	g.slots.Store(&slots)
+	g.caps.Store(capsOf(&opts))
+	g.table.Store(newModelTable(&opts, slots))
 	// protoactor logs through slog; Tollgate logs through zerolog and reports supervision
 	// events itself, so the actor system's own logger is silenced.
 	g.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -194,7 +211,7 @@ func New(opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("start supervisor: %w", err)
 	}
 	g.supervisor = pid
-	g.providers = <-spawned // the supervisor spawns its providers before it handles anything else
+	<-spawned // the supervisor spawns its providers before it handles anything else
 	return g, nil
 }
 
@@ -241,10 +258,18 @@ func validate(o *Options) error {
 	return errors.Join(errs...)
 }
 
-// limits is the dispatcher's part of the configuration.
-func (g *Gateway) limits() policy.Limits {
-	return policy.Limits{MaxRunning: g.opts.MaxRunning, MaxAdmitted: g.opts.MaxAdmitted}
+// caps are the gateway-wide settings a reload may change.
+type caps struct {
+	limits     policy.Limits
+	retryAfter time.Duration
 }
+
+func capsOf(o *Options) *caps {
+	return &caps{limits: policy.Limits{MaxRunning: o.MaxRunning, MaxAdmitted: o.MaxAdmitted}, retryAfter: o.RetryAfter}
+}
+
+// limits is the dispatcher's part of the configuration in force.
+func (g *Gateway) limits() policy.Limits { return g.caps.Load().limits }
 
 // refusing is the answer to a call the gateway refuses before any actor sees it, or nil.
 func (g *Gateway) refusing(r route) error {
@@ -253,8 +278,10 @@ func (g *Gateway) refusing(r route) error {
 		return &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down and admits no new requests"}
 	case g.Failed() != nil:
 		return &llm.Error{Kind: llm.KindDraining, Message: "the gateway is stopping after an internal failure (see its log)"}
-	case g.down[r.p].Load():
+	case r.slot.down.Load():
 		return providerDown(r.provider)
+	case r.slot.retired.Load():
+		return g.notFound(r.id) // removed by a reload after Start looked it up
 	}
 	return nil
 }
@@ -283,12 +310,12 @@ func (g *Gateway) await(c *call) admitResult {
 	}
 }
 
-func (g *Gateway) notFound(model string) error {
+func (g *Gateway) notFound(model string) *llm.Error {
 	msg := fmt.Sprintf("model %q does not exist; GET /v1/models lists the available ids (\"provider/model\")", model)
 	if p, _, ok := strings.Cut(model, "/"); ok {
 		known := false
-		for _, pv := range g.opts.Providers {
-			known = known || pv.Name == p
+		for _, pv := range g.table.Load().provs {
+			known = known || pv.live && pv.Name == p
 		}
 		if !known {
 			msg = fmt.Sprintf("model %q: no provider named %q; GET /v1/models lists the available ids", model, p)
@@ -301,7 +328,7 @@ func (g *Gateway) notFound(model string) error {
 func (g *Gateway) Models() []llm.ModelCard { return g.table.Load().cards }
 
 // RetryAfter is the configured default wait for "busy" answers.
-func (g *Gateway) RetryAfter() time.Duration { return g.opts.RetryAfter }
+func (g *Gateway) RetryAfter() time.Duration { return g.caps.Load().retryAfter }
 
 // Drain stops admitting new calls; calls already admitted go on.
 func (g *Gateway) Drain() { g.draining.Store(true) }
@@ -367,10 +394,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 // now is the gateway's clock.
 func (g *Gateway) now() time.Time { return g.opts.Now() }
 
-// providerIndex returns the index of provider name, or -1.
+// providerIndex returns the slot of provider name as served now, or -1.
 func (g *Gateway) providerIndex(name string) int {
-	for i, pv := range g.opts.Providers {
-		if pv.Name == name {
+	for i, pv := range g.table.Load().provs {
+		if pv.live && pv.Name == name {
 			return i
 		}
 	}

@@ -34,6 +34,11 @@ type health struct {
 
 	lanes  *capacity.Lanes         // the provider's effective lanes
 	models map[int]*capacity.Lanes // models with keys of their own learn their model lanes
+
+	// ids are, per pool, the names of its keys (Provider.KeyIDs), and cfg the settings the
+	// health was made for: a reload compares against them (health_reload.go).
+	ids [][]string
+	cfg Provider
 }
 
 // maxRequeues bounds how often one request goes back to its queue after the backend refused
@@ -45,13 +50,15 @@ func newHealth(pv Provider, models []Model, now time.Time) *health {
 	h := &health{pool: map[int]int{}, models: map[int]*capacity.Lanes{}, refused: map[int]string{},
 		breaker: breaker.New(pv.Breaker), budget: retry.NewBudget(pv.RetryBudget),
 		retry: retry.Policy{Retries: pv.Retries, MaxWait: pv.MaxRetryWait},
-		lanes: capacity.New(capacity.Config{Lanes: pv.Lanes, Probe: pv.LanesProbe, Disabled: pv.FixedLanes}, now)}
+		lanes: capacity.New(capacity.Config{Lanes: pv.Lanes, Probe: pv.LanesProbe, Disabled: pv.FixedLanes}, now),
+		cfg:   pv}
 	if pv.Retries == 0 {
 		h.retry.Retries = -1 // the policy's zero is its default; ours is none
 	}
 	cfg := keys.Config{Cooldown: pv.KeyCooldown, MaxCooldown: pv.MaxKeyCooldown}
 	h.rings = append(h.rings, keys.New(pv.Keys, cfg))
 	h.keyed = append(h.keyed, pv.Keys > 0)
+	h.ids = append(h.ids, keyNames(pv.KeyIDs, pv.Keys))
 	for m, mv := range models {
 		h.addModel(pv, m, mv, now)
 	}
@@ -70,6 +77,7 @@ func (h *health) addModel(pv Provider, m int, mv Model, now time.Time) {
 	h.pool[m] = len(h.rings)
 	h.rings = append(h.rings, keys.New(n, keys.Config{Cooldown: pv.KeyCooldown, MaxCooldown: pv.MaxKeyCooldown}))
 	h.keyed = append(h.keyed, true)
+	h.ids = append(h.ids, keyNames(mv.KeyIDs, n))
 	h.models[m] = capacity.New(capacity.Config{Lanes: mv.Lanes, Probe: pv.LanesProbe, Disabled: pv.FixedLanes}, now)
 }
 
@@ -124,7 +132,7 @@ func (a *providerActor) keysRefusal(c *call, now time.Time) error {
 	if w := a.pol.KeyWait(c.route.m, now); w > 0 && now.Add(w).After(c.deadline) {
 		return &llm.Error{Kind: llm.KindUpstreamRateLimited, Provider: a.name, RetryAfter: w,
 			Message: fmt.Sprintf("every key of %s is cooling after the backend's rate limits; the first is ready in %s, later than this request could wait (queue_timeout %s)",
-				c.route.id, w.Round(time.Millisecond), a.g.opts.Providers[a.p].QueueTimeout)}
+				c.route.id, w.Round(time.Millisecond), a.pv.QueueTimeout)}
 	}
 	return nil
 }
@@ -256,6 +264,7 @@ func (a *providerActor) record(c *call, key int, err error, now time.Time) (requ
 	h := a.health
 	e, _ := errors.AsType[*llm.Error](err)
 	pl, ring := a.pol.Keys(c.route.m)
+	keyed := h.keyed[pl] && !a.staleKeys(c) // a key of before a reload names no key of now
 	switch retry.ClassOf(err) {
 	case retry.RateLimited:
 		a.neutral(c, now)
@@ -269,7 +278,7 @@ func (a *providerActor) record(c *call, key int, err error, now time.Time) (requ
 				func(l *capacity.Lanes) (capacity.Change, bool) { return l.Stated(e.StatedLimit, now) })
 			return !a.draining && c.requeues < maxRequeues
 		}
-		if h.keyed[pl] {
+		if keyed {
 			var hint time.Duration
 			if e != nil {
 				hint = e.RetryAfter
@@ -286,7 +295,7 @@ func (a *providerActor) record(c *call, key int, err error, now time.Time) (requ
 		}
 	case retry.BadKey:
 		a.neutral(c, now)
-		if h.keyed[pl] {
+		if keyed {
 			ring.SetInvalid(key)
 			if e != nil {
 				h.refused[pl] = e.Message
@@ -389,7 +398,7 @@ func (a *providerActor) quota(c *call, q *llm.Quota, now time.Time) {
 }
 
 // fixed reports whether learned lanes are turned off (adaptive_lanes: false).
-func (a *providerActor) fixed() bool { return a.g.opts.Providers[a.p].FixedLanes }
+func (a *providerActor) fixed() bool { return a.pv.FixedLanes }
 
 // running is how many calls run in the call's scope of learned lanes.
 func (a *providerActor) running(c *call) int {

@@ -15,6 +15,8 @@ import (
 type laneActor struct {
 	g       *Gateway
 	p, m    int
+	slot    *slot
+	names   [2]string // provider and model, for the fault seam
 	running map[policy.ID]*call
 	idle    []*actor.PID // request actors waiting for a call, at most maxIdleRequesters
 	// retired are the request actors this lane stopped itself because idle was full: they
@@ -28,7 +30,8 @@ type laneActor struct {
 const maxIdleRequesters = 64
 
 func (a *providerActor) spawnLane(ctx actor.Context, m int) {
-	la := &laneActor{g: a.g, p: a.p, m: m, running: map[policy.ID]*call{}, retired: map[string]bool{}}
+	la := &laneActor{g: a.g, p: a.p, m: m, slot: a.slot, names: [2]string{a.name, a.models[m].Name}, running: map[policy.ID]*call{},
+		retired: map[string]bool{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return la },
 		actor.WithSupervisor(requestStrategy()), actor.WithDispatcher(a.g.dispatch))
 	a.lanes = append(a.lanes, ctx.Spawn(props))
@@ -36,8 +39,8 @@ func (a *providerActor) spawnLane(ctx actor.Context, m int) {
 
 func (a *laneActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	if !a.g.down[a.p].Load() {
-		a.g.faults.hit(faultLane, a.g.opts.Providers[a.p].Name, a.g.model(a.p, a.m).Name, msg)
+	if !a.slot.down.Load() {
+		a.g.faults.hit(faultLane, a.names[0], a.names[1], msg)
 	}
 	switch m := msg.(type) {
 	case *startCall:

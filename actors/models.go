@@ -16,29 +16,59 @@ import (
 
 // modelTable is what the gateway serves: the routes from client-facing ids, the model cards
 // and each provider's models by index (the index the gate and the lane actors use). A
-// published table is never changed; AddModels publishes a grown copy (copy-on-write), so
-// Start and Models read it with one atomic load and take no lock.
+// published table is never changed; AddModels and Reconfigure publish a new one
+// (copy-on-write), so Start and Models read it with one atomic load and take no lock.
 type modelTable struct {
 	routes    map[string]route
 	wildcards []wildcard      // alias patterns, longest prefix first (aliases.go)
 	cards     []llm.ModelCard // sorted by id
-	models    [][]Model       // [provider][model index]
+	// provs are the providers by slot with the settings in force, and models their models
+	// by index. A provider or model a reload removed keeps its slot and index (never
+	// reused) but has no route.
+	provs  []servedProvider
+	models [][]Model // [provider][model index]
 	// picks are the routes of SPEC §12 by name: model ids that pick a model per request.
-	// They never change after New, so copies share them.
 	picks map[string]*routepkg.Route
 }
 
+// servedProvider is one provider slot of the table.
+type servedProvider struct {
+	Provider // the settings in force; its Models field is not used (see modelTable.models)
+	slot     *slot
+	live     bool   // false once a reload removed it
+	gone     []bool // per model index: removed by a reload
+}
+
 // newModelTable builds the table of the configured models and routes.
-func newModelTable(o *Options) *modelTable {
-	t := &modelTable{routes: map[string]route{}, models: make([][]Model, len(o.Providers)),
-		picks: map[string]*routepkg.Route{}}
+func newModelTable(o *Options, slots []*slot) *modelTable {
+	provs := make([]servedProvider, len(o.Providers))
+	models := make([][]Model, len(o.Providers))
 	for p, pv := range o.Providers {
-		t.add(p, pv, pv.Models)
-		for _, a := range pv.Aliases {
-			t.wildcards = append(t.wildcards, wildcard{prefix: strings.TrimSuffix(a, "*"), target: pv.Name + "/*"})
+		provs[p] = servedProvider{Provider: pv, slot: slots[p], live: true, gone: make([]bool, len(pv.Models))}
+		models[p] = pv.Models
+	}
+	return buildTable(provs, models, o.Routes)
+}
+
+// buildTable routes every live model of every live provider, and the routes of SPEC §12.
+func buildTable(provs []servedProvider, models [][]Model, routes []*routepkg.Route) *modelTable {
+	t := &modelTable{routes: map[string]route{}, provs: provs, models: make([][]Model, len(provs)),
+		picks: map[string]*routepkg.Route{}}
+	for p, sp := range provs {
+		t.models[p] = append([]Model(nil), models[p]...)
+		if !sp.live {
+			continue
+		}
+		for m, mv := range t.models[p] {
+			if !sp.gone[m] {
+				t.route(p, m, mv)
+			}
+		}
+		for _, a := range sp.Aliases {
+			t.wildcards = append(t.wildcards, wildcard{prefix: strings.TrimSuffix(a, "*"), target: sp.Name + "/*"})
 		}
 	}
-	for _, rr := range o.Routes {
+	for _, rr := range routes {
 		t.picks[rr.Name()] = rr
 		t.cards = append(t.cards, llm.ModelCard{ID: rr.Name(), Object: "model", OwnedBy: "tollgate",
 			Spec: llm.Spec{Kind: "route", Route: true, Candidates: rr.Models(), Fallbacks: []string{}}})
@@ -59,30 +89,36 @@ func (t *modelTable) resolve(name string, req *llm.Request) (route, bool) {
 
 // add appends models to provider p's list, routes and cards. A model or alias whose id is
 // already routed is the caller's to filter out; add would overwrite its route.
-func (t *modelTable) add(p int, pv Provider, models []Model) {
+func (t *modelTable) add(p int, models []Model) {
 	for _, mv := range models {
-		m := len(t.models[p])
 		t.models[p] = append(t.models[p], mv)
-		id := pv.Name + "/" + mv.Name
-		r := route{p: p, m: m, provider: pv.Name, model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout,
-			fallback: mv.Fallbacks, on: mv.FallbackOn, counts: pv.RateLimit.TPM > 0 || pv.KeyRateLimit.TPM > 0}
-		r.keyed, _ = pv.Backend.(llm.KeyedBackend)
-		if mv.Card.ContextWindow != nil {
-			r.window = *mv.Card.ContextWindow
-		}
-		if r.on == 0 {
-			r.on = OnRateLimited | OnUnavailable | OnQueueFull | OnQueueTimeout
-		}
-		t.routes[id] = r
-		for _, a := range mv.Aliases {
-			if isWildcard(a) {
-				t.wildcards = append(t.wildcards, wildcard{prefix: strings.TrimSuffix(a, "*"), target: id})
-				continue
-			}
-			t.routes[a] = r
-		}
-		t.cards = append(t.cards, cardOf(pv, mv, id))
+		t.provs[p].gone = append(t.provs[p].gone, false)
+		t.route(p, len(t.models[p])-1, mv)
 	}
+}
+
+// route makes the route, aliases and card of model m of provider p.
+func (t *modelTable) route(p, m int, mv Model) {
+	pv := &t.provs[p]
+	id := pv.Name + "/" + mv.Name
+	r := route{p: p, m: m, slot: pv.slot, provider: pv.Name, model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout,
+		fallback: mv.Fallbacks, on: mv.FallbackOn, counts: pv.RateLimit.TPM > 0 || pv.KeyRateLimit.TPM > 0}
+	r.keyed, _ = pv.Backend.(llm.KeyedBackend)
+	if mv.Card.ContextWindow != nil {
+		r.window = *mv.Card.ContextWindow
+	}
+	if r.on == 0 {
+		r.on = OnRateLimited | OnUnavailable | OnQueueFull | OnQueueTimeout
+	}
+	t.routes[id] = r
+	for _, a := range mv.Aliases {
+		if isWildcard(a) {
+			t.wildcards = append(t.wildcards, wildcard{prefix: strings.TrimSuffix(a, "*"), target: id})
+			continue
+		}
+		t.routes[a] = r
+	}
+	t.cards = append(t.cards, cardOf(pv.Provider, mv, id))
 }
 
 func (t *modelTable) sortCards() {
@@ -91,7 +127,8 @@ func (t *modelTable) sortCards() {
 
 // clone copies the table deeply enough that adding to the copy leaves t untouched.
 func (t *modelTable) clone() *modelTable {
-	c := &modelTable{routes: make(map[string]route, len(t.routes)+8), models: make([][]Model, len(t.models)), picks: t.picks}
+	c := &modelTable{routes: make(map[string]route, len(t.routes)+8), models: make([][]Model, len(t.models)), picks: t.picks,
+		provs: append([]servedProvider(nil), t.provs...)}
 	for k, v := range t.routes {
 		c.routes[k] = v
 	}
@@ -99,6 +136,7 @@ func (t *modelTable) clone() *modelTable {
 	c.wildcards = append([]wildcard(nil), t.wildcards...)
 	for p, ms := range t.models {
 		c.models[p] = append(make([]Model, 0, len(ms)+1), ms...)
+		c.provs[p].gone = append([]bool(nil), t.provs[p].gone...)
 	}
 	return c
 }
@@ -152,8 +190,13 @@ func (g *Gateway) AddModels(provider string, models []Model) error {
 	if len(models) == 0 {
 		return nil
 	}
+	g.changeMu.Lock()
+	defer g.changeMu.Unlock()
+	if p = g.providerIndex(provider); p < 0 { // a reload may have removed it meanwhile
+		return fmt.Errorf("add models: no provider %q", provider)
+	}
 	reply := make(chan error, 1)
-	g.system.Root.Send(g.providers[p], &addModel{models: models, reply: reply})
+	g.system.Root.Send(g.slot(p).pid.Load(), &addModel{models: models, reply: reply})
 	t := time.NewTimer(addModelsTimeout)
 	defer t.Stop()
 	select {
@@ -189,7 +232,7 @@ func (a *providerActor) grow(ctx actor.Context, models []Model) error {
 	g := a.g
 	g.tableMu.Lock()
 	defer g.tableMu.Unlock()
-	pv := g.opts.Providers[a.p]
+	pv := a.pv
 	old := g.table.Load()
 	var fresh []Model
 	seen := map[string]bool{}
@@ -220,7 +263,9 @@ func (a *providerActor) grow(ctx actor.Context, models []Model) error {
 			// publishing would route calls to the wrong lanes.
 			return fmt.Errorf("internal fault: the policy added model %s/%s at %d, the table at %d", pv.Name, m.Name, got, want)
 		}
-		t.add(a.p, pv, []Model{m})
+		t.add(a.p, []Model{m})
+		a.models = append(a.models, m)
+		a.gone = append(a.gone, false)
 		a.spawnLane(ctx, want)
 	}
 	t.sortCards()

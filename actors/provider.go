@@ -31,6 +31,15 @@ type providerActor struct {
 	g    *Gateway
 	p    int
 	name string
+	slot *slot
+
+	// pv and models are the provider's settings and models in force (facts: a reload
+	// changes them, reconfigure.go); gone marks the models a reload removed, which admit
+	// nothing new and whose lanes stop once idle. retiring: a reload removed the provider.
+	pv       Provider
+	models   []Model
+	gone     []bool
+	retiring bool
 
 	pol *policy.Provider
 
@@ -53,20 +62,27 @@ type providerActor struct {
 	draining bool
 	failed   bool
 
+	// Reload state (reconfigure.go): keysSince is when a reload last changed the keys (a call
+	// started before then has no key of now); goneLanes counts removed models whose lane
+	// still runs; closing is set once the retired provider was found idle.
+	keysSince time.Time
+	goneLanes int
+	closing   bool
+
 	self *actor.PID
 	buf  []policy.ID
 }
 
-func newProviderActor(g *Gateway, p int) *providerActor {
-	return &providerActor{g: g, p: p, name: g.opts.Providers[p].Name, waiting: map[policy.ID]*call{},
-		reserved: map[*batchCall]*reservation{}}
+func newProviderActor(g *Gateway, s *slot, pv Provider, models []Model) *providerActor {
+	return &providerActor{g: g, p: s.p, name: pv.Name, slot: s, pv: pv, models: models, gone: make([]bool, len(models)),
+		waiting: map[policy.ID]*call{}, reserved: map[*batchCall]*reservation{}}
 }
 
 // spec is the provider's admission configuration with the models served now and the key
 // rings its health keeps.
 func (a *providerActor) spec() policy.ProviderSpec {
-	pv := a.g.opts.Providers[a.p]
-	models := a.g.table.Load().models[a.p]
+	pv := a.pv
+	models := a.models
 	ps := policy.ProviderSpec{Name: pv.Name, Lanes: pv.Lanes, QueueLength: pv.QueueLength,
 		QueueTimeout: pv.QueueTimeout, RPM: pv.RateLimit.RPM, TPM: pv.RateLimit.TPM, Burst: pv.RateLimit.Burst,
 		Models: make([]policy.ModelSpec, len(models))}
@@ -81,7 +97,7 @@ func (a *providerActor) spec() policy.ProviderSpec {
 
 func (a *providerActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	if a.failed || a.g.down[a.p].Load() {
+	if a.failed || a.slot.down.Load() {
 		a.receiveFailed(ctx, msg)
 		return
 	}
@@ -102,6 +118,11 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		a.withdraw(ctx, m.c)
 	case *retryAsk:
 		now := a.g.now()
+		if a.staleKeys(m.c) {
+			// Its backend and keys are those of before a reload: it ends as it is.
+			m.reply <- retryAnswer{}
+			break
+		}
 		m.reply <- a.retryAsk(m, now)
 		a.offer(ctx, now)
 	case *wake:
@@ -120,6 +141,12 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		}
 	case *settle:
 		a.settleBatch(ctx, m)
+	case *reconfigureProvider:
+		a.reconfigure(ctx, m)
+	case *retire:
+		a.retire(ctx, m)
+	case *retireCheck:
+		a.retireCheck(ctx)
 	case *drainAll:
 		a.drain(ctx)
 	case *failNow:
@@ -128,10 +155,10 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		// Only a rebuild asks for reports; a late one from an earlier rebuild says nothing new.
 	case *actor.Started:
 		a.self = ctx.Self()
-		a.health = newHealth(a.g.opts.Providers[a.p], a.g.table.Load().models[a.p], a.g.now())
+		a.health = newHealth(a.pv, a.models, a.g.now())
 		a.pol = policy.NewProvider(a.spec())
 		a.applyHealth(a.g.now())
-		for m := range a.g.table.Load().models[a.p] {
+		for m := range a.models {
 			a.spawnLane(ctx, m)
 		}
 	case *actor.Stopping:
@@ -150,9 +177,11 @@ func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	}
 	c.entered = now
 	if c.deadline.IsZero() {
-		c.deadline = now.Add(a.g.opts.Providers[a.p].QueueTimeout)
+		c.deadline = now.Add(a.pv.QueueTimeout)
 	}
 	switch err := a.refusal(c, now); {
+	case c.requeueOf == nil && (a.retiring || a.gone[c.route.m]):
+		c.answer(admitResult{err: a.g.notFound(c.route.id)}) // a reload removed it
 	case a.draining:
 		c.answer(admitResult{err: &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}})
 	case err != nil:
@@ -293,6 +322,9 @@ func (a *providerActor) offer(ctx actor.Context, now time.Time) {
 	if a.draining && a.pol.Running() == 0 && a.pol.Queued() == 0 {
 		ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
 	}
+	if a.goneLanes > 0 || a.retiring {
+		a.retireIdle(ctx)
+	}
 }
 
 // arm sets the timer for the provider's next wake-up, unless one is armed no later.
@@ -335,7 +367,9 @@ func (a *providerActor) drain(ctx actor.Context) {
 		a.answerWaiting(id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
 	}
 	for _, l := range a.lanes {
-		ctx.Send(l, &cancelAll{cause: errDraining})
+		if l != nil {
+			ctx.Send(l, &cancelAll{cause: errDraining})
+		}
 	}
 	a.offer(ctx, now)
 }
@@ -352,10 +386,14 @@ func (a *providerActor) rebuild(ctx actor.Context) {
 	}
 	a.rebuilding = true
 	a.reported = make([]bool, len(a.lanes))
-	for _, l := range a.lanes {
+	for m, l := range a.lanes {
+		if l == nil { // a removed model's lane, stopped once idle
+			a.reported[m] = true
+			continue
+		}
 		ctx.Send(l, &reportRunning{})
 	}
-	if len(a.lanes) == 0 {
+	if !slices.Contains(a.reported, false) {
 		a.finishRebuild(ctx)
 	}
 }
@@ -383,7 +421,7 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		}
 		m.c.entered = now
 		if m.c.deadline.IsZero() {
-			m.c.deadline = now.Add(a.g.opts.Providers[a.p].QueueTimeout)
+			m.c.deadline = now.Add(a.pv.QueueTimeout)
 		}
 		a.waiting[m.c.id] = m.c
 	case *retryAsk:
@@ -411,6 +449,11 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, why: why, o: a.pol.Offer(now)})
 	case *settle:
 		a.settleBatch(ctx, m)
+	case *reconfigureProvider:
+		a.reconfigure(ctx, m)
+	case *retire:
+		a.retiring = true
+		m.ack(a.p, nil) // the rebuild's offer looks whether it is idle already
 	}
 }
 
@@ -460,7 +503,7 @@ func (a *providerActor) fail(ctx actor.Context) {
 		return
 	}
 	a.failed = true
-	a.g.down[a.p].Store(true)
+	a.slot.down.Store(true)
 	a.stopTimer()
 	a.g.log.Error().Str("provider", a.name).Msg("provider taken out of service: its actors failed past their restart budget")
 	now := a.g.now()
@@ -480,7 +523,9 @@ func (a *providerActor) fail(ctx actor.Context) {
 	}
 	a.pol.SetEffectiveLanes(0)
 	for _, l := range a.lanes {
-		ctx.Send(l, &cancelAll{cause: errProviderFailed})
+		if l != nil {
+			ctx.Send(l, &cancelAll{cause: errProviderFailed})
+		}
 	}
 	a.failedOffer(ctx, now)
 }
@@ -541,6 +586,10 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		}
 		delete(a.reserved, m.b)
 		a.failedOffer(ctx, now)
+	case *reconfigureProvider:
+		m.ack(a.p, nil) // out of service until a restart: a reload changes nothing of it
+	case *retire:
+		m.ack(a.p, nil)
 	case *drainAll:
 		a.draining = true
 		if a.pol.Running() == 0 {

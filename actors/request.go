@@ -46,7 +46,7 @@ type done struct{ c *call }
 
 func (a *requestActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	if a.c != nil && !a.g.down[a.c.route.p].Load() {
+	if a.c != nil && !a.c.route.slot.down.Load() {
 		a.g.faults.hit(faultRequest, a.c.route.provider, a.c.route.model, msg)
 	}
 	switch m := msg.(type) {
@@ -216,7 +216,7 @@ func (r *requeued) Error() string { return "requeued after the backend refused t
 func (s *stream) ask(err error) retryAnswer {
 	reply := make(chan retryAnswer, 1)
 	s.c.end.recorded = true
-	s.g.system.Root.Send(s.g.providers[s.c.route.p], &retryAsk{c: s.c, err: err, key: s.key,
+	s.g.system.Root.Send(s.c.route.slot.pid.Load(), &retryAsk{c: s.c, err: err, key: s.key,
 		attempts: s.c.attempts + s.attempts, backoffs: s.backoffs, tried: s.tried, reply: reply})
 	select {
 	case ans := <-reply:

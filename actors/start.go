@@ -110,8 +110,13 @@ func (g *Gateway) serve(ctx context.Context, r route, prio llm.Priority, req *ll
 // first it withdraws the call and returns ctx's error (a stream it started meanwhile is
 // closed, which gives its lanes back).
 func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
-	to := g.providers[c.route.p]
+	sl := c.route.slot
+	if !sl.enter() {
+		return admitResult{}, g.notFound(c.route.id) // removed by a reload after Start looked it up
+	}
+	to := sl.pid.Load()
 	g.system.Root.Send(to, &arrive{c: c})
+	sl.leave()
 	select {
 	case res := <-c.reply:
 		return res, nil

@@ -3,6 +3,8 @@ package actors
 import (
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/policy/keys"
 	"github.com/tollgate/tollgate/actors/policy/tokens"
@@ -22,7 +24,8 @@ type ProviderState struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
 	// State is "ok"; "out_of_service" once its actors failed past their restart budget;
-	// "unavailable" when it did not answer in time (it is rebuilding after a crash).
+	// "unavailable" when it did not answer in time (it is rebuilding after a crash);
+	// "retiring" once a reload removed it, while it finishes what it runs and has queued.
 	State          string `json:"state"`
 	Lanes          int    `json:"lanes"`
 	EffectiveLanes int    `json:"effective_lanes"`
@@ -67,9 +70,8 @@ type ModelState struct {
 	Keys []keys.KeyState `json:"keys,omitempty"`
 }
 
-// providerState renders provider p's policy state for /admin/state.
-func providerState(g *Gateway, p int, pol *policy.Provider, failed bool) ProviderState {
-	pv := &g.opts.Providers[p]
+// providerState renders provider pv's policy state for /admin/state.
+func providerState(pv *Provider, pol *policy.Provider, failed bool) ProviderState {
 	snap := pol.Snapshot()
 	ps := ProviderState{Name: pv.Name, Kind: pv.Kind, State: "ok", Lanes: snap.Lanes, EffectiveLanes: snap.EffectiveLanes,
 		Running: snap.Running, Queued: snap.Queued, AwaitingVerdict: snap.AwaitingVerdict, QueueLength: snap.QueueLength, Models: make([]ModelState, len(snap.Models))}
@@ -85,7 +87,10 @@ func providerState(g *Gateway, p int, pol *policy.Provider, failed bool) Provide
 
 // state is the provider's part of /admin/state: its policy's counts and its health.
 func (a *providerActor) state() ProviderState {
-	ps := providerState(a.g, a.p, a.pol, a.failed)
+	ps := providerState(&a.pv, a.pol, a.failed)
+	if a.retiring {
+		ps.State = "retiring"
+	}
 	h := a.health
 	if h == nil {
 		return ps
@@ -123,28 +128,37 @@ const stateTimeout = 2 * time.Second
 // Shutdown it returns at once, and a provider that does not answer within stateTimeout is
 // shown as "unavailable".
 func (g *Gateway) State() AdminState {
-	st := AdminState{MaxRunning: g.opts.MaxRunning, MaxAdmitted: g.opts.MaxAdmitted,
-		Providers: make([]ProviderState, len(g.opts.Providers))}
-	for i, pv := range g.opts.Providers {
-		st.Providers[i] = ProviderState{Name: pv.Name, Kind: pv.Kind, State: "unavailable", Lanes: pv.Lanes,
-			QueueLength: pv.QueueLength, Models: []ModelState{}}
+	t, lim := g.table.Load(), g.limits()
+	st := AdminState{MaxRunning: lim.MaxRunning, MaxAdmitted: lim.MaxAdmitted, Providers: []ProviderState{}}
+	// The providers served, and those a reload removed that still finish their calls.
+	at := map[int]int{} // slot → index in st.Providers
+	var pids []*actor.PID
+	for p, pv := range t.provs {
+		pid := pv.slot.pid.Load()
+		if pid == nil || pv.slot.retired.Load() {
+			continue
+		}
+		at[p] = len(st.Providers)
+		pids = append(pids, pid)
+		st.Providers = append(st.Providers, ProviderState{Name: pv.Name, Kind: pv.Kind, State: "unavailable", Lanes: pv.Lanes,
+			QueueLength: pv.QueueLength, Models: []ModelState{}})
 	}
 	select {
 	case <-g.stopped:
 		return st
 	default:
 	}
-	reply := make(chan statePart, len(g.providers))
-	for _, pid := range g.providers {
+	reply := make(chan statePart, len(pids))
+	for _, pid := range pids {
 		g.system.Root.Send(pid, &stateQuery{reply: reply})
 	}
 	timeout := time.NewTimer(stateTimeout)
 	defer timeout.Stop()
-	for range g.providers {
+	for range pids {
 		select {
 		case part := <-reply:
-			if part.p >= 0 && part.p < len(st.Providers) {
-				st.Providers[part.p] = part.provider
+			if i, ok := at[part.p]; ok {
+				st.Providers[i] = part.provider
 			}
 		case <-timeout.C:
 			return st.total()

@@ -70,7 +70,7 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 	root := s.g.system.Root
 	name := "?"
 	if p >= 0 {
-		name = s.g.opts.Providers[p].Name
+		name = s.g.slot(p).name
 	}
 	exhausted := providerBudget.spent(rs)
 	s.g.log.Error().Str("provider", name).Str("reason", fmt.Sprint(reason)).Str("message", fmt.Sprintf("%T", msg)).
@@ -85,15 +85,16 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 		}
 	case *retryAsk:
 		m.reply <- retryAnswer{} // the failure is answered as it is: never retried past a crash
-	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow, *reserve, *settle:
-		root.Send(child, m)
+	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow, *reserve, *settle,
+		*reconfigureProvider, *retire, *retireCheck:
+		root.Send(child, m) // each is harmless twice; a reload's parts carry their whole target
 	case *addModel:
 		m.reply <- fmt.Errorf("internal fault in provider %s while adding models; try again", name)
 	case *stateQuery:
 		m.reply <- statePart{p: p, provider: ProviderState{Name: name, State: "restarting"}}
 	}
 	if exhausted && p >= 0 {
-		s.g.down[p].Store(true)
+		s.g.slot(p).down.Store(true)
 		root.Send(child, &failNow{})
 	}
 	sup.ResumeChildren(child)
@@ -104,14 +105,14 @@ func (a *providerActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor
 	rs *actor.RestartStatistics, reason, msg any) {
 	m := -1
 	for i, pid := range a.lanes {
-		if pid.Equal(child) {
+		if pid != nil && pid.Equal(child) {
 			m = i
 		}
 	}
 	root := a.g.system.Root
 	model := "?"
 	if m >= 0 {
-		model = a.g.model(a.p, m).Name
+		model = a.models[m].Name
 	}
 	exhausted := laneBudget.spent(rs)
 	a.g.log.Error().Str("provider", a.name).Str("model", model).Str("reason", fmt.Sprint(reason)).
@@ -130,7 +131,7 @@ func (a *providerActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor
 		root.Send(child, mm)
 	}
 	if exhausted {
-		a.g.down[a.p].Store(true)
+		a.slot.down.Store(true)
 		root.Send(a.self, &failNow{})
 	}
 	sup.ResumeChildren(child)
@@ -153,7 +154,7 @@ func (sg *supervisorGuardian) HandleFailure(_ *actor.ActorSystem, sup actor.Supe
 		Msg("supervisor actor failed; it rebuilt its state from the providers and resumes")
 	root := g.system.Root
 	switch m := msg.(type) {
-	case *drainAll, *providerIdle, *reserved:
+	case *drainAll, *providerIdle, *reserved, *reconfigure, *providerRetired:
 		root.Send(child, m)
 	case *startBatch:
 		m.b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: time.Second,
@@ -161,8 +162,10 @@ func (sg *supervisorGuardian) HandleFailure(_ *actor.ActorSystem, sup actor.Supe
 	}
 	if exhausted {
 		g.fail(fmt.Errorf("%w (%d times within %s): %v", errGatewayFailed, supervisorBudget.max+1, supervisorBudget.within, reason))
-		for _, pid := range g.providers {
-			root.Send(pid, &failNow{})
+		for _, sl := range g.allSlots() {
+			if pid := sl.pid.Load(); pid != nil && !sl.retired.Load() {
+				root.Send(pid, &failNow{})
+			}
 		}
 	}
 	sup.ResumeChildren(child)
@@ -195,7 +198,7 @@ func (a *providerActor) recoverRebuild(ctx actor.Context) {
 	func() {
 		defer func() {
 			if recover() != nil {
-				a.g.down[a.p].Store(true)
+				a.slot.down.Store(true)
 			}
 		}()
 		a.rebuild(ctx)

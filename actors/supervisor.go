@@ -22,9 +22,14 @@ type supervisor struct {
 	g         *Gateway
 	disp      *policy.Dispatcher
 	sync      uint64
-	providers []*actor.PID
-	spawned   chan<- []*actor.PID // New's wait for the provider actors, answered once
-	self      *actor.PID
+	providers []*actor.PID // by slot; a reload appends (reconfigure.go)
+	// limits are the caps in force and retired the slots whose provider a reload removed
+	// and which have stopped: facts a rebuild needs (a retired provider reports nothing
+	// any more, so the rebuilt dispatcher counts it idle from the start).
+	limits  policy.Limits
+	retired []bool
+	spawned chan<- []*actor.PID // New's wait for the provider actors, answered once
+	self    *actor.PID
 
 	scheduled bool // a dispatchNow is in our mailbox
 	resyncing bool // a resyncTick timer runs
@@ -41,8 +46,8 @@ type supervisor struct {
 
 func newSupervisor(g *Gateway, spawned chan<- []*actor.PID) *supervisor {
 	n := len(g.opts.Providers)
-	return &supervisor{g: g, disp: policy.NewDispatcher(g.limits(), n), spawned: spawned,
-		out: make([]grants, n)}
+	return &supervisor{g: g, disp: policy.NewDispatcher(g.limits(), n), limits: g.limits(), spawned: spawned,
+		out: make([]grants, n), retired: make([]bool, n)}
 }
 
 func (s *supervisor) Receive(ctx actor.Context) {
@@ -73,6 +78,10 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		s.drain(ctx)
 	case *providerIdle:
 		s.providerIdle(m.p)
+	case *reconfigure:
+		s.reconfigure(ctx, m)
+	case *providerRetired:
+		s.providerRetired(ctx, m.p)
 	case *actor.Started:
 		s.self = ctx.Self()
 		s.spawnProviders(ctx)
@@ -120,12 +129,20 @@ func (s *supervisor) dispatch(ctx actor.Context) {
 }
 
 func (s *supervisor) spawnProviders(ctx actor.Context) {
-	for i := range s.g.opts.Providers {
-		pa := newProviderActor(s.g, i)
-		props := actor.PropsFromProducer(func() actor.Actor { return pa }, actor.WithDispatcher(s.g.dispatch))
-		s.providers = append(s.providers, ctx.Spawn(props))
+	slots := s.g.allSlots()
+	for i, pv := range s.g.opts.Providers {
+		s.spawnProvider(ctx, slots[i], pv, pv.Models)
 	}
 	s.spawned <- s.providers
+}
+
+// spawnProvider starts the actor of the provider in slot sl.
+func (s *supervisor) spawnProvider(ctx actor.Context, sl *slot, pv Provider, models []Model) {
+	pa := newProviderActor(s.g, sl, pv, models)
+	props := actor.PropsFromProducer(func() actor.Actor { return pa }, actor.WithDispatcher(s.g.dispatch))
+	pid := ctx.Spawn(props)
+	sl.pid.Store(pid)
+	s.providers = append(s.providers, pid)
 }
 
 // rebuild replaces the dispatcher after a crash: the providers' offers it was derived from
@@ -135,8 +152,13 @@ func (s *supervisor) spawnProviders(ctx actor.Context) {
 // resyncInterval, since a provider that crashed while handling the request lost it.
 func (s *supervisor) rebuild(ctx actor.Context) {
 	s.sync++
-	s.disp = policy.NewDispatcher(s.g.limits(), len(s.providers))
+	s.disp = policy.NewDispatcher(s.limits, len(s.providers))
 	s.disp.Forget(s.sync)
+	for p, gone := range s.retired {
+		if gone {
+			s.disp.Report(p, policy.Offer{Sync: s.sync}) // idle for good: known, with nothing
+		}
+	}
 	s.scheduled = false
 	s.buf, s.vbuf, s.abuf = nil, nil, nil
 	s.forgetBatches()
@@ -175,7 +197,11 @@ func (s *supervisor) drain(ctx actor.Context) {
 	}
 	s.draining = true
 	s.idle = make([]bool, len(s.providers))
-	for _, pid := range s.providers {
+	for p, pid := range s.providers {
+		if s.retired[p] {
+			s.idle[p] = true
+			continue
+		}
 		ctx.Send(pid, &drainAll{})
 	}
 	s.checkIdle()
@@ -219,5 +245,7 @@ func (s *supervisor) receiveFailed(ctx actor.Context, msg any) {
 		s.drain(ctx)
 	case *providerIdle:
 		s.providerIdle(m.p)
+	case *reconfigure:
+		m.ack(-1, errors.New("the gateway has failed"))
 	}
 }

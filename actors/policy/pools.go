@@ -75,7 +75,7 @@ func (p *Provider) Correct(id ID, actual int, now time.Time) {
 		return
 	}
 	p.limiter.Correct(en.cost, actual, now)
-	if pl := &p.pools[p.models[en.m].pool]; pl.lims != nil && int(en.key) < len(pl.lims) {
+	if pl := &p.pools[p.models[en.m].pool]; pl.lims != nil && en.key >= 0 && int(en.key) < len(pl.lims) {
 		pl.lims[en.key].Correct(en.cost, actual, now)
 	}
 }

@@ -23,7 +23,8 @@ type Provider struct {
 	queueLength   int
 	timeout       time.Duration
 	models        []model
-	deadlines     list // queued entries in deadline order
+	deadlines     list         // queued entries in deadline order
+	limit         tokens.Limit // the rate limit limiter enforces
 	limiter       tokens.Limiter
 	pools         []pool
 	startCap      int // starts still allowed; negative: no cap
@@ -64,8 +65,9 @@ func NewProvider(ps ProviderSpec) *Provider {
 		name: ps.Name, lanes: max(ps.Lanes, 0), eff: max(ps.Lanes, 0),
 		queueLength: max(ps.QueueLength, 0), timeout: ps.QueueTimeout,
 		deadlines: newList(), free: none, startCap: -1,
-		limiter: tokens.NewLimiter(tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst}),
+		limit: tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst},
 	}
+	p.limiter = tokens.NewLimiter(p.limit)
 	pools := ps.Keys
 	if len(pools) == 0 {
 		pools = []KeyPool{{}}

@@ -1,0 +1,93 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/actors/policy/tokens"
+)
+
+// Reconfigure takes new settings while requests run and wait (a reload, SPEC §16), in
+// place, so that nothing admitted is disturbed:
+//
+//   - lanes and model lanes take effect for the next start: running requests keep theirs,
+//     so lowered lanes bind as running requests finish (the effective lanes are cut to the
+//     new lanes; the owner sets learned ones again afterwards);
+//   - queue_length binds new arrivals only: a lowered one evicts nobody, it refuses new
+//     arrivals until enough of those queued have started or left; queue_timeout is the
+//     deadline of the requests that enter from now on, queued ones keep theirs;
+//   - a changed rate limit, or a key pool whose ring or key_rate_limit changed, starts empty
+//     at now, as after a rebuild: what was sent under the old one is not known to the new
+//     one, so it cannot be let through at once without risking the backend's limit;
+//   - models keep their indexes: ps.Models lists every model the provider has, the old ones
+//     first in their order, then new ones, which are added with free lanes and empty queues.
+//     A model is never taken out: the owner stops routing to one a reload removed, and its
+//     queued requests are served as before.
+//
+// Queued requests keep their place in their FIFOs and in the deadline order.
+func (p *Provider) Reconfigure(ps ProviderSpec, now time.Time) {
+	p.name = ps.Name
+	learned := p.eff < p.lanes
+	p.lanes = max(ps.Lanes, 0)
+	if !learned {
+		p.eff = p.lanes
+	}
+	p.eff = min(p.eff, p.lanes)
+	p.queueLength = max(ps.QueueLength, 0)
+	p.timeout = ps.QueueTimeout
+	lim := tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst}
+	if lim != p.limit {
+		p.limit = lim
+		p.limiter = tokens.NewLimiter(lim)
+		p.limiter.Drain(now)
+	}
+	pools := ps.Keys
+	if len(pools) == 0 {
+		pools = []KeyPool{{}}
+	}
+	for i, kp := range pools {
+		if i < len(p.pools) && p.pools[i].ring == kp.Ring && p.pools[i].limit == kp.Limit {
+			continue
+		}
+		if kp.Ring == nil && i < len(p.pools) {
+			kp.Ring = p.pools[i].ring // no keys before or after: the same one "key"
+		}
+		pl := newPool(kp)
+		for k := range pl.lims {
+			pl.lims[k].Drain(now)
+		}
+		p.forgetKeys(i)
+		if i < len(p.pools) {
+			p.pools[i] = pl
+		} else {
+			p.pools = append(p.pools, pl)
+		}
+	}
+	for m, ms := range ps.Models {
+		if m >= len(p.models) {
+			p.AddModel(ms)
+			continue
+		}
+		md := &p.models[m]
+		learned := md.eff < md.lanes
+		md.name, md.lanes = ms.Name, max(ms.Lanes, 0)
+		if !learned {
+			md.eff = md.lanes
+		}
+		md.eff = min(md.eff, md.lanes)
+		if ms.Keys >= 0 && ms.Keys < len(p.pools) {
+			md.pool = ms.Keys
+		}
+	}
+}
+
+// forgetKeys marks the running requests of pool pl as having no key: their key index was
+// one of the old ring, and correcting a bucket of the new ring by it would charge another
+// key.
+func (p *Provider) forgetKeys(pl int) {
+	for e := range p.entries {
+		en := &p.entries[e]
+		if en.state == running && int(en.m) < len(p.models) && p.models[en.m].pool == pl {
+			en.key = -1
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/actors/policy"
+)
+
+// A reload (Gateway.Reconfigure, reload.go) reaches the actors as these messages. Each
+// carries the whole target state of what it changes, so that handling one twice is
+// harmless: a supervision strategy sends again one whose handler crashed, and the rebuild
+// after the crash keeps what was applied (the settings and models are facts).
+
+// reconfigure, from Gateway.Reconfigure to the supervisor: the caps in force, the providers
+// to start in new slots, those whose settings change and those to retire. The supervisor
+// applies the caps and starts the new ones itself and hands the rest to the providers;
+// each answers on acks.
+type reconfigure struct {
+	limits policy.Limits
+	add    []providerSetup // slots never used before, in slot order
+	change []providerSetup
+	remove []int
+	acks   chan reconfigured // buffered for every answer, repeats included
+}
+
+// providerSetup is one provider's settings and models in force after a reload. models lists
+// every model the provider ever had, by index (an index is never reused); gone marks those
+// the reload removed.
+type providerSetup struct {
+	slot   *slot
+	pv     Provider
+	models []Model
+	gone   []bool
+	keys   bool // the keys changed: calls that run now have keys of before
+}
+
+// reconfigured answers one part of a reload: p is the provider's slot, -1 the supervisor's.
+type reconfigured struct {
+	p   int
+	err error
+}
+
+// ack answers without ever blocking an actor: the channel is sized for every answer, and a
+// repeat past it (a handler that crashed more than once) is not needed.
+func (m *reconfigure) ack(p int, err error) {
+	select {
+	case m.acks <- reconfigured{p: p, err: err}:
+	default:
+	}
+}
+
+// reconfigureProvider, from the supervisor to a provider actor: take these settings.
+type reconfigureProvider struct {
+	setup providerSetup
+	r     *reconfigure
+}
+
+func (m *reconfigureProvider) ack(p int, err error) { m.r.ack(p, err) }
+
+// retire, from the supervisor to a provider actor a reload removed: admit nothing new,
+// finish what runs and what is queued, then stop.
+type retire struct{ r *reconfigure }
+
+func (m *retire) ack(p int, err error) { m.r.ack(p, err) }
+
+// retireCheck, from a retired provider actor to itself: stop once no call is on its way.
+type retireCheck struct{}
+
+// providerRetired, from a retired provider actor to the supervisor: it is idle, and no call
+// can reach it any more; stop it.
+type providerRetired struct{ p int }
+
+// reconfigure applies a reload's gateway-wide part: the caps (lowering them stops nothing:
+// the dispatcher grants nothing until running is below max_running), the new providers'
+// slots in the dispatcher and their actors; then it hands each changed or removed provider
+// its part. A part already applied (the message is sent again after a crash) is skipped.
+func (s *supervisor) reconfigure(ctx actor.Context, m *reconfigure) {
+	s.limits = m.limits
+	s.disp.SetLimits(m.limits)
+	for _, ps := range m.add {
+		if ps.slot.p < len(s.providers) {
+			continue
+		}
+		if got := s.disp.AddProvider(); got != ps.slot.p {
+			// The dispatcher and the slots grow only here, together: a mismatch is a bug.
+			panic("internal fault: the dispatcher added a provider at another slot than the gateway")
+		}
+		s.out = append(s.out, grants{})
+		s.retired = append(s.retired, false)
+		s.spawnProvider(ctx, ps.slot, ps.pv, ps.models)
+		if s.draining {
+			s.idle = append(s.idle, false)
+			ctx.Send(s.providers[ps.slot.p], &drainAll{})
+		}
+	}
+	for _, ps := range m.change {
+		ctx.Send(s.providers[ps.slot.p], &reconfigureProvider{setup: ps, r: m})
+	}
+	for _, p := range m.remove {
+		ctx.Send(s.providers[p], &retire{r: m})
+	}
+	m.ack(-1, nil)
+	s.schedule(ctx) // raised caps may let a start through now
+}
+
+// providerRetired stops a retired provider that has nothing left: its lanes and request
+// actors stop with it. Its slot stays, idle for good, in the dispatcher.
+func (s *supervisor) providerRetired(ctx actor.Context, p int) {
+	if p < 0 || p >= len(s.providers) || s.retired[p] {
+		return
+	}
+	s.retired[p] = true
+	s.disp.Report(p, policy.Offer{Sync: s.sync}) // nothing runs or waits there any more
+	ctx.Stop(s.providers[p])
+	s.g.log.Info().Str("provider", s.g.slot(p).name).Msg("removed provider stopped: it finished what it ran and had queued")
+	if s.draining {
+		s.providerIdle(p)
+	}
+}
+
+// reconfigure takes a reload's settings for this provider. Nothing admitted is disturbed:
+// running calls keep the stream, backend, run timer and lanes they have; queued calls keep
+// their place and deadline; lowered lanes and queue_length only hold back what has not
+// started or entered yet (policy.Provider.Reconfigure). New models get their lanes; removed
+// models admit nothing new and their lanes stop once idle.
+func (a *providerActor) reconfigure(ctx actor.Context, m *reconfigureProvider) {
+	now := a.g.now()
+	set := m.setup
+	a.pv = set.pv
+	for len(a.models) < len(set.models) {
+		a.models = append(a.models, set.models[len(a.models)])
+		a.gone = append(a.gone, false)
+	}
+	for i := range set.models {
+		a.models[i] = set.models[i]
+		if set.gone[i] && !a.gone[i] && i < len(a.lanes) && a.lanes[i] != nil {
+			a.goneLanes++
+		}
+		a.gone[i] = a.gone[i] || set.gone[i]
+	}
+	if set.keys {
+		a.keysSince = now
+	}
+	a.health.reconfigure(a.pv, a.models, now)
+	a.pol.Reconfigure(a.spec(), now)
+	for len(a.lanes) < len(a.models) {
+		a.spawnLane(ctx, len(a.lanes))
+		if a.rebuilding {
+			a.reported = append(a.reported, true) // a new lane runs nothing
+		}
+	}
+	a.applyHealth(now)
+	m.ack(a.p, nil)
+	if !a.rebuilding {
+		a.offer(ctx, now)
+	}
+}
+
+// staleKeys reports whether call c started before a reload changed the keys: its key index
+// names a key of the old ring, and its backend is the old one.
+func (a *providerActor) staleKeys(c *call) bool {
+	return !a.keysSince.IsZero() && !c.started.IsZero() && c.started.Before(a.keysSince)
+}
+
+// retire takes the provider out of the served set: from now on only what it runs and has
+// queued goes on (a capacity requeue of a running call included).
+func (a *providerActor) retire(ctx actor.Context, m *retire) {
+	a.retiring = true
+	a.g.log.Info().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
+		Msg("provider removed by a reload: it admits nothing new and finishes what it runs and has queued")
+	m.ack(a.p, nil)
+	a.offer(ctx, a.g.now())
+}
+
+// retireIdle stops the lanes of removed models that are idle, and starts the retired
+// provider's own stop once nothing of it runs or waits.
+func (a *providerActor) retireIdle(ctx actor.Context) {
+	if a.goneLanes > 0 {
+		snap := a.pol.Snapshot()
+		for m, gone := range a.gone {
+			if gone && a.lanes[m] != nil && m < len(snap.Models) && snap.Models[m].Running == 0 && snap.Models[m].Queued == 0 {
+				ctx.Stop(a.lanes[m])
+				a.lanes[m] = nil
+				a.goneLanes--
+			}
+		}
+	}
+	if a.retiring && !a.closing && a.pol.Running() == 0 && a.pol.Queued() == 0 && len(a.waiting) == 0 {
+		a.closing = true
+		a.slot.retired.Store(true) // Start sends nothing more (slot.enter)
+		ctx.Send(a.self, &retireCheck{})
+	}
+}
+
+// retireCheck waits until every call that Start sent before the slot was retired is in the
+// mailbox (and so handled before this message, answered as not found), then asks the
+// supervisor to stop the provider.
+func (a *providerActor) retireCheck(ctx actor.Context) {
+	if a.slot.inflight.Load() > 0 {
+		self, root := a.self, a.g.system.Root
+		// The timer's goroutine only sends one message and exits.
+		time.AfterFunc(retireCheckEvery, func() { root.Send(self, &retireCheck{}) })
+		return
+	}
+	a.stopTimer()
+	ctx.Send(a.g.supervisor, &providerRetired{p: a.p})
+}
+
+// retiredMember is a member of batch b whose provider a reload removed and stopped, or nil.
+func (s *supervisor) retiredMember(b *batchCall) *call {
+	for _, c := range b.members {
+		if s.retired[c.route.p] {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Changes is what a Reconfigure changed, by provider name.
+type Changes struct {
+	Added   []string // providers in new slots
+	Removed []string // retired: they finish what they run and have queued, then stop
+	Changed []string // settings, models or backend changed
+}
+
+// reconfigureTimeout bounds Reconfigure's wait for the actors, which answer at once unless
+// one is rebuilding after a crash (then its strategy sends the change again) or the actor
+// system is gone.
+const reconfigureTimeout = 10 * time.Second
+
+// Reconfigure applies new options to the running gateway without dropping work (SPEC §16):
+// the caps, providers added, removed and changed, their models, keys, fallbacks and the
+// routes. opts is validated as New validates; an invalid one changes nothing. Its Logger,
+// Observer and Now are not used: those of New stay.
+//
+// Providers are matched by name, models by name within their provider. A provider or model
+// that stays keeps its slot and index, so what it runs and has queued is untouched: running
+// calls finish on the settings, backend and run timer they started with, queued calls keep
+// their place and deadline, and lowered limits bind only what starts or enters from now on.
+// A new provider gets a slot never used before. A removed provider or model admits nothing
+// new at once (404 model_not_found, as for an unknown model), finishes what it runs and has
+// queued, and then its actors stop. The change reaches the actors first and Start's table
+// last, so a call can only be routed to what its provider actor already knows.
+func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error) {
+	if err := validate(&opts); err != nil {
+		return Changes{}, err
+	}
+	g.changeMu.Lock()
+	defer g.changeMu.Unlock()
+	switch {
+	case g.draining.Load():
+		return Changes{}, errors.New("reconfigure: the gateway is shutting down")
+	case g.Failed() != nil:
+		return Changes{}, fmt.Errorf("reconfigure: %w", g.Failed())
+	}
+	old, slots := g.table.Load(), g.allSlots()
+	provs := slices.Clone(old.provs)
+	models := slices.Clone(old.models)
+	live := map[string]int{}
+	for p, sp := range old.provs {
+		if sp.live {
+			live[sp.Name] = p
+		}
+	}
+	var ch Changes
+	m := &reconfigure{limits: capsOf(&opts).limits}
+	kept := map[int]bool{}
+	for _, pv := range opts.Providers {
+		p, ok := live[pv.Name]
+		if !ok {
+			sl := &slot{p: len(slots), name: pv.Name}
+			slots = append(slots, sl)
+			provs = append(provs, servedProvider{Provider: pv, slot: sl, live: true, gone: make([]bool, len(pv.Models))})
+			models = append(models, pv.Models)
+			m.add = append(m.add, providerSetup{slot: sl, pv: pv, models: pv.Models, gone: make([]bool, len(pv.Models))})
+			ch.Added = append(ch.Added, pv.Name)
+			continue
+		}
+		kept[p] = true
+		was := old.provs[p]
+		ms, gone := mergeModels(old.models[p], was.gone, pv.Models)
+		provs[p] = servedProvider{Provider: pv, slot: was.slot, live: true, gone: gone}
+		models[p] = ms
+		m.change = append(m.change, providerSetup{slot: was.slot, pv: pv, models: ms, gone: gone, keys: was.Backend != pv.Backend})
+		if providerChanged(&was.Provider, old.models[p], was.gone, &pv, ms, gone) {
+			ch.Changed = append(ch.Changed, pv.Name)
+		}
+	}
+	for p, sp := range old.provs {
+		if sp.live && !kept[p] {
+			provs[p].live = false
+			m.remove = append(m.remove, p)
+			ch.Removed = append(ch.Removed, sp.Name)
+		}
+	}
+	m.acks = make(chan reconfigured, 4*(1+len(m.change)+len(m.remove)))
+	g.slots.Store(&slots) // before the supervisor spawns into them; no route leads there yet
+	g.system.Root.Send(g.supervisor, m)
+	err := g.awaitReconfigured(ctx, m)
+	// Published even after a timeout: what was sent is applied, or is being sent again by a
+	// supervision strategy, and the table must describe the actors.
+	g.caps.Store(&caps{limits: m.limits, retryAfter: opts.RetryAfter})
+	t := buildTable(provs, models, opts.Routes)
+	g.tableMu.Lock()
+	g.table.Store(t)
+	g.tableMu.Unlock()
+	return ch, err
+}
+
+// awaitReconfigured waits for the supervisor's and every changed or removed provider's answer.
+func (g *Gateway) awaitReconfigured(ctx context.Context, m *reconfigure) error {
+	want := map[int]bool{-1: true}
+	for _, ps := range m.change {
+		want[ps.slot.p] = true
+	}
+	for _, p := range m.remove {
+		want[p] = true
+	}
+	t := time.NewTimer(reconfigureTimeout)
+	defer t.Stop()
+	var errs []error
+	for len(want) > 0 {
+		select {
+		case r := <-m.acks:
+			if want[r.p] && r.err != nil {
+				errs = append(errs, r.err)
+			}
+			delete(want, r.p)
+		case <-ctx.Done():
+			return fmt.Errorf("reconfigure: %w (the change goes on in the actors)", ctx.Err())
+		case <-g.stopped:
+			return errors.New("reconfigure: the gateway has stopped")
+		case <-t.C:
+			return fmt.Errorf("reconfigure: %d actors did not answer within %s", len(want), reconfigureTimeout)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mergeModels lays next over a provider's models: a model of the same name that was served
+// keeps its index and takes its new settings; a new one is appended; one that next lacks is
+// marked gone. Indexes are never reused, so a model removed and added again gets a new one.
+func mergeModels(old []Model, gone []bool, next []Model) ([]Model, []bool) {
+	ms := slices.Clone(old)
+	out := make([]bool, len(old))
+	at := map[string]int{}
+	for i, mv := range old {
+		out[i] = true
+		if !gone[i] {
+			at[mv.Name] = i
+		}
+	}
+	for _, mv := range next {
+		if i, ok := at[mv.Name]; ok {
+			ms[i], out[i] = mv, false
+			continue
+		}
+		ms = append(ms, mv)
+		out = append(out, false)
+	}
+	return ms, out
+}
+
+// providerChanged reports whether a reload changes anything of a provider that stays.
+func providerChanged(was *Provider, wasModels []Model, wasGone []bool, pv *Provider, models []Model, gone []bool) bool {
+	if was.Backend != pv.Backend || !slices.Equal(was.Aliases, pv.Aliases) || !slices.Equal(was.KeyIDs, pv.KeyIDs) {
+		return true
+	}
+	a, b := *was, *pv
+	a.Models, b.Models, a.Aliases, b.Aliases, a.KeyIDs, b.KeyIDs = nil, nil, nil, nil, nil, nil
+	if !sameSettings(&a, &b) || !slices.Equal(wasGone, gone) || len(wasModels) != len(models) {
+		return true
+	}
+	for i := range models {
+		x, y := wasModels[i], models[i]
+		if x.Lanes != y.Lanes || x.OwnKeys != y.OwnKeys || x.FallbackOn != y.FallbackOn || !slices.Equal(x.Aliases, y.Aliases) ||
+			!slices.Equal(x.Fallbacks, y.Fallbacks) || !slices.Equal(x.KeyIDs, y.KeyIDs) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameSettings compares the comparable settings of two providers (slices and the backend
+// are the caller's to compare).
+func sameSettings(a, b *Provider) bool {
+	type settings struct {
+		name, kind                   string
+		lanes, queue, keys, retries  int
+		queueTimeout, runTimeout     time.Duration
+		rate, keyRate                RateLimit
+		cooldown, maxCooldown, retry time.Duration
+		budget                       float64
+		fixed                        bool
+		probe                        int
+	}
+	of := func(p *Provider) any {
+		return settings{p.Name, p.Kind, p.Lanes, p.QueueLength, p.Keys, p.Retries, p.QueueTimeout, p.RunTimeout,
+			p.RateLimit, p.KeyRateLimit, p.KeyCooldown, p.MaxKeyCooldown, p.MaxRetryWait, p.RetryBudget, p.FixedLanes, p.LanesProbe}
+	}
+	return of(a) == of(b) && a.Breaker == b.Breaker
+}
