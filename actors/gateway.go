@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -228,6 +229,12 @@ func validate(o *Options) error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	// The gateway keeps what it is given: copies, so that a caller reusing its slices for
+	// the next reload changes nothing the actors hold.
+	o.Providers = slices.Clone(o.Providers)
+	for i := range o.Providers {
+		o.Providers[i].Models = slices.Clone(o.Providers[i].Models)
 	}
 	seen := map[string]bool{}
 	for _, p := range o.Providers {

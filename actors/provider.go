@@ -157,6 +157,10 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		a.self = ctx.Self()
 		a.health = newHealth(a.pv, a.models, a.g.now())
 		a.pol = policy.NewProvider(a.spec())
+		if a.sync != 0 { // added by a reload after the supervisor was rebuilt
+			a.pol.Resync(a.sync)
+			a.epoch = a.pol.Epoch()
+		}
 		a.applyHealth(a.g.now())
 		for m := range a.models {
 			a.spawnLane(ctx, m)

@@ -139,6 +139,7 @@ func (s *supervisor) spawnProviders(ctx actor.Context) {
 // spawnProvider starts the actor of the provider in slot sl.
 func (s *supervisor) spawnProvider(ctx actor.Context, sl *slot, pv Provider, models []Model) {
 	pa := newProviderActor(s.g, sl, pv, models)
+	pa.sync = s.sync // a provider added after a rebuild answers the generation in force
 	props := actor.PropsFromProducer(func() actor.Actor { return pa }, actor.WithDispatcher(s.g.dispatch))
 	pid := ctx.Spawn(props)
 	sl.pid.Store(pid)
