@@ -69,6 +69,10 @@ type Options struct {
 	// TraceContent puts the request's messages on its span (gen_ai.input.messages); false
 	// (the zero value) keeps prompts out of traces.
 	TraceContent bool
+	// Reload serves POST /admin/reload (admin keys): it re-reads the configuration and
+	// returns the document to answer with. An error with a Problems() []string method is an
+	// invalid file (400 invalid_config listing them); nil: no such route.
+	Reload func(context.Context) (any, error)
 }
 
 // Server is the gateway's HTTP handler.
@@ -111,6 +115,9 @@ func New(opts Options) *Server {
 	}
 	if opts.State != nil {
 		handle("GET", "/admin/state", routeInfo, s.auth(admin, s.state))
+	}
+	if opts.Reload != nil {
+		handle("POST", "/admin/reload", routeInfo, s.auth(admin, s.reload))
 	}
 	if opts.Metrics != nil {
 		metricsKeys := admin

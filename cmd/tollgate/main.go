@@ -101,7 +101,7 @@ func run(args []string, out io.Writer) error {
 	for _, line := range cfg.Summary() {
 		log.Info().Str("config", cfg.Source).Msg(line)
 	}
-	return serve(cfg, log)
+	return serve(cfg, f, log)
 }
 
 // loadConfig reads --config, or builds the embedded default plus discovery.

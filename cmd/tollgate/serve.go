@@ -21,9 +21,13 @@ import (
 // stopped get to write their final error event before the connections are closed.
 const finalWrite = 5 * time.Second
 
-// serve runs the gateway until SIGINT or SIGTERM, then drains it (see drain). SIGHUP is
-// logged and ignored: hot reload is not built yet, and it must not kill the process.
-func serve(cfg *config.Config, log zerolog.Logger) error {
+// reloadTimeout bounds one reload started by SIGHUP: reading the file, listing the new
+// providers' models and the actors' answers.
+const reloadTimeout = time.Minute
+
+// serve runs the gateway until SIGINT or SIGTERM, then drains it (see drain). SIGHUP
+// reloads the configuration file (app.App.Reload), as POST /admin/reload does.
+func serve(cfg *config.Config, f flags, log zerolog.Logger) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -33,7 +37,11 @@ func serve(cfg *config.Config, log zerolog.Logger) error {
 		return err
 	}
 	defer flushTraces(tr, log)
-	a, err := app.New(context.Background(), cfg, app.Options{Logger: log, Tracer: tr.Tracer, TraceContent: tr.Content})
+	o := app.Options{Logger: log, Tracer: tr.Tracer, TraceContent: tr.Content}
+	if f.config != "" {
+		o.Reload = func() (*config.Config, error) { return loadConfig(f) }
+	}
+	a, err := app.New(context.Background(), cfg, o)
 	if err != nil {
 		return err
 	}
@@ -56,7 +64,13 @@ func serve(cfg *config.Config, log zerolog.Logger) error {
 			return fmt.Errorf("serve: %w", err)
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				log.Warn().Str("signal", "SIGHUP").Msg("reload not supported yet; SIGHUP ignored (restart to apply a new config)")
+				// Reloads are serialized by the app; this goroutine exits when its reload
+				// returns, within reloadTimeout. The outcome is logged by Reload.
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
+					defer cancel()
+					_, _ = a.Reload(ctx)
+				}()
 				continue
 			}
 			// A second SIGINT or SIGTERM kills at once; SIGHUP stays ignored.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,11 +27,18 @@ import (
 type App struct {
 	Gateway *actors.Gateway
 	Handler http.Handler
-	Config  *config.Config
 	Metrics *telemetry.Metrics // served at GET /metrics
 	log     zerolog.Logger
-	refresh *refresher
+	opts    Options
 	server  *httpapi.Server
+
+	// mu guards what a reload replaces (reload.go): the config in force, the adapters by
+	// provider name (reused while their settings stay) and the model refreshes.
+	mu       sync.Mutex
+	config   *config.Config
+	backends map[string]builtBackend
+	refresh  *refresher
+	drained  bool // Drain has begun: no reload starts refreshes again
 }
 
 // Options tune New beyond the configuration. Zero values are fine.
@@ -50,6 +58,9 @@ type Options struct {
 	// TraceContent puts prompts into those spans. Nil: no tracing.
 	Tracer       trace.Tracer
 	TraceContent bool
+	// Reload, when set, reads the configuration again for SIGHUP and POST /admin/reload
+	// (App.Reload); nil: POST /admin/reload answers that there is no file to re-read.
+	Reload func() (*config.Config, error)
 }
 
 // New builds the adapters, merges each HTTP provider's configured models with the
@@ -59,68 +70,111 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	if o.DiscoveryTimeout <= 0 {
 		o.DiscoveryTimeout = 5 * time.Second
 	}
-	gopts := actors.Options{
-		MaxRunning: cfg.Limits.MaxRunning, MaxAdmitted: cfg.Limits.MaxAdmitted,
-		RetryAfter: cfg.Limits.RetryAfter.D(), Logger: o.Logger,
+	a := &App{log: o.Logger, opts: o}
+	b, err := a.build(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
-	backends := make([]llm.Backend, len(cfg.Providers))
+	// The metrics exist before the gateway, which tells them of retries, fallbacks, breakers
+	// and learned lanes; they read its state at each scrape, which only comes once it runs.
+	var g *actors.Gateway
+	m := telemetry.NewMetrics(series(cfg), func() actors.AdminState { return g.State() })
+	b.gopts.Observer = m
+	g, err = actors.New(b.gopts)
+	if err != nil {
+		return nil, fmt.Errorf("start gateway: %w", err)
+	}
+	a.Gateway, a.Metrics = g, m
+	ho := httpapi.Options{
+		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
+		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
+		WriteTimeout: cfg.Limits.WriteTimeout.D(),
+		APIKeys:      cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
+		Metrics: m.Handler(), MetricsPublic: cfg.Metrics.Public, Observe: m.Observe,
+		Tracer: o.Tracer, TraceContent: o.TraceContent, Reload: a.reloadRequest,
+	}
+	a.server = httpapi.New(ho)
+	a.Handler = a.server
+	a.config, a.backends = cfg, b.backends
+	a.refresh = startRefresh(g, b.listers, b.known, o)
+	return a, nil
+}
+
+// Config is the configuration in force: New's, or the last reload's.
+func (a *App) Config() *config.Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.config
+}
+
+// built is what build makes of a configuration.
+type built struct {
+	gopts    actors.Options
+	backends map[string]builtBackend
+	listers  []*lister
+	known    map[*config.Provider]map[string]bool
+}
+
+// builtBackend is one provider's adapter and the settings it was built from.
+type builtBackend struct {
+	backend llm.Backend // as the gateway calls it (traced when tracing is on)
+	lister  llm.Backend // the adapter itself, for model listing
+	sig     backendSig
+}
+
+// build makes the gateway's options from cfg: the adapters (reusing a.backends' adapter of
+// a provider whose adapter settings stay), each HTTP provider's models merged with the
+// backend's own list, and the routes.
+func (a *App) build(ctx context.Context, cfg *config.Config) (*built, error) {
+	o := a.opts
+	b := &built{backends: map[string]builtBackend{}, known: map[*config.Provider]map[string]bool{},
+		gopts: actors.Options{MaxRunning: cfg.Limits.MaxRunning, MaxAdmitted: cfg.Limits.MaxAdmitted,
+			RetryAfter: cfg.Limits.RetryAfter.D(), Logger: o.Logger}}
+	adapters := make([]llm.Backend, len(cfg.Providers))
 	var errs []error
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
-		b, ok := o.Backends[p.Name]
+		sig := signature(p, &cfg.Limits)
+		if old, ok := a.backends[p.Name]; ok && old.sig.equal(sig) {
+			b.backends[p.Name], adapters[i] = old, old.lister
+			continue
+		}
+		ad, ok := o.Backends[p.Name]
 		if !ok {
 			var err error
-			if b, err = backendFor(p, &cfg.Limits, o.Logger); err != nil {
+			if ad, err = backendFor(p, &cfg.Limits, o.Logger); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 		}
-		backends[i] = b
+		bb := builtBackend{backend: ad, lister: ad, sig: sig}
+		if o.Tracer != nil {
+			bb.backend = telemetry.TraceBackend(ad, o.Tracer, p.Name, p.Kind)
+		}
+		b.backends[p.Name], adapters[i] = bb, ad
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	ls := listers(cfg, backends)
-	listed := listAll(ctx, ls, o)
-	known := make(map[*config.Provider]map[string]bool, len(cfg.Providers))
+	b.listers = listers(cfg, adapters)
+	listed := listAll(ctx, b.listers, o)
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
 		models := mergeModels(p, listed[p])
-		known[p] = make(map[string]bool, len(models))
+		b.known[p] = make(map[string]bool, len(models))
 		for _, m := range models {
-			known[p][m.Name] = true
+			b.known[p][m.Name] = true
 		}
-		b := backends[i]
-		if o.Tracer != nil {
-			b = telemetry.TraceBackend(b, o.Tracer, p.Name, p.Kind)
-		}
-		gopts.Providers = append(gopts.Providers, toProvider(p, &cfg.Limits, models, b))
+		b.gopts.Providers = append(b.gopts.Providers, toProvider(p, &cfg.Limits, models, b.backends[p.Name].backend))
 	}
 	for i := range cfg.Routes {
 		rr, err := cfg.Routes[i].Compile()
 		if err != nil {
 			return nil, fmt.Errorf("route %q: %w", cfg.Routes[i].Name, err) // a validated config's routes compile
 		}
-		gopts.Routes = append(gopts.Routes, rr)
+		b.gopts.Routes = append(b.gopts.Routes, rr)
 	}
-	// The metrics exist before the gateway, which tells them of retries, fallbacks, breakers
-	// and learned lanes; they read its state at each scrape, which only comes once it runs.
-	var g *actors.Gateway
-	m := telemetry.NewMetrics(series(cfg), func() actors.AdminState { return g.State() })
-	gopts.Observer = m
-	g, err := actors.New(gopts)
-	if err != nil {
-		return nil, fmt.Errorf("start gateway: %w", err)
-	}
-	h := httpapi.New(httpapi.Options{
-		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
-		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
-		WriteTimeout: cfg.Limits.WriteTimeout.D(),
-		APIKeys:      cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
-		Metrics: m.Handler(), MetricsPublic: cfg.Metrics.Public, Observe: m.Observe,
-		Tracer: o.Tracer, TraceContent: o.TraceContent,
-	})
-	return &App{Gateway: g, Handler: h, Config: cfg, Metrics: m, log: o.Logger, refresh: startRefresh(g, ls, known, o), server: h}, nil
+	return b, nil
 }
 
 // series is what the metrics must know of cfg: its providers, and its fallback pairs with
@@ -154,7 +208,7 @@ func series(cfg *config.Config) telemetry.Series {
 // Server returns the HTTP server the gateway is served with: Handler behind the
 // configuration's header, idle and per-client connection limits (cmd/internal/serve).
 func (a *App) Server() *serve.Server {
-	l := &a.Config.Limits
+	l := &a.Config().Limits
 	return serve.New(a.Handler, serve.Limits{
 		HeaderTimeout: l.HeaderTimeout.D(), IdleTimeout: l.IdleTimeout.D(),
 		MaxHeaderBytes: l.MaxHeaderBytes, MaxConnsPerClient: l.MaxConnsPerClient,
@@ -165,7 +219,7 @@ func toProvider(p *config.Provider, l *config.Limits, models []actors.Model, b l
 	ap := actors.Provider{
 		Name: p.Name, Kind: p.Kind, Backend: b, Lanes: p.Lanes, QueueLength: p.QueueLength,
 		QueueTimeout: p.QueueTimeout.D(), RunTimeout: p.RunTimeout.D(), Models: models, Aliases: p.Aliases,
-		Keys: len(p.Keys), KeyCooldown: p.KeyCooldown.D(), MaxKeyCooldown: p.MaxKeyCooldown.D(),
+		Keys: len(p.Keys), KeyIDs: fingerprints(p.Keys), KeyCooldown: p.KeyCooldown.D(), MaxKeyCooldown: p.MaxKeyCooldown.D(),
 		Retries: p.Retries, MaxRetryWait: l.MaxRetryWait.D(), RetryBudget: l.RetryBudget,
 		Breaker:    breaker.Config{Failures: p.Breaker.Failures, Ratio: p.Breaker.Ratio, OpenFor: p.Breaker.OpenFor.D()},
 		FixedLanes: !p.Adaptive(), LanesProbe: p.LanesProbe,
@@ -184,7 +238,10 @@ func (a *App) Unready() { a.server.Unready() }
 
 // Drain stops the model list refreshes and admitting, waits until nothing runs or ctx ends, then stops the actors.
 func (a *App) Drain(ctx context.Context) error {
+	a.mu.Lock()
+	a.drained = true
 	a.refresh.stop() // no model is added to a gateway on its way down
+	a.mu.Unlock()
 	a.Gateway.Drain()
 	for {
 		st := a.Gateway.State()

@@ -93,7 +93,7 @@ func mergeModels(p *config.Provider, listed []llm.ModelInfo) []actors.Model {
 		card := llm.Spec{ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens,
 			Reasoning: m.Reasoning, Tools: m.Tools, Vision: m.Vision, Fallbacks: m.Fallbacks}
 		models = append(models, actors.Model{Name: m.ID, Aliases: m.Aliases, Lanes: lanes,
-			Card: fillCard(card, info[m.ID], m.ID), OwnKeys: len(m.Keys) > 0,
+			Card: fillCard(card, info[m.ID], m.ID), OwnKeys: len(m.Keys) > 0, KeyIDs: fingerprints(m.Keys),
 			Fallbacks: m.Fallbacks, FallbackOn: fallbackOn(m.FallbackOn)})
 	}
 	return append(models, discovered(p, listed, configured)...)

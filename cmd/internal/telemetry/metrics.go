@@ -101,6 +101,13 @@ func NewMetrics(s Series, state func() actors.AdminState) *Metrics {
 	m.reg.MustRegister(m.requests, m.queueWait, m.ttfb, m.duration, m.tokens, m.rejections, m.upstreamErrors,
 		m.retries, m.fallbacks, m.lanesLearned, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Declare(s)
+	return m
+}
+
+// Declare makes the series of s's providers and fallback pairs exist at zero, so that a
+// scrape shows them before anything happened (New declares its own; a reload, the new).
+func (m *Metrics) Declare(s Series) {
 	for _, p := range s.Providers {
 		m.retries.WithLabelValues(p)
 		for _, c := range upstreamClasses {
@@ -113,7 +120,6 @@ func NewMetrics(s Series, state func() actors.AdminState) *Metrics {
 	for _, f := range s.Fallbacks {
 		m.fallbacks.WithLabelValues(f[0], f[1])
 	}
-	return m
 }
 
 // Handler serves the registry in the Prometheus text format.
