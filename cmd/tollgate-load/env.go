@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"text/template"
 	"time"
 
@@ -32,6 +34,9 @@ type setup struct {
 	maxRunning  int
 	maxAdmitted int
 	providers   []provider
+	// spare providers get their fake backends and adapters at start but are not in the
+	// config: a reload adds them (the reload scenario).
+	spare []provider
 }
 
 type provider struct {
@@ -99,6 +104,21 @@ type local struct {
 	meter    *callMeter // backend calls as the gateway holds them
 	global   *gauge     // backend concurrency across all providers, as the backends see it
 	served   chan struct{}
+	urls     []string              // each backend's, in backends order
+	next     atomic.Pointer[setup] // what the next app.Reload reads (the reload scenario)
+}
+
+// urlsOf returns the backend URL of each of s's providers, by name.
+func (l *local) urlsOf(s setup) []string {
+	var out []string
+	for _, p := range s.providers {
+		for i, b := range l.backends {
+			if b.spec.name == p.name {
+				out = append(out, l.urls[i])
+			}
+		}
+	}
+	return out
 }
 
 type backend struct {
@@ -146,7 +166,7 @@ func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
 	l.upstream.Proxy = nil
 	l.meter = &callMeter{next: l.upstream, provider: map[string]*gauge{}, models: map[string]*modelGauges{}}
 	var urls []string
-	for _, p := range s.providers {
+	for _, p := range append(slices.Clone(s.providers), s.spare...) {
 		f := fakellm.New(p.backend)
 		t := newTap(f, l.global)
 		b := &backend{spec: p, fake: f, tap: t, http: httptest.NewServer(t)}
@@ -155,7 +175,7 @@ func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
 		host := strings.TrimPrefix(b.http.URL, "http://")
 		l.meter.provider[host], l.meter.models[host] = &gauge{}, newModelGauges()
 	}
-	cfg, err := parseSetup(s, urls)
+	cfg, err := parseSetup(s, urls[:len(s.providers)])
 	if err != nil {
 		l.closeBackends()
 		return nil, err
@@ -170,7 +190,16 @@ func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
 		}
 		backends[b.spec.name] = c
 	}
-	if l.app, err = app.New(ctx, cfg, app.Options{Logger: zerolog.Nop(), Backends: backends}); err != nil {
+	l.urls = urls
+	// A reload reads the setup the scenario put in next, as tollgate reads its file again.
+	reread := func() (*config.Config, error) {
+		next := l.next.Load()
+		if next == nil {
+			return nil, errors.New("no setup to reload")
+		}
+		return parseSetup(*next, l.urlsOf(*next))
+	}
+	if l.app, err = app.New(ctx, cfg, app.Options{Logger: zerolog.Nop(), Backends: backends, Reload: reread}); err != nil {
 		l.closeBackends()
 		return nil, fmt.Errorf("start gateway: %w", err)
 	}

@@ -35,11 +35,13 @@ func newModelGauges() *modelGauges {
 	return &modelGauges{perNow: map[string]int{}, perMax: map[string]int{}}
 }
 
-func (m *modelGauges) enter(model string) {
+// enter counts a call to model in and returns how many are in progress with it.
+func (m *modelGauges) enter(model string) int {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.perNow[model]++
 	m.perMax[model] = max(m.perMax[model], m.perNow[model])
-	m.mu.Unlock()
+	return m.perNow[model]
 }
 
 func (m *modelGauges) leave(model string) {

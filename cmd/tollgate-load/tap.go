@@ -25,6 +25,11 @@ type tap struct {
 	global  *gauge // concurrency across every tap of a setup
 	held    atomic.Int64
 	holding chan struct{} // closed by release
+	all     gauge         // concurrency on this backend
+	// onEnter, when set, is told of every request as it arrives, with this backend's and
+	// its model's concurrency counting it (the reload scenario checks them against the
+	// settings in force). Set before the backend serves.
+	onEnter func(model, tag string, backend, inModel int64)
 
 	mu      sync.Mutex
 	order   []string    // tags, in arrival order
@@ -50,9 +55,13 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	model, tag := peek(body)
-	t.models.enter(model)
+	n := t.models.enter(model)
 	t.global.enter()
-	defer func() { t.models.leave(model); t.global.leave() }()
+	t.all.enter()
+	defer func() { t.models.leave(model); t.global.leave(); t.all.leave() }()
+	if t.onEnter != nil {
+		t.onEnter(model, tag, t.all.now.Load(), int64(n))
+	}
 	if tag != "" {
 		t.mu.Lock()
 		t.order = append(t.order, tag)
