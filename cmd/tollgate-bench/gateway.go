@@ -17,17 +17,20 @@ import (
 
 	"github.com/tollgate/tollgate/cmd/internal/app"
 	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/cmd/internal/telemetry"
 )
 
 // serveGateway is `tollgate-bench gateway`: Tollgate wired exactly as cmd/tollgate wires it
-// (app.TuneGC, config.Load, app.New, JSON logs on stderr), plus CPU, heap and mutex profiles written at
-// shutdown. The benchmark runs it instead of the tollgate binary when --profile is given, so
-// the profile shows where a benchmark's time goes.
+// (app.TuneGC, config.Load, app.New, tracing from the OTEL_* environment, JSON logs on
+// stderr), plus, with --profile-dir, CPU, heap and mutex profiles written at shutdown. The
+// benchmark runs it instead of the tollgate binary when --profile is given, so the profile
+// shows where a benchmark's time goes, and for --telemetry, where --no-metrics is the baseline.
 func serveGateway(args []string) error {
 	fs := flag.NewFlagSet("tollgate-bench gateway", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "YAML configuration `file`")
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
-	dir := fs.String("profile-dir", ".", "directory for tollgate.cpu.pprof, tollgate.heap.pprof and tollgate.mutex.pprof")
+	dir := fs.String("profile-dir", "", "directory for tollgate.cpu.pprof, tollgate.heap.pprof and tollgate.mutex.pprof; \"\": no profiles")
+	noMetrics := fs.Bool("no-metrics", false, "count nothing and serve no /metrics (the baseline of --telemetry)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,7 +42,17 @@ func serveGateway(args []string) error {
 	cfg.Listen = *listen
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	log := zerolog.New(os.Stderr).With().Timestamp().Logger()
-	a, err := app.New(context.Background(), cfg, app.Options{Logger: log})
+	tr, err := telemetry.NewTracing(context.Background(), os.LookupEnv, "bench")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tr.Shutdown(ctx)
+	}()
+	log.Info().Msg(tr.Summary)
+	a, err := app.New(context.Background(), cfg, app.Options{Logger: log, Tracer: tr.Tracer, TraceContent: tr.Content, NoMetrics: *noMetrics})
 	if err != nil {
 		return err
 	}
@@ -47,6 +60,13 @@ func serveGateway(args []string) error {
 	if err != nil {
 		_ = a.Drain(context.Background())
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if *dir == "" {
+		fmt.Printf("listening on %s\n", ln.Addr())
+		serveErr := serveUntilSignal(a.Server(), ln)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return errors.Join(serveErr, a.Drain(ctx))
 	}
 	cpu, err := os.Create(*dir + "/tollgate.cpu.pprof")
 	if err != nil {

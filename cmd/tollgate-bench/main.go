@@ -7,11 +7,13 @@
 //
 //	tollgate-bench [--tollgate bin/tollgate] [--fakellm bin/fakellm] [--quick] [--profile DIR]
 //	tollgate-bench inflight [--rates 1000,2000,3000] [--hold 1s] [--quick] ...  (issue 15; inflight.go)
+//	tollgate-bench --telemetry [--quick]                (Tollgate with metrics and tracing on against off)
 //	tollgate-bench proxy --listen ADDR --target URL [--idle N]  (the bare proxy, run by the benchmarks)
-//	tollgate-bench gateway --config FILE --profile-dir DIR  (Tollgate with pprof profiles)
+//	tollgate-bench gateway --config FILE [--profile-dir DIR] [--no-metrics]  (Tollgate in process)
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -71,6 +73,7 @@ type options struct {
 	out               string // also write the report to this file
 	strict            bool   // a missed performance target fails the run
 	only              string // run only the workloads matching these words (profiling)
+	telemetry         bool   // compare Tollgate with metrics and tracing on against off
 	args              []string
 }
 
@@ -89,6 +92,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.logDir, "logs", "", "keep the children's logs in `dir` (default: a temporary directory, removed after a clean run)")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to `file`")
 	fs.StringVar(&o.only, "only", "", "run only the workloads named by `words`: \"stream c=50\", \"non-stream\", \"c=1\" (for profiling)")
+	fs.BoolVar(&o.telemetry, "telemetry", false, "compare Tollgate with metrics counting and OTLP tracing on against off (telemetry.go)")
 	fs.BoolVar(&o.strict, "strict", false, "exit non-zero when a performance target is missed, not only on errors")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -128,6 +132,9 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (err error)
 			fmt.Fprintf(stderr, "logs kept in %s\n", logDir)
 		}
 	}()
+	if o.telemetry {
+		return benchTelemetry(ctx, o, logDir, stdout, stderr)
+	}
 	ps, err := startAll(o, logDir)
 	if err != nil {
 		return err
@@ -185,8 +192,12 @@ func emit(r benchReport, out string, strict bool, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// procs are the benchmark's children.
-type procs struct{ fakellm, proxy, tollgate *proc }
+// procs are the benchmark's children. offModel, when set, is the model id the proxy slot is
+// asked for (with --telemetry that slot is a Tollgate).
+type procs struct {
+	fakellm, proxy, tollgate *proc
+	offModel                 string
+}
 
 func startAll(o options, logDir string) (*procs, error) {
 	ps := &procs{}
@@ -255,7 +266,7 @@ func measure(ctx context.Context, o options, ps *procs, stderr io.Writer) *resul
 	start := time.Now()
 	targets := [3]*target{
 		newTarget("direct", "http://"+ps.fakellm.addr, benchModel, o.conc),
-		newTarget("proxy", "http://"+ps.proxy.addr, benchModel, o.conc),
+		newTarget("proxy", "http://"+ps.proxy.addr, cmp.Or(ps.offModel, benchModel), o.conc),
 		newTarget("tollgate", "http://"+ps.tollgate.addr, benchProvider+"/"+benchModel, o.conc),
 	}
 	r := &results{quick: o.quick, command: commandLine(o), loadBefore: loadAverage()}

@@ -59,6 +59,11 @@ func tollgateLine(line string) (string, bool) {
 // once find has seen the address line. On failure the child is killed and the error names
 // the log file.
 func startProc(name, logDir string, find addrFinder, path string, args ...string) (*proc, error) {
+	return startProcEnv(name, logDir, find, nil, path, args...)
+}
+
+// startProcEnv is startProc with env added to the child's environment.
+func startProcEnv(name, logDir string, find addrFinder, env []string, path string, args ...string) (*proc, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -70,6 +75,9 @@ func startProc(name, logDir string, find addrFinder, path string, args ...string
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	cmd := exec.Command(path, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
 		pr.Close()

@@ -58,6 +58,9 @@ type Options struct {
 	// TraceContent puts prompts into those spans. Nil: no tracing.
 	Tracer       trace.Tracer
 	TraceContent bool
+	// NoMetrics leaves request counting and GET /metrics out: the relay benchmark's
+	// baseline for what counting costs (docs/benchmarks.md). False, the zero value, counts.
+	NoMetrics bool
 	// Reload, when set, reads the configuration again for SIGHUP and POST /admin/reload
 	// (App.Reload); nil: POST /admin/reload answers that there is no file to re-read.
 	Reload func() (*config.Config, error)
@@ -78,8 +81,11 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	// The metrics exist before the gateway, which tells them of retries, fallbacks, breakers
 	// and learned lanes; they read its state at each scrape, which only comes once it runs.
 	var g *actors.Gateway
-	m := telemetry.NewMetrics(series(cfg), func() actors.AdminState { return g.State() })
-	b.gopts.Observer = m
+	var m *telemetry.Metrics
+	if !o.NoMetrics {
+		m = telemetry.NewMetrics(series(cfg), func() actors.AdminState { return g.State() })
+		b.gopts.Observer = m
+	}
 	g, err = actors.New(b.gopts)
 	if err != nil {
 		return nil, fmt.Errorf("start gateway: %w", err)
@@ -90,8 +96,10 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
 		WriteTimeout: cfg.Limits.WriteTimeout.D(),
 		APIKeys:      cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
-		Metrics: m.Handler(), MetricsPublic: cfg.Metrics.Public, Observe: m.Observe,
-		Tracer: o.Tracer, TraceContent: o.TraceContent, Reload: a.reloadRequest,
+		MetricsPublic: cfg.Metrics.Public, Tracer: o.Tracer, TraceContent: o.TraceContent, Reload: a.reloadRequest,
+	}
+	if m != nil {
+		ho.Metrics, ho.Observe = m.Handler(), m.Observe
 	}
 	a.server = httpapi.New(ho)
 	a.Handler = a.server

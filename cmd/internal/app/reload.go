@@ -76,11 +76,15 @@ func (a *App) reload(ctx context.Context) (config.Changes, error) {
 	if err != nil {
 		return ch, fmt.Errorf("reload: %w", err)
 	}
-	b.gopts.Observer = a.Metrics
+	if a.Metrics != nil {
+		b.gopts.Observer = a.Metrics
+	}
 	if _, err := a.Gateway.Reconfigure(ctx, b.gopts); err != nil {
 		return ch, fmt.Errorf("reload: %w", err)
 	}
-	a.Metrics.Declare(series(in))
+	if a.Metrics != nil {
+		a.Metrics.Declare(series(in))
+	}
 	a.refresh.stop()
 	a.config, a.backends = in, b.backends
 	a.refresh = startRefresh(a.Gateway, b.listers, b.known, a.opts)
