@@ -54,18 +54,7 @@ func TestQuickRun(t *testing.T) {
 		t.Skip("starts three processes")
 	}
 	tollgate, fakellm := buildBinaries(t)
-	t.Setenv(asMainEnv, "1")
-	o, err := parseOptions([]string{"--quick", "--tollgate", tollgate, "--fakellm", fakellm, "--logs", t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	if err := bench(ctx, o, &stdout, &stderr); err != nil {
-		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
-	}
-	out := stdout.String()
+	out := quickRun(t, "--quick", "--tollgate", tollgate, "--fakellm", fakellm)
 	for _, want := range []string{
 		"stream errors: 0 (ok); errors on any target: 0",
 		"| non-stream c=1 | direct (a) | 40 |", "| stream c=50 | Tollgate (c) | 120 |",
@@ -78,6 +67,41 @@ func TestQuickRun(t *testing.T) {
 	if rows := regexp.MustCompile(`(?m)^\| (non-)?stream c=\d+ \| `).FindAllString(out, -1); len(rows) != 12+4 {
 		t.Errorf("report has %d workload rows, want 12 measurements and 4 overhead rows:\n%s", len(rows), out)
 	}
+}
+
+// TestTelemetryQuickRun runs --telemetry in --quick mode: both gateways serve every request,
+// the "on" one exports spans to the receiver and is scraped (bench fails otherwise), and
+// the report has a row per workload. Figures are not judged (--strict is off).
+func TestTelemetryQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	_, fakellm := buildBinaries(t)
+	out := quickRun(t, "--telemetry", "--quick", "--fakellm", fakellm)
+	if rows := regexp.MustCompile(`(?m)^\| (non-)?stream c=\d+ \| `).FindAllString(out, -1); len(rows) != 4 {
+		t.Errorf("report has %d workload rows, want 4:\n%s", len(rows), out)
+	}
+	if !regexp.MustCompile(`on: [1-9]\d* OTLP/HTTP exports received .*, [1-9]\d* scrapes`).MatchString(out) {
+		t.Errorf("telemetry was not on:\n%s", out)
+	}
+}
+
+// quickRun runs the benchmark with args, as this binary acting as tollgate-bench, and
+// returns its report; any error fails the test.
+func quickRun(t *testing.T, args ...string) string {
+	t.Helper()
+	t.Setenv(asMainEnv, "1")
+	o, err := parseOptions(append(args, "--logs", t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if err := bench(ctx, o, &stdout, &stderr); err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	return stdout.String()
 }
 
 func TestReadStream(t *testing.T) {

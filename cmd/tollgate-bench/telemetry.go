@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,26 +143,21 @@ func benchTelemetry(ctx context.Context, o options, logDir string, stdout, stder
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var b strings.Builder
-	met := r.writeTelemetry(&b, recv, sc)
-	fmt.Fprint(stdout, b.String())
-	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(b.String()), 0o644); err != nil {
-			return fmt.Errorf("write report: %w", err)
-		}
+	err = emit(&telemetryReport{r, recv, sc}, o.out, o.strict, stdout, stderr)
+	if err == nil && (recv.exports.Load() == 0 || sc.scrapes.Load() == 0) {
+		err = fmt.Errorf("telemetry was not on: %d span exports, %d scrapes", recv.exports.Load(), sc.scrapes.Load())
 	}
-	if msgs := r.errorReport(); msgs != "" {
-		fmt.Fprint(stderr, msgs)
-		return errors.New("requests failed; see the first errors above")
-	}
-	if recv.exports.Load() == 0 || sc.scrapes.Load() == 0 {
-		return fmt.Errorf("telemetry was not on: %d span exports, %d scrapes", recv.exports.Load(), sc.scrapes.Load())
-	}
-	if !met && o.strict {
-		return errors.New("telemetry costs more than 5% of throughput")
-	}
-	return stopErr
+	return errors.Join(err, stopErr)
 }
+
+// telemetryReport is the --telemetry run as a benchReport.
+type telemetryReport struct {
+	*results
+	recv *otlpReceiver
+	sc   *scraper
+}
+
+func (t *telemetryReport) write(w io.Writer) bool { return t.writeTelemetry(w, t.recv, t.sc) }
 
 // writeTelemetry prints the on/off table; it returns whether every workload's throughput
 // with telemetry on is within maxTelemetryCost of off.

@@ -166,9 +166,18 @@ func (a *App) build(ctx context.Context, cfg *config.Config) (*built, error) {
 	}
 	b.listers = listers(cfg, adapters)
 	listed := listAll(ctx, b.listers, o)
+	failed := map[*config.Provider]bool{}
+	for _, l := range b.listers {
+		failed[l.p] = l.failed
+	}
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
 		models := mergeModels(p, listed[p])
+		if failed[p] && a.Gateway != nil {
+			// A reload whose listing failed keeps the models the backend listed before: a
+			// transient failure must not remove them (and answer their clients 404).
+			models = append(models, a.stillListed(p, models)...)
+		}
 		b.known[p] = make(map[string]bool, len(models))
 		for _, m := range models {
 			b.known[p][m.Name] = true

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/tollgate/tollgate/actors"
 	"github.com/tollgate/tollgate/cmd/internal/config"
 )
 
@@ -102,6 +103,24 @@ func (a *App) reloadRequest(ctx context.Context) (any, error) {
 		Summary  []string `json:"summary"`
 		config.Changes
 	}{true, ch.Lines(), ch}, nil
+}
+
+// stillListed is what the gateway serves of provider p beyond models (those a listing
+// added), as models with p's settings in force.
+func (a *App) stillListed(p *config.Provider, models []actors.Model) []actors.Model {
+	have := map[string]bool{}
+	for _, m := range models {
+		have[m.Name] = true
+	}
+	var out []actors.Model
+	for _, c := range a.Gateway.Models() {
+		name, ok := strings.CutPrefix(c.ID, p.Name+"/")
+		if !ok || c.Spec.Route || c.Spec.Provider != p.Name || have[name] {
+			continue
+		}
+		out = append(out, actors.Model{Name: name, Lanes: p.ModelLanes, Card: c.Spec})
+	}
+	return out
 }
 
 // backendSig is what a provider's adapter is built from: while it stays, a reload keeps the
