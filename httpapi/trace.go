@@ -62,8 +62,8 @@ func (s *Server) startSpan(r *http.Request, route string) (*http.Request, trace.
 // describeRequest names the span after the model asked for and records the request's
 // parameters; its messages only when TraceContent is set.
 func (s *Server) describeRequest(span trace.Span, req *llm.Request, prio llm.Priority) {
-	if span == nil {
-		return
+	if span == nil || !span.IsRecording() {
+		return // a request the sampler left out: its attributes would be built for nothing
 	}
 	span.SetName("chat " + req.Model)
 	span.SetAttributes(attrRequestModel.String(req.Model), attrPriority.String(prio.String()))
@@ -84,8 +84,8 @@ func (s *Server) describeRequest(span trace.Span, req *llm.Request, prio llm.Pri
 // queueSpan records the wait for admission as a child of the request's span: from when
 // Start was called to when the call started or was turned away.
 func (s *Server) queueSpan(ctx context.Context, from time.Time, sv llm.Served, err error) {
-	if s.opts.Tracer == nil {
-		return
+	if s.opts.Tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return // no tracer, or the request's span was sampled out: so would its child be
 	}
 	_, span := s.opts.Tracer.Start(ctx, "queue", trace.WithTimestamp(from),
 		trace.WithAttributes(attrProvider.String(sv.Provider), attrRequestModel.String(sv.Model)))
@@ -100,6 +100,10 @@ func (s *Server) queueSpan(ctx context.Context, from time.Time, sv llm.Served, e
 // as error.type.
 func endSpan(span trace.Span, r *record, status int) {
 	if span == nil {
+		return
+	}
+	if !span.IsRecording() {
+		span.End()
 		return
 	}
 	span.SetAttributes(attrStatus.Int(status), attrAttempts.Int(r.attempts))

@@ -77,7 +77,7 @@ func TestTelemetryQuickRun(t *testing.T) {
 		t.Skip("starts three processes")
 	}
 	_, fakellm := buildBinaries(t)
-	out := quickRun(t, "--telemetry", "--quick", "--fakellm", fakellm)
+	out := quickRun(t, "--telemetry", "all", "--quick", "--fakellm", fakellm)
 	if rows := regexp.MustCompile(`(?m)^\| (non-)?stream c=\d+ \| `).FindAllString(out, -1); len(rows) != 4 {
 		t.Errorf("report has %d workload rows, want 4:\n%s", len(rows), out)
 	}

@@ -7,7 +7,7 @@
 //
 //	tollgate-bench [--tollgate bin/tollgate] [--fakellm bin/fakellm] [--quick] [--profile DIR]
 //	tollgate-bench inflight [--rates 1000,2000,3000] [--hold 1s] [--quick] ...  (issue 15; inflight.go)
-//	tollgate-bench --telemetry [--quick]                (Tollgate with metrics and tracing on against off)
+//	tollgate-bench --telemetry all|metrics [--quick]    (Tollgate with telemetry on against off)
 //	tollgate-bench proxy --listen ADDR --target URL [--idle N]  (the bare proxy, run by the benchmarks)
 //	tollgate-bench gateway --config FILE [--profile-dir DIR] [--no-metrics]  (Tollgate in process)
 package main
@@ -73,7 +73,7 @@ type options struct {
 	out               string // also write the report to this file
 	strict            bool   // a missed performance target fails the run
 	only              string // run only the workloads matching these words (profiling)
-	telemetry         bool   // compare Tollgate with metrics and tracing on against off
+	telemetry         string // "": the relay benchmark; "all" or "metrics": telemetry on against off (telemetry.go)
 	args              []string
 }
 
@@ -92,13 +92,16 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.logDir, "logs", "", "keep the children's logs in `dir` (default: a temporary directory, removed after a clean run)")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to `file`")
 	fs.StringVar(&o.only, "only", "", "run only the workloads named by `words`: \"stream c=50\", \"non-stream\", \"c=1\" (for profiling)")
-	fs.BoolVar(&o.telemetry, "telemetry", false, "compare Tollgate with metrics counting and OTLP tracing on against off (telemetry.go)")
+	fs.StringVar(&o.telemetry, "telemetry", "", "compare Tollgate with telemetry on against off: `what` is \"all\" (metrics counting and OTLP tracing) or \"metrics\" (counting only)")
 	fs.BoolVar(&o.strict, "strict", false, "exit non-zero when a performance target is missed, not only on errors")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.quick {
 		o.rounds, o.n1, o.n50 = 2, 20, 60
+	}
+	if o.telemetry != "" && o.telemetry != "all" && o.telemetry != "metrics" {
+		return o, fmt.Errorf("--telemetry %q: want all or metrics", o.telemetry)
 	}
 	if o.rounds < 1 || o.n1 < 1 || o.n50 < o.conc || o.conc < 2 || o.chunks < 1 {
 		return o, errors.New("need --rounds ≥ 1, --n1 ≥ 1, --conc ≥ 2, --n50 ≥ --conc and --chunks ≥ 1")
@@ -132,7 +135,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (err error)
 			fmt.Fprintf(stderr, "logs kept in %s\n", logDir)
 		}
 	}()
-	if o.telemetry {
+	if o.telemetry != "" {
 		return benchTelemetry(ctx, o, logDir, stdout, stderr)
 	}
 	ps, err := startAll(o, logDir)

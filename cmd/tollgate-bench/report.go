@@ -123,6 +123,7 @@ type results struct {
 	loadBefore, loadAfter string // /proc/loadavg: the machine is shared with whatever else runs
 	command               string
 	quick                 bool
+	sampler               string // --telemetry: the "on" gateway's trace sampler
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/msPerDuration) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,10 +17,11 @@ import (
 
 // --telemetry: what metrics counting and OTLP tracing cost (issue 14). Two Tollgates, wired
 // as cmd/tollgate wires them (`tollgate-bench gateway`), relay to the same fake backend: "off"
-// counts nothing (--no-metrics) and traces nothing; "on" counts every request, is scraped
-// at GET /metrics every second, and exports every span (OTEL_TRACES_SAMPLER=always_on) over
-// OTLP/HTTP to a receiver in this process, which reads and acknowledges each export. The
-// rounds interleave direct, off, on, so drift and the machine's other jobs hit both alike.
+// counts nothing (--no-metrics) and traces nothing; "on" counts every request and is scraped
+// at GET /metrics every second, and with --telemetry all also exports every span
+// (OTEL_TRACES_SAMPLER=always_on) over OTLP/HTTP to a receiver in this process, which reads
+// and acknowledges each export. The rounds interleave direct, off, on, so drift and the
+// machine's other jobs hit both alike.
 
 // maxTelemetryCost is the throughput on may lose against off.
 const maxTelemetryCost = 0.05
@@ -113,9 +115,21 @@ func startTelemetry(o options, logDir string, recv *otlpReceiver) (*procs, error
 	if err != nil {
 		return nil, errors.Join(err, ps.stop())
 	}
-	on := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + recv.addr, "OTEL_TRACES_SAMPLER=always_on",
-		"OTEL_BSP_SCHEDULE_DELAY=1000", "OTEL_SDK_DISABLED=false"}
-	ps.tollgate, err = startProcEnv("tollgate-on", logDir, tollgateLine, on, o.self, "gateway", "--config", cfg)
+	// Every span is recorded and exported unless the bench's own environment names another
+	// sampler (OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.1).
+	on := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + recv.addr, "OTEL_BSP_SCHEDULE_DELAY=1000", "OTEL_SDK_DISABLED=false",
+		"OTEL_TRACES_SAMPLER=" + cmp.Or(os.Getenv("OTEL_TRACES_SAMPLER"), "always_on")}
+	if o.telemetry == "metrics" {
+		on = off // counting only: what SPEC §15 asks to cost nothing measurable
+	}
+	args := []string{"gateway", "--config", cfg}
+	if o.profile != "" { // --profile: where the "on" gateway's time goes
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return nil, errors.Join(err, ps.stop())
+		}
+		args = append(args, "--profile-dir", o.profile)
+	}
+	ps.tollgate, err = startProcEnv("tollgate-on", logDir, tollgateLine, on, o.self, args...)
 	if err != nil {
 		return nil, errors.Join(err, ps.stop())
 	}
@@ -135,6 +149,13 @@ func benchTelemetry(ctx context.Context, o options, logDir string, stdout, stder
 	}
 	sc := startScraper("http://" + ps.tollgate.addr)
 	r := measure(ctx, o, ps, stderr)
+	r.sampler = "none (metrics only)"
+	if o.telemetry == "all" {
+		r.sampler = cmp.Or(os.Getenv("OTEL_TRACES_SAMPLER"), "always_on")
+		if arg := os.Getenv("OTEL_TRACES_SAMPLER_ARG"); arg != "" {
+			r.sampler += " " + arg
+		}
+	}
 	sc.stop()
 	sc.wg.Wait()
 	r.tollgateCPU, _ = cpuTime(ps.tollgate.cmd.Process.Pid)
@@ -144,7 +165,7 @@ func benchTelemetry(ctx context.Context, o options, logDir string, stdout, stder
 		return ctx.Err()
 	}
 	err = emit(&telemetryReport{r, recv, sc}, o.out, o.strict, stdout, stderr)
-	if err == nil && (recv.exports.Load() == 0 || sc.scrapes.Load() == 0) {
+	if err == nil && (o.telemetry == "all" && recv.exports.Load() == 0 || sc.scrapes.Load() == 0) {
 		err = fmt.Errorf("telemetry was not on: %d span exports, %d scrapes", recv.exports.Load(), sc.scrapes.Load())
 	}
 	return errors.Join(err, stopErr)
@@ -184,7 +205,7 @@ func (r *results) writeTelemetry(w io.Writer, recv *otlpReceiver, sc *scraper) b
 		fmt.Fprintf(w, "- CPU per request (user+sys): off %.0f µs, on %.0f µs\n",
 			float64(r.proxyCPU.Microseconds())/float64(served), float64(r.tollgateCPU.Microseconds())/float64(r.tollgateReqs))
 	}
-	fmt.Fprintf(w, "- on: %d OTLP/HTTP exports received (%.1f MB of spans), %d scrapes of /metrics (%d failed)\n",
-		recv.exports.Load(), float64(recv.bytes.Load())/1e6, sc.scrapes.Load(), sc.failures.Load())
+	fmt.Fprintf(w, "- on: sampler %s; %d OTLP/HTTP exports received (%.1f MB of spans), %d scrapes of /metrics (%d failed)\n",
+		r.sampler, recv.exports.Load(), float64(recv.bytes.Load())/1e6, sc.scrapes.Load(), sc.failures.Load())
 	return all
 }
