@@ -83,6 +83,12 @@ func startScraper(url string) *scraper {
 			}
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
 			res, err := http.DefaultClient.Do(req)
+			if ctx.Err() != nil {
+				if res != nil {
+					res.Body.Close()
+				}
+				return // stopped mid-scrape: not the gateway's failure
+			}
 			if err != nil || res.StatusCode != http.StatusOK {
 				s.failures.Add(1)
 			} else {
