@@ -235,11 +235,20 @@ func TestReloadAddsProvidersModelsAndRemovesModels(t *testing.T) {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
+	before := actorCount(g)
 	close(c.release)
 	if _, err := drain(t, recv(t, run).stream); err != nil {
 		t.Fatalf("the removed model's running call: %v", err)
 	}
 	st := waitState(t, g, "idle", idle)
+	// The removed model's lane stops once its call is done, with its request actor.
+	deadline := time.Now().Add(2 * time.Second)
+	for actorCount(g) != before-2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("actors: %d before the removed model's call ended, %d after (want %d)", before, actorCount(g), before-2)
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
 	if p, _ := providerNamed(st, "a"); len(p.Models) != 3 {
 		t.Errorf("provider a's models by index: %+v", p.Models)
 	}
