@@ -116,6 +116,12 @@ func start(t *testing.T, b *backend, providerYAML string) *App {
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}
+	drainAtEnd(t, a)
+	return a
+}
+
+// drainAtEnd drains a when the test ends, failing it if the drain does not finish in time.
+func drainAtEnd(t *testing.T, a *App) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -123,7 +129,6 @@ func start(t *testing.T, b *backend, providerYAML string) *App {
 			t.Errorf("drain: %v", err)
 		}
 	})
-	return a
 }
 
 func cards(a *App) map[string]llm.ModelCard {

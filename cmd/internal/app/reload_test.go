@@ -28,13 +28,7 @@ func startReloadable(t *testing.T, yaml string, next *string) *App {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := a.Drain(ctx); err != nil {
-			t.Errorf("drain: %v", err)
-		}
-	})
+	drainAtEnd(t, a)
 	return a
 }
 
