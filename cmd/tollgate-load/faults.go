@@ -80,10 +80,21 @@ func faultLoad(ctx context.Context, e *env, r *result, fc faultCase, seed uint64
 		defer t.Stop()
 		select {
 		case <-t.C:
-			armed <- g.InjectFault(fc.fault)
 		case <-ctx.Done():
 			armed <- ctx.Err()
+			return
 		}
+		// Not before a call runs: on a loaded machine the first calls may not have started
+		// by faultAt, and a fault that fails the gateway then leaves no call to succeed.
+		for g.State().Running == 0 {
+			select {
+			case <-ctx.Done():
+				armed <- ctx.Err()
+				return
+			case <-time.After(time.Millisecond): // polling, bounded by ctx
+			}
+		}
+		armed <- g.InjectFault(fc.fault)
 	}()
 	outs := fire(ctx, e, calls, func(i int) (time.Duration, time.Duration) { return arrive[i], hangUp[i] })
 	if err := <-armed; err != nil {
