@@ -310,8 +310,10 @@ func TestBatchesAmongSingles(t *testing.T) {
 		})
 	}
 	for w := range 3 {
-		wg.Go(func() { // batches, exits after its round
-			for i := range 150 {
+		wg.Go(func() { // batches, exits after its round (longer until one has started)
+			// A loaded machine can keep the singles' queues full for the whole round, and a
+			// batch never passes a queue: then the singles end first, and a batch starts.
+			for i := 0; i < 150 || started.Load() == 0 && i < 5000; i++ {
 				models := []string{ps[w].Name + "/m", ps[(w+1)%3].Name + "/n"}
 				if i%3 == 0 {
 					models = append(models, ps[(w+2)%3].Name+"/m")
