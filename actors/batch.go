@@ -314,6 +314,7 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 		for len(r.calls) > 0 {
 			c := r.calls[0]
 			r.calls = r.calls[1:]
+			a.current(c)
 			a.started(c, c.key, c.started) // the breaker's probe, the retry budget: as a grant's start, when it reserved
 			ctx.Send(a.lanes[c.route.m], &startCall{c: c})
 		}

@@ -146,7 +146,7 @@ func (a *providerActor) Receive(ctx actor.Context) {
 	case *retire:
 		a.retire(ctx, m)
 	case *retireCheck:
-		a.retireCheck(ctx)
+		a.retireCheck(ctx, m)
 	case *drainAll:
 		a.drain(ctx)
 	case *failNow:
@@ -250,6 +250,7 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 			changed = true
 			continue
 		}
+		a.current(c)
 		a.started(c, st.Key, now)
 		ctx.Send(a.lanes[c.route.m], &startCall{c: c})
 	}
@@ -571,6 +572,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		if a.draining && a.pol.Running() == 0 {
 			ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
 		}
+		a.retireDown(ctx)
 	case *resync:
 		a.pol.Resync(m.sync)
 		a.epoch, a.sync = a.pol.Epoch(), m.sync
@@ -593,7 +595,11 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 	case *reconfigureProvider:
 		m.ack(a.p, nil) // out of service until a restart: a reload changes nothing of it
 	case *retire:
+		a.retiring = true
 		m.ack(a.p, nil)
+		a.retireDown(ctx)
+	case *retireCheck:
+		a.retireCheck(ctx, m)
 	case *drainAll:
 		a.draining = true
 		if a.pol.Running() == 0 {

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // A reload (Gateway.Reconfigure, reload.go) reaches the actors as these messages. Each
@@ -66,7 +67,7 @@ type retire struct{ r *reconfigure }
 func (m *retire) ack(p int, err error) { m.r.ack(p, err) }
 
 // retireCheck, from a retired provider actor to itself: stop once no call is on its way.
-type retireCheck struct{}
+type retireCheck struct{ final bool }
 
 // providerRetired, from a retired provider actor to the supervisor: it is idle, and no call
 // can reach it any more; stop it.
@@ -194,14 +195,32 @@ func (a *providerActor) retireIdle(ctx actor.Context) {
 	}
 }
 
+// retireDown is retireIdle for a provider out of service: it queues nothing (it answered its
+// waiting calls when it went down), so once a reload removed it and its running calls have
+// ended, it stops like any retired provider.
+func (a *providerActor) retireDown(ctx actor.Context) {
+	if a.retiring && !a.closing && a.pol.Running() == 0 {
+		a.closing = true
+		a.slot.retired.Store(true)
+		ctx.Send(a.self, &retireCheck{})
+	}
+}
+
 // retireCheck waits until every call that Start sent before the slot was retired is in the
 // mailbox (and so handled before this message, answered as not found), then asks the
 // supervisor to stop the provider.
-func (a *providerActor) retireCheck(ctx actor.Context) {
+func (a *providerActor) retireCheck(ctx actor.Context, m *retireCheck) {
 	if a.slot.inflight.Load() > 0 {
 		self, root := a.self, a.g.system.Root
 		// The timer's goroutine only sends one message and exits.
 		time.AfterFunc(retireCheckEvery, func() { root.Send(self, &retireCheck{}) })
+		return
+	}
+	if !m.final {
+		// A Start that entered before the slot was retired may have sent its call after
+		// this check was queued and left since: one more round through the mailbox puts
+		// every such call ahead of the stop.
+		ctx.Send(a.self, &retireCheck{final: true})
 		return
 	}
 	a.stopTimer()
@@ -216,4 +235,12 @@ func (s *supervisor) retiredMember(b *batchCall) *call {
 		}
 	}
 	return nil
+}
+
+// current gives a call that starts now the provider's adapter and run_timeout in force: the
+// route it got at Start may predate a reload, and a queued call must not start on a replaced
+// adapter (its old keys, base_url) while its errors mark the new key ring.
+func (a *providerActor) current(c *call) {
+	c.route.backend, c.route.timeout = a.pv.Backend, a.pv.RunTimeout
+	c.route.keyed, _ = a.pv.Backend.(llm.KeyedBackend)
 }

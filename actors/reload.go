@@ -96,8 +96,16 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 	g.tableMu.Lock()
 	g.table.Store(t)
 	g.tableMu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+	}
 	return ch, err
 }
+
+// ErrUnconfirmed is in Reconfigure's error when the change was sent and published but not
+// every actor confirmed it in time: the new settings are in force (or being resent by a
+// supervision strategy), so a caller must treat them as applied.
+var ErrUnconfirmed = errors.New("the change is in force but not every actor confirmed it")
 
 // awaitReconfigured waits for the supervisor's and every changed or removed provider's answer.
 func (g *Gateway) awaitReconfigured(ctx context.Context, m *reconfigure) error {
@@ -111,6 +119,9 @@ func (g *Gateway) awaitReconfigured(ctx context.Context, m *reconfigure) error {
 	t := time.NewTimer(reconfigureTimeout)
 	defer t.Stop()
 	var errs []error
+	// ctx may end the wait only after the supervisor's answer: the table is published when
+	// this returns, and must not lead to a provider the supervisor has not spawned yet.
+	var done <-chan struct{}
 	for len(want) > 0 {
 		select {
 		case r := <-m.acks:
@@ -118,7 +129,10 @@ func (g *Gateway) awaitReconfigured(ctx context.Context, m *reconfigure) error {
 				errs = append(errs, r.err)
 			}
 			delete(want, r.p)
-		case <-ctx.Done():
+			if !want[-1] {
+				done = ctx.Done()
+			}
+		case <-done:
 			return fmt.Errorf("reconfigure: %w (the change goes on in the actors)", ctx.Err())
 		case <-g.stopped:
 			return errors.New("reconfigure: the gateway has stopped")

@@ -115,6 +115,10 @@ func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 		return admitResult{}, g.notFound(c.route.id) // removed by a reload after Start looked it up
 	}
 	to := sl.pid.Load()
+	if to == nil { // published by a reload whose supervisor has not spawned it yet
+		sl.leave()
+		return admitResult{}, g.notFound(c.route.id)
+	}
 	g.system.Root.Send(to, &arrive{c: c})
 	sl.leave()
 	select {

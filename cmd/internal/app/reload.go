@@ -63,12 +63,14 @@ func (a *App) reload(ctx context.Context) (config.Changes, error) {
 	if a.opts.Reload == nil {
 		return config.Changes{}, &InvalidConfig{Err: errors.New("tollgate was started without --config: there is no file to re-read")}
 	}
+	// The file is read under the lock, so that of two reloads at once the later read is
+	// the one applied last.
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	next, err := a.opts.Reload()
 	if err != nil {
 		return config.Changes{}, &InvalidConfig{Err: err}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.drained {
 		return config.Changes{}, errors.New("reload: the gateway is shutting down")
 	}
@@ -80,15 +82,23 @@ func (a *App) reload(ctx context.Context) (config.Changes, error) {
 	if a.Metrics != nil {
 		b.gopts.Observer = a.Metrics
 	}
-	if _, err := a.Gateway.Reconfigure(ctx, b.gopts); err != nil {
-		return ch, fmt.Errorf("reload: %w", err)
+	// Once built, the change is applied whole: a client that hangs up on POST /admin/reload
+	// must not leave it half sent.
+	_, err = a.Gateway.Reconfigure(context.WithoutCancel(ctx), b.gopts)
+	if err != nil && !errors.Is(err, actors.ErrUnconfirmed) {
+		return ch, fmt.Errorf("reload: %w", err) // refused before anything was sent
 	}
+	// In force, confirmed or not: the app adopts it, or the next reload would diff against
+	// settings the gateway no longer runs.
 	if a.Metrics != nil {
 		a.Metrics.Declare(series(in))
 	}
 	a.refresh.stop()
 	a.config, a.backends = in, b.backends
 	a.refresh = startRefresh(a.Gateway, b.listers, b.known, a.opts)
+	if err != nil {
+		return ch, fmt.Errorf("reload: %w", err)
+	}
 	return ch, nil
 }
 
