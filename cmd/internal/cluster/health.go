@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Health is the engine's state, for /admin/state's "cluster" object and /metrics.
+type Health struct {
+	Replica string
+	Phase   Phase
+	// Redis is true while Redis answers (Shared, Rejoining): /admin/state's "redis": "ok".
+	Redis bool
+	// ReplicasAlive counts the replicas whose heartbeat was seen within lease_ttl at the
+	// last heartbeat, this one included; while Redis is away, the count the shares use.
+	ReplicasAlive int
+	Since         time.Time // when Phase began
+	LastError     string    // the last Redis failure; it never holds the password
+	Outages       uint64    // times Redis was lost
+	LostLeases    uint64    // entries found expired at renewal and counted again
+	Beats         uint64    // heartbeats answered
+	// DuplicateName: another process heartbeats with this replica's name.
+	DuplicateName bool
+}
+
+// RedisState is "ok" or "down", as /admin/state shows it.
+func (h Health) RedisState() string {
+	if h.Redis {
+		return "ok"
+	}
+	return "down"
+}
+
+// Health returns the engine's state now.
+func (e *Engine) Health() Health {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := e.health
+	h.Phase = e.phaseLocked(e.now())
+	return h
+}
+
+// Collector is the engine's Prometheus series, for the gateway's /metrics registry.
+func (e *Engine) Collector() prometheus.Collector { return collector{e} }
+
+type collector struct{ e *Engine }
+
+var (
+	descRedisUp  = prometheus.NewDesc("tollgate_cluster_redis_up", "1 while Redis answers this replica (shared leases), 0 while it runs on the outage rule.", nil, nil)
+	descPhase    = prometheus.NewDesc("tollgate_cluster_phase", "1 for the phase this replica is in: shared, holding, settling, fallback, rejoining.", []string{"phase"}, nil)
+	descAlive    = prometheus.NewDesc("tollgate_cluster_replicas_alive", "Replicas whose heartbeat was seen within lease_ttl, this one included.", nil, nil)
+	descOutages  = prometheus.NewDesc("tollgate_cluster_outages_total", "Times this replica lost Redis and fell back to its shares.", nil, nil)
+	descLost     = prometheus.NewDesc("tollgate_cluster_lost_leases_total", "Lease entries found expired at renewal (renewed too late) and counted again.", nil, nil)
+	descDupeName = prometheus.NewDesc("tollgate_cluster_duplicate_replica", "1 when another process heartbeats with this replica's name.", nil, nil)
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRedisUp, descPhase, descAlive, descOutages, descLost, descDupeName} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	h := c.e.Health()
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	ch <- prometheus.MustNewConstMetric(descRedisUp, prometheus.GaugeValue, b(h.Redis))
+	for _, p := range []Phase{Shared, Holding, Settling, Alone, Rejoining} {
+		ch <- prometheus.MustNewConstMetric(descPhase, prometheus.GaugeValue, b(h.Phase == p), p.String())
+	}
+	ch <- prometheus.MustNewConstMetric(descAlive, prometheus.GaugeValue, float64(h.ReplicasAlive))
+	ch <- prometheus.MustNewConstMetric(descOutages, prometheus.CounterValue, float64(h.Outages))
+	ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(h.LostLeases))
+	ch <- prometheus.MustNewConstMetric(descDupeName, prometheus.GaugeValue, b(h.DuplicateName))
+}

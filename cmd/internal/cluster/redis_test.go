@@ -1,0 +1,251 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// redisServer is a redis-server a test started for itself: loopback only, a free port,
+// its own temporary directory, no persistence (a restart comes back empty, as a Redis
+// without persistence does).
+type redisServer struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	port int
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has been reaped
+}
+
+// startRedis starts a server, stopped when the test ends. Without redis-server the test
+// is skipped, unless CI is set: then its absence is a failure (.ci/run installs it).
+func startRedis(t *testing.T) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server not found (CI installs Debian's redis-server): %v", err)
+		}
+		t.Skip("redis-server not installed (apt-get install redis-server); CI runs this test")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	s := &redisServer{t: t, bin: bin, dir: t.TempDir(), port: port}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// start runs redis-server and waits until it answers PING.
+func (s *redisServer) start() {
+	s.t.Helper()
+	s.cmd = exec.Command(s.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
+		"--logfile", filepath.Join(s.dir, "redis.log"))
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	s.done = make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(s.done) }() // exits when the server does
+	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	eventually(s.t, 10*time.Second, "redis-server answers PING", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		return c.Ping(ctx).Err() == nil
+	})
+}
+
+// stop ends the server (SIGTERM, then SIGKILL after 5 s) and waits for it.
+func (s *redisServer) stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server cannot handle SIGTERM
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+	s.cmd = nil
+}
+
+// pause freezes the server (SIGSTOP): connections stay open and nothing answers, as a
+// Redis too slow to be of use; resume lets it go on with its data.
+func (s *redisServer) pause()  { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *redisServer) resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// client is a plain client for a test's own checks.
+func (s *redisServer) client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, Protocol: 2})
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// eventually polls cond every 10 ms until it holds, failing the test after d.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("after %s: still not %s", d, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// testTTL is the lease_ttl of the tests: short enough for expiry and outages to play out
+// in seconds, long enough that a loaded machine's round trips (bounded at ttl/5) fit.
+const testTTL = time.Second
+
+// events records what an engine notified.
+type events struct {
+	mu  sync.Mutex
+	all []Event
+}
+
+func (ev *events) add(e Event) {
+	ev.mu.Lock()
+	ev.all = append(ev.all, e)
+	ev.mu.Unlock()
+}
+
+// has reports whether an event matching f was notified.
+func (ev *events) has(f func(Event) bool) bool {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, e := range ev.all {
+		if f(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// newEngine starts an engine on s named replica, closed when the test ends.
+func newEngine(t *testing.T, s *redisServer, replica string, tune ...func(*Options)) (*Engine, *events) {
+	t.Helper()
+	ev := &events{}
+	o := Options{Addr: s.addr(), Replica: replica, LeaseTTL: testTTL, MaxRun: 2 * testTTL,
+		Notify: ev.add, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)}
+	for _, f := range tune {
+		f(&o)
+	}
+	e, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e, ev
+}
+
+// occupancy is the live leases in scope, all replicas together.
+func occupancy(t *testing.T, e *Engine, scope string) int {
+	t.Helper()
+	occ, err := e.Occupancy(context.Background(), []string{scope})
+	if err != nil {
+		t.Fatalf("occupancy: %v", err)
+	}
+	n := 0
+	for _, c := range occ[scope] {
+		n += c
+	}
+	return n
+}
+
+// meter counts calls running per scope, as a backend that counts its own concurrency
+// would, and remembers the most it ever saw.
+type meter struct {
+	mu      sync.Mutex
+	now     map[string]int
+	most    map[string]int
+	started int
+}
+
+func newMeter() *meter { return &meter{now: map[string]int{}, most: map[string]int{}} }
+
+func (m *meter) enter(scopes []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.started++
+	for _, s := range scopes {
+		m.now[s]++
+		m.most[s] = max(m.most[s], m.now[s])
+	}
+}
+
+func (m *meter) leave(scopes []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range scopes {
+		m.now[s]--
+	}
+}
+
+// check fails the test for every scope whose most exceeded its limit.
+func (m *meter) check(t *testing.T, limits map[string]int) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for s, limit := range limits {
+		if m.most[s] > limit {
+			t.Errorf("scope %s: %d calls ran at once, limit %d", s, m.most[s], limit)
+		}
+	}
+}
+
+func (m *meter) mostOf(s string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.most[s]
+}
+
+func claimOf(limits map[string]int, names ...string) Claim {
+	var c Claim
+	for _, n := range names {
+		c.Scopes = append(c.Scopes, Scope{Name: n, Limit: limits[n]})
+	}
+	return c
+}
+
+func mustAcquire(t *testing.T, e *Engine, ctx context.Context, c Claim) *Lease {
+	t.Helper()
+	l, err := e.Acquire(ctx, c)
+	if err != nil {
+		t.Fatalf("acquire %+v: %v", c, err)
+	}
+	return l
+}
+
+func redisZ(score float64, m string) redis.Z { return redis.Z{Score: score, Member: m} }

@@ -1,0 +1,35 @@
+package cluster
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The scripts, one file each under lua/ (docs/architecture.md lists what each does). Each
+// runs atomically in Redis; go-redis sends its SHA1 and the source only when Redis does
+// not have it (after a restart).
+var (
+	//go:embed lua/acquire.lua
+	acquireSrc string
+	//go:embed lua/release.lua
+	releaseSrc string
+	//go:embed lua/heartbeat.lua
+	heartbeatSrc string
+	//go:embed lua/adjust.lua
+	adjustSrc string
+	//go:embed lua/cool.lua
+	coolSrc string
+	//go:embed lua/lanes.lua
+	lanesSrc string
+	//go:embed lua/occupancy.lua
+	occupancySrc string
+
+	acquireScript   = redis.NewScript(acquireSrc)
+	releaseScript   = redis.NewScript(releaseSrc)
+	heartbeatScript = redis.NewScript(heartbeatSrc)
+	adjustScript    = redis.NewScript(adjustSrc)
+	coolScript      = redis.NewScript(coolSrc)
+	lanesScript     = redis.NewScript(lanesSrc)
+	occupancyScript = redis.NewScript(occupancySrc)
+)
