@@ -82,19 +82,23 @@ type Engine struct {
 	rejoined time.Time // non-zero: Rejoining (out is still the rule a call must pass)
 	beating  bool      // a heartbeat is in flight: releases wait for it (no resurrection)
 	lastBeat time.Time
-	known    []string // replicas alive at the last heartbeat, this one included
-	ages     map[string]time.Duration
-	seq      uint64
-	leases   map[string]*Lease // this replica's running calls, by member
-	running  map[string]int    // per scope: calls of this replica running in it
-	pending  []entry           // ended calls whose entries may still be in Redis
-	folds    []fold            // outage tokens to charge to the shared buckets
-	local    map[string]*localBucket
-	health   Health
-	closed   bool
-	queued   []Event // notified by unlock, never under the lock
+	// announced: a heartbeat went out since the last adoption (so a heartbeat that does
+	// not find this replica's own in Redis means Redis lost it).
+	announced bool
+	known     []string // replicas alive at the last heartbeat, this one included
+	ages      map[string]time.Duration
+	seq       uint64
+	leases    map[string]*Lease // this replica's running calls, by member
+	running   map[string]int    // per scope: calls of this replica running in it
+	pending   []entry           // ended calls whose entries may still be in Redis
+	folds     []fold            // outage tokens to charge to the shared buckets
+	local     map[string]*localBucket
+	health    Health
+	closed    bool
+	queued    []Event // notified by unlock, never under the lock
 
 	stop chan struct{}
+	kick chan struct{} // a round trip failed: heartbeat now (buffered, 1)
 	wg   sync.WaitGroup
 	ps   *redis.PubSub
 }
@@ -128,16 +132,17 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	var inc [8]byte
 	_, _ = rand.Read(inc[:]) // never fails (crypto/rand)
 	t := newTimings(o.LeaseTTL)
 	e := &Engine{o: o, t: t, ks: newKeyspace(o.Prefix), incarnation: hex.EncodeToString(inc[:]),
 		log:    o.Logger.With().Str("replica", o.Replica).Logger(),
-		leases: map[string]*Lease{}, running: map[string]int{}, stop: make(chan struct{})}
+		leases: map[string]*Lease{}, running: map[string]int{}, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	e.rdb = redis.NewClient(&redis.Options{
 		Addr: o.Addr, Password: o.Password, DB: o.DB, TLSConfig: o.TLS, Protocol: 2,
 		DialTimeout: t.op, ReadTimeout: t.op, WriteTimeout: t.op, PoolTimeout: t.op,
-		ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true, PoolSize: 16,
+		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, DisableIdentity: true, PoolSize: 16,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 	// Until Redis first answers, this replica knows no peer and no earlier call: it starts
@@ -154,6 +159,16 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	go e.listen()
 	return e, nil
 }
+
+// go-redis logs its own view of failures (a failed dial, a lost pub/sub connection)
+// through one process-wide logger, to stderr by default. The engine logs every failure
+// that changes what it does, with its cause, on its own logger; the library's lines are
+// dropped.
+var quietOnce sync.Once
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 func (o *Options) check() error {
 	var errs []error
@@ -230,14 +245,17 @@ func (e *Engine) loop() {
 	tick := time.NewTicker(e.t.tick)
 	defer tick.Stop()
 	for {
+		kicked := false
 		select {
 		case <-e.stop:
 			return
 		case <-tick.C:
+		case <-e.kick:
+			kicked = true
 		}
 		e.mu.Lock()
 		// Away: probe every tick; Rejoining: look for the peers every tick.
-		due := e.out != nil || e.now().Sub(e.lastBeat) >= e.t.heartbeat
+		due := kicked || e.out != nil || e.now().Sub(e.lastBeat) >= e.t.heartbeat
 		if e.out != nil {
 			e.setPhaseLocked(e.phaseLocked(e.now()), nil)
 		}
@@ -247,7 +265,18 @@ func (e *Engine) loop() {
 			_ = e.heartbeat(ctx) // a failure is recorded by heartbeat itself
 			cancel()
 		}
-		e.notify(Event{Kind: Poll, Replica: e.o.Replica})
+		if !kicked {
+			e.notify(Event{Kind: Poll, Replica: e.o.Replica})
+		}
+	}
+}
+
+// kickLoop asks the loop for a heartbeat at once: a round trip failed, and the heartbeat
+// decides whether Redis is away.
+func (e *Engine) kickLoop() {
+	select {
+	case e.kick <- struct{}{}:
+	default: // one is already asked for
 	}
 }
 
@@ -324,32 +353,33 @@ var phaseLine = map[Phase]string{
 	Rejoining: "Redis answers again: calls registered, waiting for the replicas seen before the outage",
 }
 
-// lost records that Redis did not answer: from Shared or Rejoining, the outage rule takes
-// over, from what this replica holds now.
+// lostLocked records that Redis did not answer: from Shared or Rejoining, the outage rule
+// takes over, from what this replica holds now.
 func (e *Engine) lostLocked(cause error) {
 	if e.out != nil && e.rejoined.IsZero() {
 		e.health.LastError = cause.Error()
 		return // already away
 	}
+	e.newOutageLocked()
+	e.setPhaseLocked(e.out.phase(e.now()), cause)
+}
+
+// newOutageLocked starts the outage rule now. Its held entries are those of the running
+// calls whose entries are certainly in Redis (acquired or renewed, never released): a
+// release that failed may have run, so ended calls are not counted on.
+func (e *Engine) newOutageLocked() {
 	now := e.now()
 	held := map[string][]time.Time{}
-	add := func(en entry) {
-		if en.valid.After(now) {
-			for _, s := range en.scopes {
-				held[s] = append(held[s], en.valid)
+	for _, l := range e.leases {
+		if l.valid.After(now) {
+			for _, s := range l.scopes {
+				held[s] = append(held[s], l.valid)
 			}
 		}
-	}
-	for _, l := range e.leases {
-		add(l.entry)
-	}
-	for _, en := range e.pending {
-		add(en)
 	}
 	e.out = &outage{since: now, ttl: e.t.ttl, maxRun: e.o.MaxRun, alive: max(1, len(e.known)),
 		known: e.known, held: held}
 	e.rejoined = time.Time{}
 	e.local = map[string]*localBucket{}
 	e.health.Outages++
-	e.setPhaseLocked(e.out.phase(now), cause)
 }

@@ -6,23 +6,26 @@ import (
 	"time"
 )
 
-// heartbeat says this replica is alive and renews every lease it holds. While Redis is
-// away it is the probe, and when Redis answers it is the rejoin: it registers every call
-// the outage rule started (repeating for calls started during its own round trip), then
-// the engine is Rejoining, or Shared at once when every peer seen before the outage has a
-// fresh heartbeat. Entries released meanwhile are removed after it, never before: a
-// heartbeat in flight would add them back.
+// heartbeat says this replica is alive and renews every lease it holds; a failure puts
+// the engine on the outage rule (the only place that decides it: a failed acquire or
+// release only asks for a heartbeat at once). While Redis is away it is the probe, and
+// when Redis answers it is the rejoin: first an adoption registers every call the outage
+// rule started, repeated for calls started during its round trip; once all are
+// registered, new calls go through Redis (Rejoining), and only then does the heartbeat
+// that tells peers Redis counts all this replica runs go out. The engine is Shared once
+// every peer seen before the outage has such a fresh heartbeat. Entries released
+// meanwhile are removed after a heartbeat, never before: one in flight would add them back.
 func (e *Engine) heartbeat(ctx context.Context) error {
-	for range 3 {
+	for range 4 {
 		again, err := e.beatOnce(ctx)
 		if err != nil || !again {
 			return err
 		}
 	}
-	return nil // calls keep starting on the outage rule: the next tick tries again
+	return nil // calls keep starting on the outage rule: the next tick adopts them
 }
 
-// beatOnce is one heartbeat; again reports a rejoin that must register more calls.
+// beatOnce is one heartbeat or adoption; again reports that another must follow at once.
 func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	e.mu.Lock()
 	if e.beating || e.closed {
@@ -30,7 +33,7 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 		return false, nil
 	}
 	e.beating = true
-	away := e.out != nil && e.rejoined.IsZero()
+	adopt := e.out != nil && e.rejoined.IsZero()
 	snap := make([]*Lease, 0, len(e.leases))
 	groups := map[string][]string{}
 	for _, l := range e.leases {
@@ -42,7 +45,7 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	e.mu.Unlock()
 
 	sent := e.now()
-	res, err := e.beat(ctx, groups)
+	res, err := e.beat(ctx, groups, !adopt)
 
 	e.mu.Lock()
 	e.beating = false
@@ -53,27 +56,35 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 		e.unlock()
 		return false, err
 	}
-	e.lastBeat = sent
 	for _, l := range snap {
 		if e.leases[l.member] == l {
 			l.valid = sent.Add(e.t.ttl - e.t.margin)
 		}
 	}
-	e.seenLocked(res)
 	switch {
-	case away && e.unregisteredLocked():
-		again = true
-	case away:
+	case adopt && e.unregisteredLocked():
+		again = true // calls started during the adoption: adopt them too
+	case adopt:
 		e.rejoined = e.now()
 		e.foldLocked()
-	case res.added > 0 && e.out == nil:
-		e.health.LostLeases += uint64(res.added)
-		e.log.Warn().Int64("entries", res.added).Msg("cluster: leases had expired unrenewed and were counted again")
+		e.announced = false
+		again = true // now the heartbeat
+	default:
+		e.lastBeat = sent
+		e.seenLocked(res)
+		if !res.known && e.announced {
+			e.forgottenLocked()
+		}
+		e.announced = true
+		if res.added > 0 && e.out == nil {
+			e.health.LostLeases += uint64(res.added)
+			e.log.Warn().Int64("entries", res.added).Msg("cluster: leases had expired unrenewed and were counted again")
+		}
+		if !e.rejoined.IsZero() && e.rejoinDoneLocked() {
+			e.out, e.rejoined, e.local = nil, time.Time{}, nil
+		}
 	}
-	if !e.rejoined.IsZero() && e.rejoinDoneLocked() {
-		e.out, e.rejoined, e.local = nil, time.Time{}, nil
-	}
-	if e.out == nil || !e.rejoined.IsZero() {
+	if !adopt || !again {
 		e.setPhaseLocked(e.phaseLocked(e.now()), nil)
 	}
 	pending, folds := e.pending, e.folds
@@ -81,6 +92,18 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	e.unlock()
 	e.flush(ctx, pending, folds)
 	return again, nil
+}
+
+// forgottenLocked handles a heartbeat that found this replica's own heartbeat gone from
+// Redis: Redis lost its data (a restart without persistence) so fast that this replica
+// never saw it away. This heartbeat has registered its calls again, but its peers' calls
+// may not be until their next: it rejoins, exactly as after an outage that began now
+// (the acquire script refuses every replica whose heartbeat is gone meanwhile).
+func (e *Engine) forgottenLocked() {
+	e.log.Error().Msg("cluster: Redis lost its data (restarted?): calls registered again, waiting for the other replicas")
+	e.health.LastError = "Redis lost this replica's heartbeat"
+	e.newOutageLocked()
+	e.rejoined = e.now()
 }
 
 // unregisteredLocked reports a running call whose entries are not known to be in Redis.
@@ -162,13 +185,19 @@ func (e *Engine) flush(ctx context.Context, pending []entry, folds []fold) {
 type beatResult struct {
 	added    int64
 	previous string // the incarnation that heartbeat with this name before
+	known    bool   // this replica had a heartbeat in Redis already
 	names    []string
 	ages     map[string]time.Duration
 }
 
-func (e *Engine) beat(ctx context.Context, groups map[string][]string) (beatResult, error) {
+// beat runs the heartbeat script; alive false adopts only (see the script).
+func (e *Engine) beat(ctx context.Context, groups map[string][]string, alive bool) (beatResult, error) {
 	keys := []string{e.ks.replicas(), e.ks.incarnations()}
-	args := []any{e.o.Replica, e.incarnation, e.t.ttl.Milliseconds()}
+	flag := 0
+	if alive {
+		flag = 1
+	}
+	args := []any{e.o.Replica, e.incarnation, e.t.ttl.Milliseconds(), flag}
 	for scope, members := range groups {
 		keys = append(keys, e.ks.scope(scope))
 		args = append(args, len(members))
@@ -185,21 +214,22 @@ func (e *Engine) beat(ctx context.Context, groups map[string][]string) (beatResu
 	return parseBeat(res)
 }
 
-// parseBeat decodes {added, previous, name1, age1, ...}.
+// parseBeat decodes {added, previous, known, name1, age1, ...}.
 func parseBeat(res []any) (beatResult, error) {
 	bad := func() (beatResult, error) {
 		return beatResult{}, fmt.Errorf("cluster: heartbeat: unexpected answer %v", res)
 	}
-	if len(res) < 2 || len(res)%2 != 0 {
+	if len(res) < 3 || len(res)%2 != 1 {
 		return bad()
 	}
 	added, ok1 := res[0].(int64)
 	prev, ok2 := res[1].(string)
-	if !ok1 || !ok2 {
+	known, ok3 := res[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
 		return bad()
 	}
-	out := beatResult{added: added, previous: prev, ages: map[string]time.Duration{}}
-	for i := 2; i < len(res); i += 2 {
+	out := beatResult{added: added, previous: prev, known: known == 1, ages: map[string]time.Duration{}}
+	for i := 3; i < len(res); i += 2 {
 		name, ok1 := res[i].(string)
 		age, ok2 := res[i+1].(int64)
 		if !ok1 || !ok2 {

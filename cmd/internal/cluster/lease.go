@@ -88,19 +88,29 @@ func (c *Claim) names() []string {
 // Busy is Acquire's answer when a scope has no free slot or a bucket not the tokens yet.
 // The call should keep its place in its queue and try again on the next Freed (or Poll)
 // event; nothing was taken.
+//
+// With neither Scope nor Bucket set, Redis did not answer (Err says how) and nothing could
+// be decided: the heartbeat decides at once whether Redis is away, and the next event
+// (Changed, or Poll) is the time to try again.
 type Busy struct {
 	Scope  string        // the full scope, or ""
 	Bucket string        // the bucket short of tokens, or ""
 	Wait   time.Duration // for a bucket: until it has the tokens, if nothing else takes them
 	Phase  Phase         // the rule that refused: Shared when Redis did
+	Err    error         // why nothing could be decided, when Scope and Bucket are ""
 }
 
 func (b *Busy) Error() string {
-	if b.Scope != "" {
+	switch {
+	case b.Scope != "":
 		return fmt.Sprintf("cluster: scope %s full (%s)", b.Scope, b.Phase)
+	case b.Bucket != "":
+		return fmt.Sprintf("cluster: bucket %s short of tokens for %s (%s)", b.Bucket, b.Wait, b.Phase)
 	}
-	return fmt.Sprintf("cluster: bucket %s short of tokens for %s (%s)", b.Bucket, b.Wait, b.Phase)
+	return fmt.Sprintf("cluster: undecided, Redis did not answer (%s): %v", b.Phase, b.Err)
 }
+
+func (b *Busy) Unwrap() error { return b.Err }
 
 // Lease is one call's hold on its scopes, renewed by the engine while it is held.
 type Lease struct {
@@ -166,12 +176,15 @@ func (e *Engine) Acquire(ctx context.Context, c Claim) (*Lease, error) {
 	if ended(ctx) {
 		return nil, cmp.Or(context.Cause(ctx), context.DeadlineExceeded)
 	}
-	e.lostLocked(err)
-	if busy := e.outageTakeLocked(&c, e.now()); busy != nil {
-		return nil, busy
-	}
-	return e.addLeaseLocked(&c, time.Time{}), nil
+	// Whether Redis is away is the heartbeat's to decide, at once: this call waits for
+	// the verdict like one refused.
+	e.kickLoop()
+	e.health.LastError = err.Error()
+	return nil, &Busy{Phase: e.phaseLocked(e.now()), Err: err}
 }
+
+// errForgotten: the acquire script found no heartbeat of this replica in Redis.
+var errForgotten = errors.New("cluster: acquire: this replica has no heartbeat in Redis (Redis lost its data?)")
 
 // acquire runs the acquire script: nil, nil when everything was taken.
 func (e *Engine) acquire(ctx context.Context, m string, c *Claim) (*Busy, error) {
@@ -185,6 +198,7 @@ func (e *Engine) acquire(ctx context.Context, m string, c *Claim) (*Busy, error)
 		keys = append(keys, e.ks.bucket(b.Name))
 		args = append(args, b.PerMinute, b.capacity(), b.Cost)
 	}
+	keys = append(keys, e.ks.replicas())
 	ctx, cancel := context.WithTimeout(ctx, e.t.op)
 	defer cancel()
 	res, err := acquireScript.Run(ctx, e.rdb, keys, args...).Int64Slice()
@@ -197,6 +211,8 @@ func (e *Engine) acquire(ctx context.Context, m string, c *Claim) (*Busy, error)
 		return &Busy{Scope: c.Scopes[res[2]-1].Name, Phase: Shared}, nil
 	case len(res) == 4 && res[1] == 2 && res[2] >= 1 && int(res[2]) <= len(c.Buckets):
 		return &Busy{Bucket: c.Buckets[res[2]-1].Name, Wait: time.Duration(res[3]) * time.Millisecond, Phase: Shared}, nil
+	case len(res) == 4 && res[1] == 3:
+		return nil, errForgotten
 	}
 	return nil, fmt.Errorf("cluster: acquire: unexpected answer %v", res)
 }
@@ -307,8 +323,9 @@ func (l *Lease) Release() {
 	if err := e.release(ctx, []entry{en}); err != nil {
 		e.mu.Lock()
 		e.pending = append(e.pending, en)
-		e.lostLocked(err)
-		e.unlock()
+		e.health.LastError = err.Error()
+		e.mu.Unlock()
+		e.kickLoop()
 	}
 }
 

@@ -19,10 +19,13 @@ const (
 	Shared Phase = iota
 	// Holding: Redis stopped answering less than lease_ttl ago. The replica starts a call
 	// only in a slot it still holds a valid lease on (one a call of its own has finished
-	// with): those are still counted in Redis, so a short outage or a partition of this
-	// replica alone exceeds no cap anywhere, and a peer that still reaches Redis can trust
-	// that a replica whose heartbeat is younger than lease_ttl runs nothing Redis does
-	// not count.
+	// with): those are still counted in Redis. So an outage, or a partition of this
+	// replica alone, exceeds no cap while its leases are valid (at least two thirds of
+	// lease_ttl after the cut: they were renewed at most lease_ttl/3 before it), and a
+	// peer can trust that a replica whose heartbeat is younger than lease_ttl runs nothing
+	// Redis does not count (heartbeat and renewal are one script). Calls already running
+	// are never stopped for an outage: past its leases' expiry, a cut-off replica's calls
+	// run uncounted (docs/architecture.md, the failure table).
 	Holding
 	// Settling: Redis has been away for lease_ttl or more, but calls started before the
 	// outage may still run on any replica (for up to MaxRun). Each scope allows
@@ -64,10 +67,10 @@ type outage struct {
 	maxRun time.Duration // the longest any call can hold a lease (run_timeout + kill grace)
 	alive  int           // replicas seen alive at the last heartbeat, this one included
 	known  []string      // their names, for the rejoin
-	// held is, per scope, the local validity of every lease entry this replica had in
-	// Redis when it lost it: calls then running and finished calls whose release had not
-	// reached Redis. Each entry is counted in Redis until it expires there, which is
-	// never before its local validity.
+	// held is, per scope, the local validity of the lease entries this replica certainly
+	// had in Redis when it lost it (those of its running calls). Each is counted in Redis
+	// until it expires there, which is never before its local validity, whatever call of
+	// this replica now uses the slot.
 	held map[string][]time.Time
 	// blind: this replica never reached Redis, so it knows no peer and no earlier call:
 	// it runs on its shares (alive is 1) from the start.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -158,7 +159,7 @@ func newEngine(t *testing.T, s *redisServer, replica string, tune ...func(*Optio
 	t.Helper()
 	ev := &events{}
 	o := Options{Addr: s.addr(), Replica: replica, LeaseTTL: testTTL, MaxRun: 2 * testTTL,
-		Notify: ev.add, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)}
+		Notify: ev.add, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Timestamp().Logger()}
 	for _, f := range tune {
 		f(&o)
 	}
@@ -191,9 +192,19 @@ type meter struct {
 	now     map[string]int
 	most    map[string]int
 	started int
+	limits  map[string]int
+	mark    string   // what the test is doing now, for the report of an excess
+	over    []string // each excess, with the mark it happened under
 }
 
 func newMeter() *meter { return &meter{now: map[string]int{}, most: map[string]int{}} }
+
+// during names the test's current stage in the report of any excess.
+func (m *meter) during(mark string) {
+	m.mu.Lock()
+	m.mark = mark
+	m.mu.Unlock()
+}
 
 func (m *meter) enter(scopes []string) {
 	m.mu.Lock()
@@ -202,6 +213,9 @@ func (m *meter) enter(scopes []string) {
 	for _, s := range scopes {
 		m.now[s]++
 		m.most[s] = max(m.most[s], m.now[s])
+		if limit, ok := m.limits[s]; ok && m.now[s] > limit && len(m.over) < 10 {
+			m.over = append(m.over, fmt.Sprintf("%s: %d > %d %s", s, m.now[s], limit, m.mark))
+		}
 	}
 }
 
@@ -222,6 +236,9 @@ func (m *meter) check(t *testing.T, limits map[string]int) {
 		if m.most[s] > limit {
 			t.Errorf("scope %s: %d calls ran at once, limit %d", s, m.most[s], limit)
 		}
+	}
+	for _, o := range m.over {
+		t.Errorf("excess: %s", o)
 	}
 }
 

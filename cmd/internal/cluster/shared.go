@@ -9,8 +9,8 @@ import (
 )
 
 // shared runs one Redis operation for the shared-state calls: ErrUnavailable at once while
-// Redis is away; a failure (other than the caller's ctx ending) puts the engine on the
-// outage rule, as any failed round trip does.
+// Redis is away; a failure (other than the caller's ctx ending) asks for a heartbeat at
+// once, which decides whether Redis is away.
 func (e *Engine) shared(ctx context.Context, op func(ctx context.Context) error) error {
 	e.mu.Lock()
 	away := e.out != nil && e.rejoined.IsZero() || e.closed
@@ -22,9 +22,7 @@ func (e *Engine) shared(ctx context.Context, op func(ctx context.Context) error)
 	defer cancel()
 	err := op(octx)
 	if err != nil && !ended(ctx) {
-		e.mu.Lock()
-		e.lostLocked(err)
-		e.unlock()
+		e.kickLoop()
 	}
 	return err
 }

@@ -3,10 +3,13 @@
 --
 -- KEYS[1..ns]        the scopes' sorted sets: member = lease id, score = expiry (ms)
 -- KEYS[ns+1..ns+nb]  the buckets: the GCRA's theoretical arrival time (µs), absent = full
+-- KEYS[ns+nb+1]      the replicas' sorted set (heartbeat.lua)
 -- ARGV: member, ttl_ms, ns, nb, channel, replica,
 --       then per scope: limit, name; then per bucket: per_minute, capacity, cost
 -- Returns {1} when everything was taken, {0, 1, i, 0} when scope i is full,
--- {0, 2, j, wait_ms} when bucket j has not the tokens yet. A member the scope already
+-- {0, 2, j, wait_ms} when bucket j has not the tokens yet, {0, 3, 0, 0} when this replica
+-- has no heartbeat in Redis (Redis lost its data, or never had it): its running calls may
+-- not be counted, so nothing is taken until a heartbeat registers them. A member the scope already
 -- holds (a retried call) counts as taken. Expired leases are reclaimed on the way, and
 -- their scopes announced as freed.
 local member, ttl = ARGV[1], tonumber(ARGV[2])
@@ -15,6 +18,10 @@ local channel, replica = ARGV[5], ARGV[6]
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
+
+if not redis.call('ZSCORE', KEYS[ns + nb + 1], replica) then
+  return {0, 3, 0, 0}
+end
 
 local freed = {}
 local function announce()

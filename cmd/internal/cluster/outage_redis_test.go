@@ -1,0 +1,202 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestRedisStoppedAndRestarted: three replicas under load; Redis is stopped (and comes
+// back empty, as one without persistence does). The replicas hold, settle, then run on
+// their shares, and take shared leases again when it returns; no scope ever runs more
+// than its limit on the three together, before, during or after the switches.
+func TestRedisStoppedAndRestarted(t *testing.T) {
+	s := startRedis(t)
+	outageScenario(t, s, s.stop, s.start)
+}
+
+// TestRedisPausedAndResumed: the same with a Redis that stops answering but keeps its
+// data (SIGSTOP, SIGCONT): the expired leases it still holds when it resumes are
+// reclaimed, the running calls registered again.
+func TestRedisPausedAndResumed(t *testing.T) {
+	s := startRedis(t)
+	outageScenario(t, s, s.pause, s.resume)
+}
+
+// TestShortOutageOnlyHolds: Redis away for less than lease_ttl: the replicas only reuse
+// the slots they hold (Holding), never reach their shares, and go back to shared leases.
+func TestShortOutageOnlyHolds(t *testing.T) {
+	s := startRedis(t)
+	limits := map[string]int{"gateway": 4, "p/a": 2}
+	shapes := [][]string{{"gateway", "p/a"}, {"gateway"}}
+	m := newMeter()
+	engines := startEngines(t, s, 2)
+	l := startLoad(engines, m, limits, shapes, 3, 2*time.Millisecond)
+	defer l.stop()
+	work(300 * time.Millisecond)
+	s.pause()
+	eventually(t, 5*time.Second, "both replicas holding", func() bool { return allIn(engines, Holding) })
+	work(testTTL / 3)
+	for _, e := range engines {
+		if p := e.Health().Phase; p != Holding {
+			t.Errorf("%s: phase %s during a short outage, want holding", e.o.Replica, p)
+		}
+	}
+	s.resume()
+	eventually(t, 5*time.Second, "both replicas shared again", func() bool { return allIn(engines, Shared) })
+	l.stop()
+	m.check(t, limits)
+}
+
+func outageScenario(t *testing.T, s *redisServer, lose, restore func()) {
+	// Every limit is at least the replicas (3): below that, shares of at least 1 each add
+	// up to more than the limit, as SPEC §17 has it (TestShare).
+	limits := map[string]int{"gateway": 6, "p/a": 4, "p/b": 3, "m/a": 3}
+	shapes := [][]string{{"gateway", "p/a", "m/a"}, {"gateway", "p/a"}, {"gateway", "p/b"}}
+	m := newMeter()
+	m.limits = limits
+	engines := startEngines(t, s, 3)
+	// Replica 1 carries most of the load and some long calls (up to 1.5 s, within
+	// MaxRun): when Redis goes, it holds more than its share, which is what the Settling
+	// rule is for.
+	l := startLoad(engines[:1], m, limits, shapes, 6, 1500*time.Millisecond)
+	l.add(engines, m, limits, shapes, 2, 20*time.Millisecond)
+	defer l.stop()
+	eventually(t, 10*time.Second, "the gateway scope full under load", func() bool { return m.mostOf("gateway") == limits["gateway"] })
+
+	m.during("after Redis was lost")
+	lose()
+	eventually(t, 5*time.Second, "every replica off shared leases", func() bool { return noneIn(engines, Shared, Rejoining) })
+	m.during("all replicas off shared leases")
+	eventually(t, 10*time.Second, "every replica on its shares", func() bool { return allIn(engines, Alone) })
+	m.during("all replicas on their shares")
+	// Each replica runs its share, no more: a scope the load does not use, limit 3, three
+	// replicas alive: one each.
+	spare := Claim{Scopes: []Scope{{Name: "p/spare", Limit: 3}}}
+	for _, e := range engines {
+		if h := e.Health(); h.ReplicasAlive != 3 || h.Redis {
+			t.Errorf("%s on its shares: health %+v", e.o.Replica, h)
+		}
+		one, err := e.Acquire(context.Background(), spare)
+		if err != nil {
+			t.Fatalf("%s: its share of p/spare refused: %v", e.o.Replica, err)
+		}
+		var busy *Busy
+		if _, err := e.Acquire(context.Background(), spare); !errors.As(err, &busy) || busy.Phase != Alone {
+			t.Errorf("%s: a second p/spare call beyond its share: %v", e.o.Replica, err)
+		}
+		one.Release()
+	}
+	work(500 * time.Millisecond) // load on the shares
+
+	m.during("after Redis returned")
+	restore()
+	eventually(t, 10*time.Second, "every replica on shared leases again", func() bool { return allIn(engines, Shared) })
+	m.during("all replicas shared again")
+	work(500 * time.Millisecond) // load across the switch back
+	l.stop()
+	m.check(t, limits)
+
+	// Shared again: one replica can take the whole cap, which no share would allow.
+	var held []*Lease
+	eventually(t, 5*time.Second, "replica 2 holding the whole gateway cap", func() bool {
+		l, err := engines[1].Acquire(context.Background(), claimOf(limits, "gateway"))
+		if err == nil {
+			held = append(held, l)
+		}
+		return len(held) == limits["gateway"]
+	})
+	for _, e := range engines {
+		if h := e.Health(); h.Outages < 1 || !h.Redis {
+			t.Errorf("%s after the outage: %+v", e.o.Replica, h)
+		}
+	}
+}
+
+func startEngines(t *testing.T, s *redisServer, n int) []*Engine {
+	var out []*Engine
+	for i := range n {
+		e, _ := newEngine(t, s, fmt.Sprintf("r%d", i+1))
+		out = append(out, e)
+	}
+	eventually(t, 5*time.Second, "every replica seeing the others", func() bool {
+		for _, e := range out {
+			if e.Health().ReplicasAlive != n {
+				return false
+			}
+		}
+		return true
+	})
+	return out
+}
+
+func allIn(engines []*Engine, p Phase) bool {
+	for _, e := range engines {
+		if e.Health().Phase != p {
+			return false
+		}
+	}
+	return true
+}
+
+func noneIn(engines []*Engine, ps ...Phase) bool {
+	for _, e := range engines {
+		for _, p := range ps {
+			if e.Health().Phase == p {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// load is goroutines claiming and holding leases until stopped.
+type load struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+func startLoad(engines []*Engine, m *meter, limits map[string]int, shapes [][]string, per int, hold time.Duration) *load {
+	l := &load{done: make(chan struct{})}
+	l.add(engines, m, limits, shapes, per, hold)
+	return l
+}
+
+// add starts per goroutines on each engine, each holding its leases up to hold; each
+// exits when stop is called.
+func (l *load) add(engines []*Engine, m *meter, limits map[string]int, shapes [][]string, per int, hold time.Duration) {
+	for i, e := range engines {
+		for g := range per {
+			l.wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(i), uint64(g)))
+				for {
+					select {
+					case <-l.done:
+						return
+					default:
+					}
+					names := shapes[r.IntN(len(shapes))]
+					lease, err := e.Acquire(context.Background(), claimOf(limits, names...))
+					if err != nil {
+						work(time.Duration(1+r.IntN(3)) * time.Millisecond) // paced retries
+						continue
+					}
+					m.enter(names)
+					work(time.Duration(r.Int64N(int64(hold))))
+					m.leave(names)
+					lease.Release()
+				}
+			})
+		}
+	}
+}
+
+func (l *load) stop() {
+	l.once.Do(func() { close(l.done) })
+	l.wg.Wait()
+}

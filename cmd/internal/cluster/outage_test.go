@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func TestShare(t *testing.T) {
+	for _, tc := range []struct{ limit, alive, want int }{
+		{10, 1, 10}, {10, 3, 3}, {10, 4, 2}, {3, 3, 1}, {4, 3, 1},
+		{2, 3, 1}, // more replicas than slots: still 1 each (SPEC §17), 3 together
+		{1, 5, 1}, {10, 0, 10}, {10, -1, 10},
+	} {
+		if got := Share(tc.limit, tc.alive); got != tc.want {
+			t.Errorf("Share(%d, %d) = %d, want %d", tc.limit, tc.alive, got, tc.want)
+		}
+	}
+}
+
+// TestOutagePhases: the rule in each phase of one outage.
+func TestOutagePhases(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ttl, maxRun := 10*time.Second, time.Minute
+	o := &outage{since: t0, ttl: ttl, maxRun: maxRun, alive: 3,
+		held: map[string][]time.Time{"p": {t0.Add(2 * time.Second), t0.Add(5 * time.Second), t0.Add(5 * time.Second), t0.Add(6 * time.Second)}}}
+	for _, tc := range []struct {
+		at    time.Duration
+		scope string
+		limit int
+		phase Phase
+		want  int
+	}{
+		{0, "p", 9, Holding, 4},                      // every entry still counted in Redis
+		{3 * time.Second, "p", 9, Holding, 3},        // one expired
+		{5 * time.Second, "p", 9, Holding, 1},        // an entry expires at its validity
+		{7 * time.Second, "p", 9, Holding, 0},        // all expired, still within lease_ttl
+		{0, "q", 9, Holding, 0},                      // held nothing there
+		{ttl, "p", 9, Settling, 3},                   // min(share 3, held 4)
+		{ttl, "p", 30, Settling, 4},                  // min(share 10, held 4)
+		{ttl, "q", 9, Settling, 0},                   // held nothing: nothing until the calls before are over
+		{ttl + maxRun - 1, "p", 9, Settling, 3},      // still settling
+		{ttl + maxRun, "p", 30, Alone, 10},           // the share
+		{ttl + maxRun, "q", 9, Alone, 3},             // the share, held or not
+		{ttl + maxRun, "q", 2, Alone, 1},             // at least 1
+		{ttl + maxRun + time.Hour, "q", 9, Alone, 3}, // for as long as Redis is away
+	} {
+		now := t0.Add(tc.at)
+		if p := o.phase(now); p != tc.phase {
+			t.Errorf("at %s: phase %s, want %s", tc.at, p, tc.phase)
+		}
+		if got := o.allowed(tc.scope, tc.limit, now); got != tc.want {
+			t.Errorf("at %s, %s limit %d: allowed %d, want %d", tc.at, tc.scope, tc.limit, got, tc.want)
+		}
+	}
+	blind := &outage{since: t0, ttl: ttl, maxRun: maxRun, alive: 1, blind: true}
+	if p, n := blind.phase(t0), blind.allowed("p", 5, t0); p != Alone || n != 5 {
+		t.Errorf("a replica that never reached Redis: %s, %d allowed; want fallback, 5", p, n)
+	}
+	if !blind.tokensFrom().Equal(t0) || !o.tokensFrom().Equal(t0.Add(ttl)) {
+		t.Errorf("tokens from %s and %s", blind.tokensFrom(), o.tokensFrom())
+	}
+}
+
+// TestOutageRuleProperty drives the outage rule of several replicas through random
+// outages of the Redis they share and their switch back, against a model of that Redis,
+// and checks the cluster-wide count of one scope after every step: it never exceeds the
+// limit (when the replicas are no more than the limit, as SPEC §17's "at least 1" needs).
+func TestOutageRuleProperty(t *testing.T) {
+	for seed := range uint64(400) {
+		if msg := simulateOutage(seed); msg != "" {
+			t.Fatalf("seed %d: %s", seed, msg)
+		}
+	}
+}
+
+func FuzzOutageRule(f *testing.F) {
+	for seed := range uint64(8) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		if msg := simulateOutage(seed); msg != "" {
+			t.Fatal(msg)
+		}
+	})
+}
+
+// simReplica is one replica of the simulation and what the Redis model holds of it.
+type simReplica struct {
+	calls     []time.Duration // its running calls: when each ends
+	phase     Phase           // Shared (noticed nothing), Holding (any outage phase: see out), Rejoining
+	out       *outage
+	rejoined  time.Duration
+	valid     time.Duration // local validity of its entries
+	detect    time.Duration // its first heartbeat after Redis went away
+	notice    time.Duration // its first probe after Redis came back
+	regCount  int           // its entries in Redis (running calls, and ended ones not released)
+	regExpiry time.Duration // when Redis reclaims them, unless renewed
+	beat      time.Duration // its last heartbeat in Redis; -1: none
+}
+
+// simulateOutage runs one random outage of a Redis shared by n replicas, with one scope
+// of the given limit: "" when the replicas together never ran more than the limit.
+func simulateOutage(seed uint64) string {
+	r := rand.New(rand.NewPCG(seed, 11))
+	const step = 10 * time.Millisecond
+	ttl := time.Second
+	hb, op, margin := ttl/3, ttl/5, ttl/20
+	maxRun := ttl + time.Duration(r.IntN(3000))*time.Millisecond
+	n := 1 + r.IntN(4)
+	limit := n + r.IntN(8)
+	back := 200*time.Millisecond + time.Duration(r.IntN(6000))*time.Millisecond
+	keepsData := r.IntN(2) == 0 // paused, or restarted empty
+	ms := func(d time.Duration) time.Duration {
+		return time.Duration(r.Int64N(int64(d/time.Millisecond))+1) * time.Millisecond
+	}
+	t0 := time.Unix(0, 0)
+	names := []string{"a", "b", "c", "d"}[:n]
+
+	// At 0 Redis stops answering. Before, leases were taken through it: at most limit in
+	// all, skewed so that some replicas hold more than their share.
+	reps := make([]*simReplica, n)
+	total := 0
+	for i := range reps {
+		renew := -ms(hb) // its last renewal
+		rp := &simReplica{valid: renew + ttl - margin, regExpiry: renew + ttl, beat: renew,
+			detect: renew + hb + ms(op), notice: back + ms(300*time.Millisecond)}
+		for k := r.IntN(limit + 1); k > 0 && total < limit; k-- {
+			rp.calls = append(rp.calls, ms(maxRun))
+			total++
+		}
+		rp.regCount = len(rp.calls)
+		reps[i] = rp
+	}
+	heldOf := func(rp *simReplica, valid time.Duration) map[string][]time.Time {
+		h := map[string][]time.Time{}
+		for range rp.calls {
+			h["s"] = append(h["s"], t0.Add(valid))
+		}
+		return h
+	}
+	redisCount := func() int {
+		c := 0
+		for _, rp := range reps {
+			c += rp.regCount
+		}
+		return c
+	}
+	for now := time.Duration(0); now < back+3*ttl+maxRun; now += step {
+		at := t0.Add(now)
+		up := now >= back
+		if now == back && !keepsData { // a restart without persistence: everything gone
+			for _, rp := range reps {
+				rp.regCount, rp.beat = 0, -1
+			}
+		}
+		for _, rp := range reps {
+			if up && rp.regCount > 0 && now >= rp.regExpiry { // reclaimed by any script
+				rp.regCount = 0
+			}
+			noticed := rp.phase != Shared || now >= rp.detect
+			kept := rp.calls[:0]
+			for _, end := range rp.calls {
+				switch {
+				case end > now:
+					kept = append(kept, end)
+				case up && rp.phase != Holding && rp.regCount > 0:
+					rp.regCount-- // released
+				}
+			}
+			rp.calls = kept
+			switch {
+			case rp.phase == Shared && !up && noticed:
+				rp.phase, rp.out = Holding, &outage{since: at, ttl: ttl, maxRun: maxRun, alive: n, known: names, held: heldOf(rp, rp.valid)}
+			case rp.phase == Shared && up && now >= rp.detect && now < rp.detect+step:
+				// Its first heartbeat since the outage began, and Redis answers it.
+				if rp.beat < 0 { // Redis lost it: forgotten, rejoin from now
+					rp.out = &outage{since: at, ttl: ttl, maxRun: maxRun, alive: n, known: names, held: heldOf(rp, now+ttl-margin)}
+					rp.phase, rp.rejoined = Rejoining, now
+				}
+				rp.regCount, rp.regExpiry, rp.beat, rp.valid = len(rp.calls), now+ttl, now, now+ttl-margin
+			case rp.phase == Holding && up && now >= rp.notice:
+				rp.regCount, rp.regExpiry = len(rp.calls), now+ttl   // adopted
+				rp.phase, rp.rejoined, rp.beat = Rejoining, now, now // then its heartbeat
+			case rp.phase == Rejoining && (now-rp.rejoined >= ttl || allFresh(reps, now, ttl-margin)):
+				rp.phase, rp.out = Shared, nil
+			}
+			if rp.phase != Holding && up && now >= rp.detect { // heartbeats renew
+				rp.regExpiry, rp.beat, rp.valid = now+ttl, now, now+ttl-margin
+			}
+			for k := r.IntN(3); k > 0 && simStart(rp, now, at, limit, up, redisCount); k-- {
+				rp.calls = append(rp.calls, now+ms(maxRun))
+				if rp.phase != Holding {
+					rp.regCount++
+				}
+			}
+		}
+		running := 0
+		for _, rp := range reps {
+			running += len(rp.calls)
+		}
+		if running > limit {
+			return fmt.Sprintf("at %s, %d running, limit %d (n %d, back %s, keeps data %v)", now, running, limit, n, back, keepsData)
+		}
+	}
+	return ""
+}
+
+// allFresh reports whether every replica's heartbeat is younger than fresh.
+func allFresh(reps []*simReplica, now, fresh time.Duration) bool {
+	for _, rp := range reps {
+		if rp.beat < 0 || now-rp.beat >= fresh {
+			return false
+		}
+	}
+	return true
+}
+
+// simStart decides one start as the engine does: Redis alone when shared (an acquire fails
+// while Redis is away, and is refused while Redis has no heartbeat of this replica); the
+// outage rule while away; both while rejoining.
+func simStart(rp *simReplica, now time.Duration, at time.Time, limit int, up bool, redisCount func() int) bool {
+	switch rp.phase {
+	case Shared:
+		return up && rp.beat >= 0 && redisCount() < limit
+	case Holding:
+		return len(rp.calls)+1 <= rp.out.allowed("s", limit, at)
+	}
+	return up && len(rp.calls)+1 <= rp.out.allowed("s", limit, at) && redisCount() < limit
+}
