@@ -324,8 +324,11 @@ func (e *Engine) setPhaseLocked(p Phase, cause error) {
 	from := h.Phase
 	h.Phase, h.Since = p, e.now()
 	ev := e.log.Warn()
-	if p == Holding || p == Settling || p == Alone {
+	switch {
+	case p == Holding || p == Settling || p == Alone:
 		ev = e.log.Error()
+	case p == Shared && h.Beats <= 1: // the start, not a recovery
+		ev = e.log.Info()
 	}
 	ev = ev.Str("from", from.String()).Str("phase", p.String()).Int("replicas_alive", h.ReplicasAlive)
 	if cause != nil {

@@ -145,9 +145,10 @@ func (e *Engine) rejoinDoneLocked() bool {
 	return true
 }
 
-// foldLocked queues, for every outage share of a bucket, the tokens it lent (and has not
-// refilled yet), to be charged to the shared bucket by flush: the shared bucket then
-// counts what this replica took while it could not, so the switch back adds no burst.
+// foldLocked queues, for every outage share of a bucket, what it has not refilled yet (the
+// tokens it lent lately, and what is left of its empty start, which errs on the safe
+// side), to be charged to the shared bucket by flush: the shared bucket then counts what
+// this replica took while it could not, so the switch back adds no burst.
 func (e *Engine) foldLocked() {
 	now := e.now()
 	for name, lb := range e.local {

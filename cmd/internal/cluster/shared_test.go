@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestBucketShared: a bucket's burst is shared by replicas, the refusal says how long
+// until the tokens are there, and a refund (Adjust) gives tokens back.
+func TestBucketShared(t *testing.T) {
+	s := startRedis(t)
+	a, _ := newEngine(t, s, "a")
+	b, _ := newEngine(t, s, "b")
+	ctx := context.Background()
+	rpm := Bucket{Name: "rpm/p", PerMinute: 60, Burst: 2, Cost: 1} // one a second after a burst of 2
+	c := Claim{Buckets: []Bucket{rpm}}
+	mustAcquire(t, a, ctx, c).Release()
+	mustAcquire(t, b, ctx, c).Release()
+	_, err := a.Acquire(ctx, c)
+	var busy *Busy
+	if !errors.As(err, &busy) || busy.Bucket != "rpm/p" || busy.Wait <= 0 || busy.Wait > time.Second {
+		t.Fatalf("third request within the burst of 2: %v", err)
+	}
+	// A tpm bucket charged more than its capacity waits for a full bucket, then goes into
+	// debt; a refund pays it back.
+	tpm := Bucket{Name: "tpm/p", PerMinute: 6000, Cost: 5000} // capacity 1000, 100 a second
+	mustAcquire(t, a, ctx, Claim{Buckets: []Bucket{tpm}}).Release()
+	small := tpm
+	small.Cost = 10
+	if _, err := b.Acquire(ctx, Claim{Buckets: []Bucket{small}}); !errors.As(err, &busy) || busy.Wait < 30*time.Second {
+		t.Fatalf("after a 5000-token charge on a 1000-token bucket: %v, want a wait of about 40 s", err)
+	}
+	if err := a.Adjust(ctx, tpm, -5000); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, b, ctx, Claim{Buckets: []Bucket{small}})
+}
+
+// TestCooldownShared: a key cooled on one replica is cooling on the other at once, and a
+// shorter cooldown never shortens it.
+func TestCooldownShared(t *testing.T) {
+	s := startRedis(t)
+	a, _ := newEngine(t, s, "a")
+	b, bev := newEngine(t, s, "b")
+	ctx := context.Background()
+	left, err := a.Cool(ctx, "key/deepseek/0", 3*time.Second)
+	if err != nil || left != 3*time.Second {
+		t.Fatalf("cool: %s, %v", left, err)
+	}
+	eventually(t, 5*time.Second, "b told of the cooldown", func() bool {
+		return bev.has(func(e Event) bool {
+			return e.Kind == Cooled && e.Name == "key/deepseek/0" && e.Replica == "a" && e.For == 3*time.Second
+		})
+	})
+	if left, err := b.Cool(ctx, "key/deepseek/0", time.Second); err != nil || left < 2*time.Second {
+		t.Errorf("a shorter cooldown: %s left, %v; want the longer one kept", left, err)
+	}
+	got, err := b.Cooldowns(ctx, []string{"key/deepseek/0", "key/deepseek/1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := got["key/deepseek/0"]; !ok || d < 2*time.Second || d > 3*time.Second {
+		t.Errorf("b sees %v", got)
+	}
+	if _, ok := got["key/deepseek/1"]; ok {
+		t.Errorf("a key never cooled is cooling: %v", got)
+	}
+	if _, err := a.Cool(ctx, "k", 0); err == nil {
+		t.Error("a cooldown of 0 accepted")
+	}
+}
+
+// TestLearnedLanesShared: lanes learned on one replica reach the other.
+func TestLearnedLanesShared(t *testing.T) {
+	s := startRedis(t)
+	a, _ := newEngine(t, s, "a")
+	b, bev := newEngine(t, s, "b")
+	ctx := context.Background()
+	if err := a.Learn(ctx, "provider/nvidia", 2); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b told of the learned lanes", func() bool {
+		return bev.has(func(e Event) bool { return e.Kind == Learned && e.Name == "provider/nvidia" && e.Lanes == 2 })
+	})
+	got, err := b.Learned(ctx, []string{"provider/nvidia", "provider/other"})
+	if err != nil || len(got) != 1 || got["provider/nvidia"] != 2 {
+		t.Errorf("learned %v, %v", got, err)
+	}
+	if err := a.Learn(ctx, "provider/nvidia", 0); err == nil {
+		t.Error("0 lanes accepted")
+	}
+}
+
+// TestOutageShares: while Redis is away, shared state is unavailable (the caller's local
+// rule stands), a bucket runs on its share, starting empty, and the tokens it lent are
+// charged to the shared bucket when Redis returns.
+func TestOutageShares(t *testing.T) {
+	s := startRedis(t)
+	a, _ := newEngine(t, s, "a")
+	newEngine(t, s, "b")
+	eventually(t, 5*time.Second, "a seeing b", func() bool { return a.Health().ReplicasAlive == 2 })
+	ctx := context.Background()
+	s.stop()
+	eventually(t, 10*time.Second, "a on its shares", func() bool { return a.Health().Phase == Alone })
+	if _, err := a.Cool(ctx, "k", time.Second); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("cool while away: %v", err)
+	}
+	// 120 a minute, burst 20: the share is 60 a minute (one a second), burst 10, empty.
+	rpm := Claim{Buckets: []Bucket{{Name: "rpm/q", PerMinute: 120, Burst: 20, Cost: 1}}}
+	var busy *Busy
+	if _, err := a.Acquire(ctx, rpm); !errors.As(err, &busy) || busy.Phase != Alone || busy.Wait > time.Second {
+		t.Fatalf("the share starts empty: %v", err)
+	}
+	eventually(t, 5*time.Second, "a token from the share", func() bool {
+		l, err := a.Acquire(ctx, rpm)
+		if err == nil {
+			l.Release()
+		}
+		return err == nil
+	})
+	s.start()
+	eventually(t, 10*time.Second, "a shared again", func() bool { return a.Health().Phase == Shared })
+	// The shared bucket came back without its history (a restart) but was charged with what
+	// the share had not refilled: no full burst of 20 right after the switch.
+	got := 0
+	for range 20 {
+		if l, err := a.Acquire(ctx, rpm); err == nil {
+			l.Release()
+			got++
+		}
+	}
+	if got >= 15 {
+		t.Errorf("the shared bucket let %d of a burst of 20 through right after the switch", got)
+	}
+	t.Logf("%d of a burst of 20 right after the switch", got)
+}
