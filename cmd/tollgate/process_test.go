@@ -97,6 +97,10 @@ func TestCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := filepath.Join("..", "..", "testdata", "config", "minimal.yaml")
+	clustered := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(clustered, []byte("providers: [{name: demo, kind: fake, models: [{id: echo}]}]\ncluster: {redis: {addr: \"127.0.0.1:6379\", password: pw-never-shown}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name            string
 		args            []string
@@ -114,6 +118,8 @@ func TestCommandLine(t *testing.T) {
 		{name: "flag without value", args: []string{"--config"}, code: 1, stderr: []string{"flag needs an argument: -config"}, emptyOut: true},
 		{name: "check good config", args: []string{"--check-config", good}, stdout: []string{"config: " + good, "provider demo (kind fake", "drain: drain_delay 5s, drain_grace 30s", good + ": ok"}, quiet: true},
 		{name: "check bad config", args: []string{"--check-config", bad}, code: 1, stderr: []string{"bad.yaml:4: providers[0].lanes: must be at least 1"}, emptyOut: true},
+		{name: "check cluster config", args: []string{"--check-config", clustered}, code: 1, stdout: []string{"cluster: redis 127.0.0.1:6379, password set, lease_ttl 10s"}, stderr: []string{"cluster.yaml: cluster: not supported yet"}},
+		{name: "serve cluster config", args: []string{"--config", clustered}, code: 1, stderr: []string{"cluster.yaml: cluster: not supported yet"}},
 		{name: "check missing file", args: []string{"--check-config", filepath.Join(dir, "nope.yaml")}, code: 1, stderr: []string{"read config:", "nope.yaml: no such file"}, emptyOut: true},
 		{name: "check with another flag", args: []string{"--check-config", good, "--listen", "127.0.0.1:0"}, code: 1, stderr: []string{"--check-config takes the file to check and no other flag"}, emptyOut: true},
 		{name: "bad config does not start", args: []string{"--config", bad}, code: 1, stderr: []string{"providers[0].lanes: must be at least 1"}, emptyOut: true},

@@ -70,6 +70,9 @@ type Options struct {
 // backend's own list, starts the actor system and the model list refreshes (see
 // models.go). Drain stops the refreshes.
 func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
+	if err := cfg.Unsupported(); err != nil {
+		return nil, err
+	}
 	if o.DiscoveryTimeout <= 0 {
 		o.DiscoveryTimeout = 5 * time.Second
 	}

@@ -42,6 +42,9 @@ func applyDefaults(c *Config, set map[string]int) {
 		l.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	limitsResilienceDefaults(l, omitted)
+	if c.Cluster != nil {
+		clusterDefaults(c.Cluster, omitted)
+	}
 	serverDefaults(l, omitted)
 	for i := range c.Providers {
 		p := &c.Providers[i]

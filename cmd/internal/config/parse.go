@@ -206,6 +206,9 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 			continue
 		}
 		seen[k.Value] = true
+		if cp == "cluster.redis.password" && v.Kind == yaml.ScalarNode {
+			w.secrets = append(w.secrets, v.Value)
+		}
 		if v.Kind != yaml.ScalarNode || v.Tag != "!!null" { // "lanes:" with no value counts as omitted
 			w.set[cp] = k.Line
 		}

@@ -10,6 +10,9 @@ import (
 // secrets lists every key and CLI env value in c, to scrub from messages.
 func (c *Config) secrets() []string {
 	out := slices.Concat(c.Auth.APIKeys, c.Auth.AdminKeys)
+	if c.Cluster != nil && c.Cluster.Redis.Password != "" {
+		out = append(out, c.Cluster.Redis.Password)
+	}
 	for i := range c.Providers {
 		pr := &c.Providers[i]
 		out = append(out, pr.Keys...)
@@ -47,6 +50,9 @@ func (c *Config) Summary() []string {
 	}
 	for i := range c.Routes {
 		out = append(out, "route "+c.Routes[i].String())
+	}
+	if c.Cluster != nil {
+		out = append(out, c.Cluster.summary()+", replica "+c.ReplicaName())
 	}
 	return out
 }

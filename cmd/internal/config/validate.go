@@ -45,6 +45,9 @@ func validate(c *Config, p *problems) {
 	}
 	validateRefs(c, p)
 	validateRoutes(c, p)
+	if c.Cluster != nil {
+		validateCluster(c.Cluster, p)
+	}
 }
 
 func validateListen(addr string, p *problems) {

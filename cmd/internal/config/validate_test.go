@@ -48,7 +48,7 @@ func TestInvalidFixtures(t *testing.T) {
 		"model_lanes_zero":   {":4: providers[0].model_lanes: must be at least 1 (omit it for the kind's default of 4), got 0", ":7: providers[0].models[0].model_lanes: must be at least 1"},
 		"model_lanes_exceed": {":5: providers[0].model_lanes: model_lanes (3) must not exceed lanes (2)", ":8: providers[0].models[0].model_lanes: model_lanes (5) must not exceed providers[0].lanes (2)"},
 		"bad_duration":       {":2: limits.queue_timeout: 60 has no unit: use a unit, e.g. 60s", ":3: limits.retry_after: not a duration", ":7: providers[0].run_timeout: must be positive, got -5m0s", ":8: providers[0].queue_timeout: must be positive, got 0s"},
-		"unknown_field":      {":2: limtis: unknown field (valid: listen, auth, limits, providers, metrics, drain_delay, drain_grace, routes)", ":7: providers[0].lane: unknown field (valid: name, kind,", ":10: providers[0].models[0].context: unknown field"},
+		"unknown_field":      {":2: limtis: unknown field (valid: listen, auth, limits, providers, metrics, drain_delay, drain_grace, routes, cluster)", ":7: providers[0].lane: unknown field (valid: name, kind,", ":10: providers[0].models[0].context: unknown field"},
 		"cli_without_models": {"providers[0].models: list the models this codex-cli provider serves", "providers[1].models: list the models this fake provider serves"},
 		"fake_fields_on_http": {":6: providers[0].models[0].reply: only for kind fake, not openai", "first_token_delay: only for kind fake", "tokens_per_second: only for kind fake",
 			"models[0].fail: only for kind fake", "reasoning_text: only for kind fake"},
@@ -95,6 +95,8 @@ func TestInvalidFixtures(t *testing.T) {
 			":15: routes[0].rules[2].model: unknown model \"nope/x\": no provider \"nope\"", ":14: routes[0].rules[2].when.cel: the CEL expression must be true or false, it gives a int",
 			":17: routes[1].name: duplicate route \"support\" (also routes[0])", ":19: routes[2].name: \"quick\" is already an alias of demo/echo", ":20: routes[2].rules[0].model: \"support\" is a route: a rule names a real model (routes do not chain)",
 			":21: routes[3].name: \"a/b\" may contain only letters", ":23: routes[3].rules[0].when: only the last rule may have no condition", ":24: routes[3].rules[1].when: the last rule must have no condition", ":26: routes[4].rules: a route needs at least one rule"},
+		"cluster": {":2: cluster.redis.addr: must be host:port, e.g. 127.0.0.1:6379, got \"localhost\"", ":2: cluster.redis.db: must be 0 or more, got -1",
+			":3: cluster.lease_ttl: must be between 1s and 5m0s, got 500ms", ":4: cluster.replica: may contain only printable ASCII without spaces or '|'"},
 		"many_problems": {":2: listen:", ":3: limits.max_admitted:", ":5: providers[0].name:", ":7: providers[0].lanes:", ":8: providers[1].models:", ":10: providers[2].name: duplicate", ":11: providers[2].kind: unknown kind \"wat\""},
 	}
 	files, err := filepath.Glob(filepath.Join(testdataDir, "invalid", "*.yaml"))

@@ -1,0 +1,51 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClusterSection: SPEC §17's shape parses, lease_ttl and replica take their defaults,
+// the password stays out of the summary, and the gateway is told to refuse it for now.
+func TestClusterSection(t *testing.T) {
+	base := "providers: [{name: demo, kind: fake, models: [{id: echo}]}]\nlisten: 127.0.0.1:9090\n"
+	cfg, err := Parse("c.yaml", []byte(base+`cluster: {redis: {addr: "127.0.0.1:6379", password: "${SECRET_A}", db: 2, tls: true}}`), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Cluster
+	if c == nil || c.Redis != (Redis{Addr: "127.0.0.1:6379", Password: secretA, DB: 2, TLS: true}) || c.LeaseTTL.D() != 10*time.Second {
+		t.Fatalf("cluster %+v", c)
+	}
+	host, _ := os.Hostname()
+	if got := cfg.ReplicaName(); got != host+":9090" {
+		t.Errorf("default replica %q, want %q", got, host+":9090")
+	}
+	summary := strings.Join(cfg.Summary(), "\n")
+	if strings.Contains(summary, secretA) || !strings.Contains(summary, "cluster: redis 127.0.0.1:6379 db 2 tls, password set, lease_ttl 10s") {
+		t.Errorf("summary:\n%s", summary)
+	}
+	var fe *FieldError
+	if err := cfg.Unsupported(); !errors.As(err, &fe) || fe.Path != "cluster" || !strings.Contains(err.Error(), "not supported yet") {
+		t.Errorf("unsupported: %v", err)
+	}
+
+	cfg, err = Parse("c.yaml", []byte(base+"cluster: {redis: {addr: \"redis:6379\"}, lease_ttl: 30s, replica: gw-a}"), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cluster.LeaseTTL.D() != 30*time.Second || cfg.ReplicaName() != "gw-a" {
+		t.Errorf("explicit values: %+v, %s", cfg.Cluster, cfg.ReplicaName())
+	}
+	if _, err := Parse("c.yaml", []byte(base+"cluster: {lease_ttl: 10s}"), testEnv); err == nil ||
+		!strings.Contains(err.Error(), "cluster.redis.addr: required") {
+		t.Errorf("cluster without redis.addr: %v", err)
+	}
+	cfg, err = Parse("c.yaml", []byte(base), testEnv)
+	if err != nil || cfg.Cluster != nil || cfg.Unsupported() != nil {
+		t.Errorf("without cluster: %+v, %v", cfg.Cluster, err)
+	}
+}
