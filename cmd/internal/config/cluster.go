@@ -36,7 +36,8 @@ type Redis struct {
 	Password string `yaml:"password"`
 	// DB is the database to select; 0 (Redis's default) when omitted; 0 or more.
 	DB int `yaml:"db"`
-	// TLS connects with TLS, verifying the server's certificate against the system's roots.
+	// TLS connects with TLS (the engine takes the tls.Config; the default one verifies the
+	// server against the system's roots).
 	TLS bool `yaml:"tls"`
 }
 
