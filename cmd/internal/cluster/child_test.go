@@ -161,18 +161,13 @@ func meterServer(t *testing.T, m *meter) (*httptest.Server, func() []time.Time) 
 	}
 }
 
-// TestProcessesNeverExceed: three replica processes, four goroutines each, claiming the
-// same scopes for two seconds: the backend (the meter) never sees more than a limit.
-func TestProcessesNeverExceed(t *testing.T) {
-	s := startRedis(t)
-	limits := map[string]int{"gateway": 4, "p/x": 3, "m/x": 2}
-	m := newMeter()
-	m.limits = limits
-	srv, _ := meterServer(t, m)
+// hammerProcesses runs three replica processes hammering claim for two seconds, and
+// waits for them.
+func hammerProcesses(t *testing.T, s *redisServer, meter, claim string) {
+	t.Helper()
 	var cmds []*exec.Cmd
 	for i := range 3 {
-		cmd := child(t, s, "hammer", fmt.Sprintf("proc%d", i), "gateway:4,p/x:3,m/x:2",
-			childMeter+"="+srv.URL, childFor+"=2s")
+		cmd := child(t, s, "hammer", fmt.Sprintf("proc%d", i), claim, childMeter+"="+meter, childFor+"=2s")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -183,6 +178,17 @@ func TestProcessesNeverExceed(t *testing.T) {
 			t.Fatalf("replica process: %v", err)
 		}
 	}
+}
+
+// TestProcessesNeverExceed: three replica processes, four goroutines each, claiming the
+// same scopes for two seconds: the backend (the meter) never sees more than a limit.
+func TestProcessesNeverExceed(t *testing.T) {
+	s := startRedis(t)
+	limits := map[string]int{"gateway": 4, "p/x": 3, "m/x": 2}
+	m := newMeter()
+	m.limits = limits
+	srv, _ := meterServer(t, m)
+	hammerProcesses(t, s, srv.URL, "gateway:4,p/x:3,m/x:2")
 	m.check(t, limits)
 	if m.mostOf("m/x") < limits["m/x"] || m.started < 100 {
 		t.Errorf("%d calls, at most %d on m/x: the processes did not contend", m.started, m.mostOf("m/x"))
@@ -196,20 +202,7 @@ func TestProcessesShareABucket(t *testing.T) {
 	s := startRedis(t)
 	m := newMeter()
 	srv, starts := meterServer(t, m)
-	var cmds []*exec.Cmd
-	for i := range 3 {
-		cmd := child(t, s, "hammer", fmt.Sprintf("proc%d", i), ";rpm/p:600:5",
-			childMeter+"="+srv.URL, childFor+"=2s")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, cmd)
-	}
-	for _, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("replica process: %v", err)
-		}
-	}
+	hammerProcesses(t, s, srv.URL, ";rpm/p:600:5")
 	got := starts()
 	if len(got) < 2 {
 		t.Fatalf("%d starts", len(got))
