@@ -139,7 +139,10 @@ func (e *Engine) Acquire(ctx context.Context, c Claim) (*Lease, error) {
 		e.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if e.out != nil {
+	// Counted as running (and charged to the outage shares) before Redis answers, so the
+	// outage rule of concurrent calls sees it; undone if Redis refuses.
+	charged := e.out != nil
+	if charged {
 		if busy := e.outageTakeLocked(&c, e.now()); busy != nil {
 			e.unlock()
 			return nil, busy
@@ -149,10 +152,9 @@ func (e *Engine) Acquire(ctx context.Context, c Claim) (*Lease, error) {
 			e.unlock()
 			return l, nil
 		}
+	} else {
+		e.countLocked(c.names(), 1)
 	}
-	// Counted as running before Redis answers, so the outage rule of concurrent calls
-	// sees it; undone if Redis refuses.
-	e.countLocked(c.names(), 1)
 	e.seq++
 	m := member(e.o.Replica, e.incarnation, e.seq)
 	e.unlock()
@@ -166,10 +168,10 @@ func (e *Engine) Acquire(ctx context.Context, c Claim) (*Lease, error) {
 		e.leases[m] = l
 		return l, nil
 	case err == nil:
-		e.undoLocked(&c)
+		e.undoLocked(&c, charged)
 		return nil, busy
 	}
-	e.undoLocked(&c)
+	e.undoLocked(&c, charged)
 	// The script may have run: its entries are released with the pending ones (and
 	// expire within lease_ttl if that never happens); they are not counted as held.
 	e.pending = append(e.pending, entry{member: m, scopes: c.names()})
@@ -225,10 +227,11 @@ func (e *Engine) countLocked(scopes []string, d int) {
 	}
 }
 
-// undoLocked takes back what Acquire counted and charged before Redis refused.
-func (e *Engine) undoLocked(c *Claim) {
+// undoLocked takes back what Acquire counted, and what it charged to the outage shares
+// (charged), before Redis refused.
+func (e *Engine) undoLocked(c *Claim, charged bool) {
 	e.countLocked(c.names(), -1)
-	if e.out == nil {
+	if !charged || e.out == nil {
 		return
 	}
 	now := e.now()

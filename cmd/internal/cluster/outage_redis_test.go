@@ -200,3 +200,41 @@ func (l *load) stop() {
 	l.once.Do(func() { close(l.done) })
 	l.wg.Wait()
 }
+
+// TestRejoiningWaitsForPeers: a replica back from an outage whose peer never returns
+// (it died meanwhile) keeps its share, through Redis, until lease_ttl after its rejoin,
+// then takes shared leases: the whole limit.
+func TestRejoiningWaitsForPeers(t *testing.T) {
+	s := startRedis(t)
+	engines := startEngines(t, s, 2)
+	a, b := engines[0], engines[1]
+	s.stop()
+	eventually(t, 10*time.Second, "both on their shares", func() bool { return allIn(engines, Alone) })
+	if err := b.Close(); err != nil { // b dies while Redis is away
+		t.Fatal(err)
+	}
+	s.start()
+	eventually(t, 5*time.Second, "a rejoining", func() bool { return a.Health().Phase == Rejoining })
+	rejoined := time.Now()
+	c := Claim{Scopes: []Scope{{Name: "p/r", Limit: 4}}}
+	var held []*Lease
+	for range 2 { // its share: 4 / 2
+		held = append(held, mustAcquire(t, a, context.Background(), c))
+	}
+	var busy *Busy
+	if _, err := a.Acquire(context.Background(), c); !errors.As(err, &busy) || busy.Phase != Rejoining {
+		if time.Since(rejoined) < testTTL/2 {
+			t.Fatalf("a third call while rejoining, share 2: %v", err)
+		}
+	}
+	eventually(t, 3*testTTL, "a shared again", func() bool { return a.Health().Phase == Shared })
+	if waited := time.Since(rejoined); waited < testTTL/2 {
+		t.Errorf("shared %s after the rejoin, without its dead peer's heartbeat", waited)
+	}
+	for range 2 {
+		held = append(held, mustAcquire(t, a, context.Background(), c))
+	}
+	for _, l := range held {
+		l.Release()
+	}
+}
