@@ -238,3 +238,26 @@ func TestRejoiningWaitsForPeers(t *testing.T) {
 		l.Release()
 	}
 }
+
+// TestRedisRestartedQuickly: Redis restarts empty at once, perhaps before a replica saw it
+// away; the acquire script refuses a replica whose heartbeat Redis lost, so none takes a
+// slot until its running calls are registered again. No cap exceeded; all shared again.
+func TestRedisRestartedQuickly(t *testing.T) {
+	s := startRedis(t)
+	limits := map[string]int{"gateway": 6, "p/a": 3}
+	shapes := [][]string{{"gateway", "p/a"}, {"gateway"}}
+	m := newMeter()
+	m.limits = limits
+	engines := startEngines(t, s, 3)
+	l := startLoad(engines, m, limits, shapes, 3, 300*time.Millisecond)
+	defer l.stop()
+	eventually(t, 10*time.Second, "the gateway scope full", func() bool { return m.mostOf("gateway") == limits["gateway"] })
+	m.during("the restart")
+	s.stop()
+	s.start()
+	eventually(t, 10*time.Second, "every replica shared again", func() bool { return allIn(engines, Shared) })
+	m.during("shared again")
+	work(500 * time.Millisecond)
+	l.stop()
+	m.check(t, limits)
+}
