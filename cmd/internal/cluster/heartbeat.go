@@ -14,7 +14,8 @@ import (
 // registered, new calls go through Redis (Rejoining), and only then does the heartbeat
 // that tells peers Redis counts all this replica runs go out. The engine is Shared once
 // every peer seen before the outage has such a fresh heartbeat. Entries released
-// meanwhile are removed after a heartbeat, never before: one in flight would add them back.
+// meanwhile are removed after a heartbeat, never before (one in flight would add them
+// back), and never before the rejoin (their slots may serve the outage rule's calls).
 func (e *Engine) heartbeat(ctx context.Context) error {
 	for range 4 {
 		again, err := e.beatOnce(ctx)
@@ -87,8 +88,15 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	if !adopt || !again {
 		e.setPhaseLocked(e.phaseLocked(e.now()), nil)
 	}
-	pending, folds := e.pending, e.folds
-	e.pending, e.folds = nil, nil
+	// What ended is removed from Redis only once Redis counts every call this replica
+	// runs: until the rejoin, the outage rule lets new calls reuse the slots of ended ones
+	// (Holding), which their entries still cover.
+	var pending []entry
+	var folds []fold
+	if e.out == nil || !e.rejoined.IsZero() {
+		pending, folds = e.pending, e.folds
+		e.pending, e.folds = nil, nil
+	}
 	e.unlock()
 	e.flush(ctx, pending, folds)
 	return again, nil
