@@ -149,7 +149,7 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	// on its shares with alive = 1, and its first heartbeat is a rejoin.
 	e.out = &outage{since: o.Now(), ttl: t.ttl, maxRun: o.MaxRun, alive: 1, blind: true}
 	e.health = Health{Replica: o.Replica, Phase: Alone, ReplicasAlive: 1, Since: o.Now()}
-	if err := e.heartbeat(ctx); err != nil {
+	if err := e.firstBeat(ctx); err != nil {
 		e.log.Error().Err(err).Msg("cluster: Redis unreachable at start: this replica knows no other, " +
 			"and enforces its whole limits (alive = 1) until Redis answers")
 	}
@@ -158,6 +158,26 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	go e.loop()
 	go e.listen()
 	return e, nil
+}
+
+// firstBeat tries the first heartbeat for up to lease_ttl (each try bounded by one round
+// trip's): a Redis slow to answer a starting replica (a loaded host) is not taken for an
+// absent one, since a replica that starts blind runs its whole limits beside its peers.
+func (e *Engine) firstBeat(ctx context.Context) error {
+	deadline := e.now().Add(e.t.ttl)
+	tick := time.NewTicker(e.t.tick)
+	defer tick.Stop()
+	for {
+		err := e.heartbeat(ctx)
+		if err == nil || !e.now().Before(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-tick.C:
+		}
+	}
 }
 
 // go-redis logs its own view of failures (a failed dial, a lost pub/sub connection)

@@ -128,7 +128,19 @@ func (l *Lease) ID() string { return l.member }
 // away it decides by the outage rule alone, at once; a Redis that stops answering during
 // the call costs at most one round trip's bound.
 func (e *Engine) Acquire(ctx context.Context, c Claim) (*Lease, error) {
-	if err := c.check(); err != nil {
+	ls, err := e.AcquireAll(ctx, []Claim{c})
+	if err != nil {
+		return nil, err
+	}
+	return ls[0], nil
+}
+
+// AcquireAll is Acquire for several calls that start together or not at all (a batch's
+// members): one lease per claim, every claim's slots and tokens taken in one atomic step
+// or none. Claims naming one scope must give it one limit.
+func (e *Engine) AcquireAll(ctx context.Context, cs []Claim) ([]*Lease, error) {
+	t, err := newTally(cs)
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -140,41 +152,52 @@ func (e *Engine) Acquire(ctx context.Context, c Claim) (*Lease, error) {
 		return nil, ErrClosed
 	}
 	// Counted as running (and charged to the outage shares) before Redis answers, so the
-	// outage rule of concurrent calls sees it; undone if Redis refuses.
+	// outage rule of concurrent calls sees them; undone if Redis refuses.
 	charged := e.out != nil
 	if charged {
-		if busy := e.outageTakeLocked(&c, e.now()); busy != nil {
+		if busy := e.outageTakeLocked(t, e.now()); busy != nil {
 			e.unlock()
 			return nil, busy
 		}
 		if e.rejoined.IsZero() { // away: the outage rule alone
-			l := e.addLeaseLocked(&c, time.Time{})
+			ls := make([]*Lease, len(cs))
+			for i := range cs {
+				ls[i] = e.addLeaseLocked(&cs[i], time.Time{})
+			}
 			e.unlock()
-			return l, nil
+			return ls, nil
 		}
 	} else {
-		e.countLocked(c.names(), 1)
+		t.count(e, 1)
 	}
-	e.seq++
-	m := member(e.o.Replica, e.incarnation, e.seq)
+	members := make([]string, len(cs))
+	for i := range cs {
+		e.seq++
+		members[i] = member(e.o.Replica, e.incarnation, e.seq)
+	}
 	e.unlock()
 	sent := e.now()
-	busy, err := e.acquire(ctx, m, &c)
+	busy, err := e.acquire(ctx, members, t)
 	e.mu.Lock()
 	defer e.unlock()
 	switch {
 	case err == nil && busy == nil:
-		l := &Lease{e: e, entry: entry{member: m, scopes: c.names(), valid: sent.Add(e.t.ttl - e.t.margin)}}
-		e.leases[m] = l
-		return l, nil
+		ls := make([]*Lease, len(cs))
+		for i := range cs {
+			ls[i] = &Lease{e: e, entry: entry{member: members[i], scopes: cs[i].names(), valid: sent.Add(e.t.ttl - e.t.margin)}}
+			e.leases[members[i]] = ls[i]
+		}
+		return ls, nil
 	case err == nil:
-		e.undoLocked(&c, charged)
+		e.undoLocked(t, charged)
 		return nil, busy
 	}
-	e.undoLocked(&c, charged)
+	e.undoLocked(t, charged)
 	// The script may have run: its entries are released with the pending ones (and
 	// expire within lease_ttl if that never happens); they are not counted as held.
-	e.pending = append(e.pending, entry{member: m, scopes: c.names()})
+	for i := range cs {
+		e.pending = append(e.pending, entry{member: members[i], scopes: cs[i].names()})
+	}
 	if ended(ctx) {
 		return nil, cmp.Or(context.Cause(ctx), context.DeadlineExceeded)
 	}
@@ -185,18 +208,78 @@ func (e *Engine) Acquire(ctx context.Context, c Claim) (*Lease, error) {
 	return nil, &Busy{Phase: e.phaseLocked(e.now()), Err: err}
 }
 
+// tally is what claims taken together need: per scope, its limit and which claims (by
+// index) take a slot in it; per bucket, the sum of their costs.
+type tally struct {
+	claims  []Claim
+	scopes  []Scope // in first-seen order
+	in      [][]int // per scope: the claims in it
+	buckets []Bucket
+}
+
+func newTally(cs []Claim) (*tally, error) {
+	if len(cs) == 0 {
+		return nil, errors.New("cluster: acquire needs a claim")
+	}
+	t := &tally{claims: cs}
+	sx, bx := map[string]int{}, map[string]int{}
+	for i := range cs {
+		if err := cs[i].check(); err != nil {
+			return nil, err
+		}
+		for _, s := range cs[i].Scopes {
+			x, ok := sx[s.Name]
+			if !ok {
+				x = len(t.scopes)
+				sx[s.Name] = x
+				t.scopes, t.in = append(t.scopes, s), append(t.in, nil)
+			} else if t.scopes[x].Limit != s.Limit {
+				return nil, fmt.Errorf("cluster: scope %s claimed with limits %d and %d", s.Name, t.scopes[x].Limit, s.Limit)
+			}
+			t.in[x] = append(t.in[x], i)
+		}
+		for _, b := range cs[i].Buckets {
+			x, ok := bx[b.Name]
+			switch {
+			case !ok:
+				bx[b.Name] = len(t.buckets)
+				t.buckets = append(t.buckets, b)
+			case t.buckets[x].PerMinute != b.PerMinute || t.buckets[x].capacity() != b.capacity():
+				return nil, fmt.Errorf("cluster: bucket %s claimed with two rates", b.Name)
+			default:
+				t.buckets[x].Cost = min(t.buckets[x].Cost+b.Cost, maxCost)
+			}
+		}
+	}
+	return t, nil
+}
+
+// count adds d to this replica's running count of every claim's scopes.
+func (t *tally) count(e *Engine, d int) {
+	for i := range t.claims {
+		e.countLocked(t.claims[i].names(), d)
+	}
+}
+
 // errForgotten: the acquire script found no heartbeat of this replica in Redis.
 var errForgotten = errors.New("cluster: acquire: this replica has no heartbeat in Redis (Redis lost its data?)")
 
-// acquire runs the acquire script: nil, nil when everything was taken.
-func (e *Engine) acquire(ctx context.Context, m string, c *Claim) (*Busy, error) {
-	keys := make([]string, 0, len(c.Scopes)+len(c.Buckets))
-	args := []any{m, e.t.ttl.Milliseconds(), len(c.Scopes), len(c.Buckets), e.ks.events(), e.o.Replica}
-	for _, s := range c.Scopes {
-		keys = append(keys, e.ks.scope(s.Name))
-		args = append(args, s.Limit, s.Name)
+// acquire runs the acquire script for the leases members, one per claim of t: nil, nil
+// when everything was taken.
+func (e *Engine) acquire(ctx context.Context, members []string, t *tally) (*Busy, error) {
+	keys := make([]string, 0, len(t.scopes)+len(t.buckets)+1)
+	args := []any{e.t.ttl.Milliseconds(), len(members), len(t.scopes), len(t.buckets), e.ks.events(), e.o.Replica}
+	for _, m := range members {
+		args = append(args, m)
 	}
-	for _, b := range c.Buckets {
+	for x, s := range t.scopes {
+		keys = append(keys, e.ks.scope(s.Name))
+		args = append(args, s.Limit, s.Name, len(t.in[x]))
+		for _, i := range t.in[x] {
+			args = append(args, i+1)
+		}
+	}
+	for _, b := range t.buckets {
 		keys = append(keys, e.ks.bucket(b.Name))
 		args = append(args, b.PerMinute, b.capacity(), b.Cost)
 	}
@@ -209,10 +292,10 @@ func (e *Engine) acquire(ctx context.Context, m string, c *Claim) (*Busy, error)
 		return nil, fmt.Errorf("cluster: acquire: %w", err)
 	case len(res) == 1 && res[0] == 1:
 		return nil, nil
-	case len(res) == 4 && res[1] == 1 && res[2] >= 1 && int(res[2]) <= len(c.Scopes):
-		return &Busy{Scope: c.Scopes[res[2]-1].Name, Phase: Shared}, nil
-	case len(res) == 4 && res[1] == 2 && res[2] >= 1 && int(res[2]) <= len(c.Buckets):
-		return &Busy{Bucket: c.Buckets[res[2]-1].Name, Wait: time.Duration(res[3]) * time.Millisecond, Phase: Shared}, nil
+	case len(res) == 4 && res[1] == 1 && res[2] >= 1 && int(res[2]) <= len(t.scopes):
+		return &Busy{Scope: t.scopes[res[2]-1].Name, Phase: Shared}, nil
+	case len(res) == 4 && res[1] == 2 && res[2] >= 1 && int(res[2]) <= len(t.buckets):
+		return &Busy{Bucket: t.buckets[res[2]-1].Name, Wait: time.Duration(res[3]) * time.Millisecond, Phase: Shared}, nil
 	case len(res) == 4 && res[1] == 3:
 		return nil, errForgotten
 	}
@@ -227,15 +310,15 @@ func (e *Engine) countLocked(scopes []string, d int) {
 	}
 }
 
-// undoLocked takes back what Acquire counted, and what it charged to the outage shares
+// undoLocked takes back what AcquireAll counted, and what it charged to the outage shares
 // (charged), before Redis refused.
-func (e *Engine) undoLocked(c *Claim, charged bool) {
-	e.countLocked(c.names(), -1)
+func (e *Engine) undoLocked(t *tally, charged bool) {
+	t.count(e, -1)
 	if !charged || e.out == nil {
 		return
 	}
 	now := e.now()
-	for _, b := range c.Buckets {
+	for _, b := range t.buckets {
 		if lb := e.local[b.Name]; lb != nil {
 			lb.b.Adjust(-b.Cost, now)
 		}
@@ -251,28 +334,28 @@ func (e *Engine) addLeaseLocked(c *Claim, valid time.Time) *Lease {
 	return l
 }
 
-// outageTakeLocked applies the outage rule to c at now: when every scope and bucket has
-// room it counts the call as running and charges its tokens; otherwise it takes nothing
-// and says what is full.
-func (e *Engine) outageTakeLocked(c *Claim, now time.Time) *Busy {
+// outageTakeLocked applies the outage rule to t at now: when every scope and bucket has
+// room for all its claims it counts them as running and charges their tokens; otherwise
+// it takes nothing and says what is full.
+func (e *Engine) outageTakeLocked(t *tally, now time.Time) *Busy {
 	phase := e.phaseLocked(now)
-	for _, s := range c.Scopes {
-		if e.running[s.Name]+1 > e.out.allowed(s.Name, s.Limit, now) {
+	for x, s := range t.scopes {
+		if e.running[s.Name]+len(t.in[x]) > e.out.allowed(s.Name, s.Limit, now) {
 			return &Busy{Scope: s.Name, Phase: phase}
 		}
 	}
-	if from := e.out.tokensFrom(); len(c.Buckets) > 0 && now.Before(from) {
-		return &Busy{Bucket: c.Buckets[0].Name, Wait: from.Sub(now), Phase: phase}
+	if from := e.out.tokensFrom(); len(t.buckets) > 0 && now.Before(from) {
+		return &Busy{Bucket: t.buckets[0].Name, Wait: from.Sub(now), Phase: phase}
 	}
-	for _, b := range c.Buckets {
+	for _, b := range t.buckets {
 		if w := e.localBucketLocked(&b, now).b.Wait(b.Cost, now); w > 0 {
 			return &Busy{Bucket: b.Name, Wait: w, Phase: phase}
 		}
 	}
-	for _, b := range c.Buckets {
+	for _, b := range t.buckets {
 		e.local[b.Name].b.Take(b.Cost, now)
 	}
-	e.countLocked(c.names(), 1)
+	t.count(e, 1)
 	return nil
 }
 

@@ -277,3 +277,62 @@ func TestBadClaimsAndOptions(t *testing.T) {
 		t.Errorf("after Close: %v", err)
 	}
 }
+
+// TestAcquireAll: a batch's members take their slots together or not at all, two members
+// of one scope need two slots, and of two batches racing for the last slots one wins whole.
+func TestAcquireAll(t *testing.T) {
+	s := startRedis(t)
+	a, _ := newEngine(t, s, "a")
+	b, _ := newEngine(t, s, "b")
+	ctx := context.Background()
+	limits := map[string]int{"gateway": 4, "p/x": 3, "m/x1": 2, "m/x2": 2}
+	member := func(model string) Claim { return claimOf(limits, "gateway", "p/x", model) }
+	hold := mustAcquire(t, a, ctx, member("m/x1"))
+	var busy *Busy
+	if _, err := b.AcquireAll(ctx, []Claim{member("m/x1"), member("m/x1")}); !errors.As(err, &busy) || busy.Scope != "m/x1" {
+		t.Fatalf("two members on a model with one lane free: %v, want Busy on m/x1", err)
+	}
+	for sc, want := range map[string]int{"gateway": 1, "p/x": 1, "m/x1": 1, "m/x2": 0} {
+		if n := occupancy(t, a, sc); n != want {
+			t.Errorf("a refused batch left %s at %d, want %d", sc, n, want)
+		}
+	}
+	if _, err := b.AcquireAll(ctx, []Claim{member("m/x1"), member("m/x2"), member("m/x2")}); !errors.As(err, &busy) || busy.Scope != "p/x" {
+		t.Fatalf("three members on a provider with two lanes free: %v, want Busy on p/x", err)
+	}
+	if _, err := b.AcquireAll(ctx, []Claim{member("m/x1"), claimOf(map[string]int{"m/x1": 3}, "m/x1")}); err == nil ||
+		!strings.Contains(err.Error(), "limits 2 and 3") {
+		t.Errorf("one scope with two limits: %v", err)
+	}
+	hold.Release()
+	// Two batches of two race for three provider lanes: exactly one starts, whole.
+	var wg sync.WaitGroup
+	won := make(chan []*Lease, 2)
+	for _, e := range []*Engine{a, b} {
+		wg.Go(func() {
+			if ls, err := e.AcquireAll(ctx, []Claim{member("m/x1"), member("m/x2")}); err == nil {
+				won <- ls
+			} else if !errors.As(err, new(*Busy)) {
+				t.Errorf("racing batch: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	close(won)
+	var winners [][]*Lease
+	for ls := range won {
+		winners = append(winners, ls)
+	}
+	if len(winners) != 1 || len(winners[0]) != 2 {
+		t.Fatalf("%d batches won the race for 3 lanes, want 1 of 2 leases", len(winners))
+	}
+	if n := occupancy(t, a, "p/x"); n != 2 {
+		t.Errorf("p/x holds %d after the race, want 2", n)
+	}
+	for _, l := range winners[0] {
+		l.Release()
+	}
+	if n := occupancy(t, a, "p/x"); n != 0 {
+		t.Errorf("p/x holds %d after the release, want 0", n)
+	}
+}

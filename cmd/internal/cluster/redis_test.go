@@ -3,19 +3,16 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 )
 
 func TestMain(m *testing.M) {
@@ -25,90 +22,18 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// redisServer is a redis-server a test started for itself: loopback only, a free port,
-// its own temporary directory, no persistence (a restart comes back empty, as a Redis
-// without persistence does).
-type redisServer struct {
-	t    *testing.T
-	bin  string
-	dir  string
-	port int
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has been reaped
-}
+// redisServer is a real redis-server the test started (redistest), under the names the
+// engine's tests use.
+type redisServer struct{ *redistest.Server }
 
-// startRedis starts a server, stopped when the test ends. Without redis-server the test
-// is skipped, unless CI is set: then its absence is a failure (.ci/run installs it).
-func startRedis(t *testing.T) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server not found (CI installs Debian's redis-server): %v", err)
-		}
-		t.Skip("redis-server not installed (apt-get install redis-server); CI runs this test")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	s := &redisServer{t: t, bin: bin, dir: t.TempDir(), port: port}
-	s.start()
-	t.Cleanup(s.stop)
-	return s
-}
+func startRedis(t *testing.T) *redisServer { return &redisServer{redistest.Start(t)} }
 
-func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
-
-// start runs redis-server and waits until it answers PING.
-func (s *redisServer) start() {
-	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
-		"--logfile", filepath.Join(s.dir, "redis.log"))
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
-	}
-	s.done = make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(s.done) }() // exits when the server does
-	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	eventually(s.t, 10*time.Second, "redis-server answers PING", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		return c.Ping(ctx).Err() == nil
-	})
-}
-
-// stop ends the server (SIGTERM, then SIGKILL after 5 s) and waits for it.
-func (s *redisServer) stop() {
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server cannot handle SIGTERM
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-	s.cmd = nil
-}
-
-// pause freezes the server (SIGSTOP): connections stay open and nothing answers, as a
-// Redis too slow to be of use; resume lets it go on with its data.
-func (s *redisServer) pause()  { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
-func (s *redisServer) resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
-
-// client is a plain client for a test's own checks.
-func (s *redisServer) client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, Protocol: 2})
-	s.t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+func (s *redisServer) addr() string          { return s.Addr() }
+func (s *redisServer) start()                { s.Start() }
+func (s *redisServer) stop()                 { s.Stop() }
+func (s *redisServer) pause()                { s.Pause() }
+func (s *redisServer) resume()               { s.Resume() }
+func (s *redisServer) client() *redis.Client { return s.Client() }
 
 // eventually polls cond every 10 ms until it holds, failing the test after d.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
