@@ -49,6 +49,7 @@ type model struct {
 	running int
 	queued  int
 	fifo    [llm.NumPriorities]list
+	blocked bool // the replicas' shared state has no room for it now (Block)
 }
 
 // pool is one set of keys: their ring and, with key_rate_limit, each key's limiter.
@@ -282,15 +283,23 @@ func (p *Provider) Ack(a Ack) int {
 // Finish releases the lanes of a running request. It returns false, changing nothing, for
 // an id that is unknown or still queued. Its freed lanes show in the next Offer.
 func (p *Provider) Finish(id ID, now time.Time) bool {
+	e, ok := p.stopRunning(id)
+	if ok {
+		p.release(e)
+	}
+	return ok
+}
+
+// stopRunning takes a running request off its lanes and returns its entry, still
+// allocated; ok is false, changing nothing, for an id that is unknown or not running.
+func (p *Provider) stopRunning(id ID) (int32, bool) {
 	e, ok := p.index[id]
 	if !ok || p.entries[e].state != running {
-		return false
+		return none, false
 	}
-	en := &p.entries[e]
 	p.running--
-	p.models[en.m].running--
-	p.release(e)
-	return true
+	p.models[p.entries[e].m].running--
+	return e, true
 }
 
 // Cancel removes a queued request, returning true; false for an unknown or running one.

@@ -187,7 +187,7 @@ func (p *Provider) pickModel(s *simulation) int {
 	for i := range p.models {
 		md := &p.models[i]
 		h := s.cursor[i]
-		if h == none || s.run[i] >= md.eff || s.pools[md.pool].blocked {
+		if h == none || s.run[i] >= md.eff || s.pools[md.pool].blocked || md.blocked {
 			continue
 		}
 		if best < 0 || s.run[i] < s.run[best] || (s.run[i] == s.run[best] && p.before(byModel, h, s.cursor[best])) {

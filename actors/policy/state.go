@@ -89,6 +89,7 @@ const (
 	BlockedByKeys               // no key of the model's pool is ready, or none has room
 	BlockedByRateLimit          // the rate limiter has no room for the request
 	BlockedByQueue              // waiting requests come first (Reserve: a batch never passes them)
+	BlockedByCluster            // the replicas sharing its limits run them full (Block)
 )
 
 // Blocker says what holds back a request for model m estimated at tokens at now, checked in
@@ -97,6 +98,8 @@ func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 	switch {
 	case p.startCap == 0:
 		return BlockedByStartCap
+	case p.Blocked(m):
+		return BlockedByCluster
 	case p.running >= p.eff:
 		return BlockedByLanes
 	case m < 0 || m >= len(p.models):

@@ -1,0 +1,62 @@
+package policy
+
+import "time"
+
+// Several replicas (SPEC §17) add a second gate after this policy: a request the policy
+// starts must also take its leases in the replicas' shared state before its backend is
+// opened. When the replicas run a scope full, the owner puts the request back where it
+// was (Unstart) and blocks its model (Block), so that the provider offers only what
+// could start, and other models, providers and classes are granted meanwhile; a lane
+// freed anywhere unblocks it (Unblock) and it is offered again.
+
+// Unstart puts a request that Grant started back in its queue, at the place its arrival
+// gave it (it is ahead of every later arrival again) and with its original deadline,
+// kept: it had been admitted, so it needs no verdict, and it keeps counting against
+// max_admitted as it did running. The tokens its start took from the rate limiter and its
+// key stay spent: the limiters cannot tell their takes apart, and spending them errs on
+// the side of the backend's limits. It returns false, changing nothing, for an id that is
+// unknown or not running.
+//
+// The queue may then keep more than queue_length requests for a while: by at most the
+// requests started and refused by the replicas at once.
+func (p *Provider) Unstart(id ID, now time.Time) bool {
+	e, ok := p.stopRunning(id)
+	if !ok {
+		return false
+	}
+	en := &p.entries[e]
+	en.state, en.started = queued, time.Time{}
+	en.confirmed, en.mature = true, true
+	if en.reported == 0 {
+		en.reported = p.offers // never listed as fresh: it was reported when it arrived
+	}
+	md := &p.models[en.m]
+	p.insert(&md.fifo[en.class], byModel, e)
+	p.insert(&p.deadlines, byDeadline, e)
+	p.queued++
+	p.queuedByClass[en.class]++
+	md.queued++
+	p.confirmed++
+	return true
+}
+
+// Block makes model m offer nothing until Unblock: the replicas' shared state has no
+// room for it now. Its requests keep their places and deadlines. An unknown model is
+// ignored.
+func (p *Provider) Block(m int) {
+	if m >= 0 && m < len(p.models) {
+		p.models[m].blocked = true
+	}
+}
+
+// Unblock lets model m's requests be offered again.
+func (p *Provider) Unblock(m int) {
+	if m >= 0 && m < len(p.models) {
+		p.models[m].blocked = false
+	}
+}
+
+// Blocked reports whether model m is blocked (Block).
+func (p *Provider) Blocked(m int) bool {
+	return m >= 0 && m < len(p.models) && p.models[m].blocked
+}
