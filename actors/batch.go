@@ -110,13 +110,18 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 	if err := g.batchFits(b); err != nil {
 		return nil, err
 	}
+	if err := g.leaseBatch(ctx, b); err != nil {
+		return nil, err
+	}
 	g.system.Root.Send(g.supervisor, &startBatch{b: b})
 	select {
 	case err := <-b.reply:
 		if err != nil {
+			unleaseBatch(b)
 			return nil, err
 		}
 	case <-g.stopped:
+		unleaseBatch(b)
 		return nil, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}
 	}
 	// Committed: every member is answered by its lane with its stream.

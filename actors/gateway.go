@@ -53,6 +53,10 @@ type Options struct {
 	Observer Observer
 	// Now is the clock; nil → time.Now. Tests pass a fake one.
 	Now func() time.Time
+	// Shared, when set, is the state this gateway shares with other replicas (SPEC §17,
+	// shared.go): every call takes its leases there too before its backend is opened.
+	// Nil: the gateway is alone.
+	Shared Shared
 }
 
 // Provider is one backend with its lanes and queue. Lanes, QueueLength and the timeouts
@@ -168,6 +172,7 @@ type Gateway struct {
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 	draining atomic.Bool
+	leaseGen atomic.Uint64 // counts LeaseNotice calls: a refusal older than a notice is retried
 
 	idle      chan struct{} // closed by the supervisor once a drain has left nothing running
 	stopped   chan struct{} // closed once the actors have stopped (Shutdown)

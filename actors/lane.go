@@ -44,7 +44,13 @@ func (a *laneActor) Receive(ctx actor.Context) {
 	}
 	switch m := msg.(type) {
 	case *startCall:
-		a.start(ctx, m.c)
+		if a.g.opts.Shared != nil && m.c.lease == nil {
+			a.acquire(ctx, m.c)
+		} else {
+			a.start(ctx, m.c)
+		}
+	case *leased:
+		a.leased(ctx, m)
 	case *released:
 		a.release(ctx, m.c)
 	case *abort:
@@ -57,8 +63,11 @@ func (a *laneActor) Receive(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &laneReport{m: a.m, calls: calls})
 	case *cancelAll:
 		for _, c := range a.running {
-			if c.s != nil {
+			switch {
+			case c.s != nil:
 				c.s.cancel(m.cause)
+			case c.leasing != nil:
+				c.leasing(m.cause) // still asking for its leases
 			}
 		}
 	case *actor.Terminated:
@@ -111,7 +120,7 @@ func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
 // call's cancellation from then on.
 func (a *laneActor) start(ctx actor.Context, c *call) {
 	if c.answered.Load() {
-		ctx.Send(ctx.Parent(), &freed{c: c}) // answered while it was on its way: nobody runs it
+		a.release(ctx, c) // answered while it was on its way: nobody runs it
 		return
 	}
 	a.running[c.id] = c
@@ -128,6 +137,10 @@ func (a *laneActor) start(ctx actor.Context, c *call) {
 // call it no longer holds: a release re-sent after a crash must still reach the provider,
 // and the provider ignores a call it has freed already.
 func (a *laneActor) release(ctx actor.Context, c *call) {
+	if l := c.lease; l != nil {
+		c.lease = nil
+		go l.Release() // exits after one bounded round trip to the shared state
+	}
 	if _, ok := a.running[c.id]; ok {
 		delete(a.running, c.id)
 		if c.s != nil && c.s.self != nil && !c.s.requesterStopping.Load() {

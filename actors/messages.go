@@ -49,6 +49,12 @@ type call struct {
 	// end is what the stream says of the call's end, written before it gives the lanes
 	// back and read by the provider actor after.
 	end ending
+
+	// With several replicas (shared.go): lease is the call's hold on the replicas' shared
+	// limits once it has one, and leasing cancels its acquire while that is under way; both
+	// are its lane actor's (a batch's members come with their leases from StartBatch).
+	lease   Lease
+	leasing context.CancelCauseFunc
 }
 
 // ending is how a started call ended, for its provider's health and learned lanes.

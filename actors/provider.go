@@ -50,6 +50,10 @@ type providerActor struct {
 	epoch, sync uint64
 	health      *health
 
+	// Derived: the models the replicas' shared state had no room for, and the scope each
+	// waits on (shared.go); a rebuild forgets them with the policy's blocks.
+	blocks map[int]string
+
 	// A rebuild waits for every lane's report before it offers; so does a provider taken
 	// out of service in the middle of one (reportsDue).
 	rebuilding bool
@@ -75,7 +79,7 @@ type providerActor struct {
 
 func newProviderActor(g *Gateway, s *slot, pv Provider, models []Model) *providerActor {
 	return &providerActor{g: g, p: s.p, name: pv.Name, slot: s, pv: pv, models: models, gone: make([]bool, len(models)),
-		waiting: map[policy.ID]*call{}, reserved: map[*batchCall]*reservation{}}
+		waiting: map[policy.ID]*call{}, reserved: map[*batchCall]*reservation{}, blocks: map[int]string{}}
 }
 
 // spec is the provider's admission configuration with the models served now and the key
@@ -127,6 +131,10 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		a.offer(ctx, now)
 	case *wake:
 		a.wake(ctx)
+	case *unleased:
+		a.unleased(ctx, m)
+	case *leaseFreed:
+		a.leaseFreed(ctx, m.scopes)
 	case *resync:
 		a.resync(ctx, m.sync)
 	case *stateQuery:
@@ -384,6 +392,7 @@ func (a *providerActor) drain(ctx actor.Context) {
 func (a *providerActor) rebuild(ctx actor.Context) {
 	a.stopTimer()
 	a.pol = policy.NewProvider(a.spec())
+	clear(a.blocks)
 	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
 		for _, c := range r.calls {
 			a.pol.Resume(c.id, c.route.m, c.prio, c.started, c.tokens, c.key)
@@ -438,6 +447,12 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		}
 	case *freed:
 		a.finish(m.c, now)
+	case *unleased:
+		// Back to waiting: the rebuild requeues it in arrival order (if a lane reported it
+		// running before it was handed back, that is undone first).
+		a.pol.Finish(m.c.id, now)
+		m.c.started, m.c.confirmed = time.Time{}, true
+		a.waiting[m.c.id] = m.c
 	case *resync:
 		a.sync = m.sync // answered when the rebuild ends
 	case *stateQuery:
@@ -567,12 +582,10 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		}
 		a.failedOffer(ctx, now)
 	case *freed:
-		a.pol.Finish(m.c.id, now)
-		a.failedOffer(ctx, now)
-		if a.draining && a.pol.Running() == 0 {
-			ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
-		}
-		a.retireDown(ctx)
+		a.finishFailed(ctx, m.c, now)
+	case *unleased: // the replicas had no room for it; it will not wait now
+		m.c.answer(admitResult{err: providerDown(a.name)})
+		a.finishFailed(ctx, m.c, now)
 	case *resync:
 		a.pol.Resync(m.sync)
 		a.epoch, a.sync = a.pol.Epoch(), m.sync
@@ -617,4 +630,14 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 			a.failedOffer(ctx, now)
 		}
 	}
+}
+
+// finishFailed frees call c's lanes in a provider out of service.
+func (a *providerActor) finishFailed(ctx actor.Context, c *call, now time.Time) {
+	a.pol.Finish(c.id, now)
+	a.failedOffer(ctx, now)
+	if a.draining && a.pol.Running() == 0 {
+		ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
+	}
+	a.retireDown(ctx)
 }

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,6 +19,8 @@ type AdminState struct {
 	MaxRunning  int             `json:"max_running"`
 	MaxAdmitted int             `json:"max_admitted"`
 	Providers   []ProviderState `json:"providers"`
+	// Cluster is the replicas' shared state (SPEC §17); absent when the gateway is alone.
+	Cluster *SharedHealth `json:"cluster,omitempty"`
 }
 
 // ProviderState is one provider's lanes and queue, and its health (SPEC §7, §10, §11).
@@ -46,6 +50,10 @@ type ProviderState struct {
 	Breaker *BreakerState `json:"breaker,omitempty"`
 	// RateLimit is the rate_limit's buckets: tokens available now and their capacity.
 	RateLimit *tokens.Levels `json:"rate_limit,omitempty"`
+	// RunningCluster and RunningByReplica: what every replica runs on this provider, and
+	// who runs it (SPEC §17); absent when the gateway is alone or Redis did not answer.
+	RunningCluster   *int           `json:"running_cluster,omitempty"`
+	RunningByReplica map[string]int `json:"running_by_replica,omitempty"`
 }
 
 // BreakerState is a circuit breaker for /admin/state.
@@ -68,6 +76,8 @@ type ModelState struct {
 	Queued              int    `json:"queued"`
 	// Keys are the model's own keys, when it has some.
 	Keys []keys.KeyState `json:"keys,omitempty"`
+	// RunningCluster: as ProviderState's.
+	RunningCluster *int `json:"running_cluster,omitempty"`
 }
 
 // providerState renders provider pv's policy state for /admin/state.
@@ -161,12 +171,53 @@ func (g *Gateway) State() AdminState {
 				st.Providers[i] = part.provider
 			}
 		case <-timeout.C:
-			return st.total()
+			return g.withCluster(st.total())
 		case <-g.stopped:
-			return st.total()
+			return g.withCluster(st.total())
 		}
 	}
-	return st.total()
+	return g.withCluster(st.total())
+}
+
+// withCluster adds the replicas' shared state to st: its health, and the cluster-wide
+// running counts when Redis answers within stateTimeout.
+func (g *Gateway) withCluster(st AdminState) AdminState {
+	sh := g.opts.Shared
+	if sh == nil {
+		return st
+	}
+	h := sh.Health()
+	st.Cluster = &h
+	scopes := []string{GatewayScope}
+	for _, p := range st.Providers {
+		scopes = append(scopes, ProviderScope(p.Name))
+		for _, m := range p.Models {
+			scopes = append(scopes, ModelScope(p.Name, strings.TrimPrefix(m.ID, p.Name+"/")))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	occ, err := sh.Occupancy(ctx, scopes)
+	if err != nil {
+		return st
+	}
+	sum := func(scope string) (*int, map[string]int) {
+		n := 0
+		for _, k := range occ[scope] {
+			n += k
+		}
+		return &n, occ[scope]
+	}
+	h.RunningCluster, h.RunningByReplica = sum(GatewayScope)
+	for i := range st.Providers {
+		p := &st.Providers[i]
+		p.RunningCluster, p.RunningByReplica = sum(ProviderScope(p.Name))
+		for j := range p.Models {
+			m := &p.Models[j]
+			m.RunningCluster, _ = sum(ModelScope(p.Name, strings.TrimPrefix(m.ID, p.Name+"/")))
+		}
+	}
+	return st
 }
 
 func (st AdminState) total() AdminState {

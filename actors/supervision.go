@@ -85,8 +85,10 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 		}
 	case *retryAsk:
 		m.reply <- retryAnswer{} // the failure is answered as it is: never retried past a crash
+	case *unleased:
+		lostCall(m.c, "actor", s.g.now()) // the rebuild does not know it: it ran nowhere
 	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow, *reserve, *settle,
-		*reconfigureProvider, *retire, *retireCheck:
+		*reconfigureProvider, *retire, *retireCheck, *leaseFreed:
 		root.Send(child, m) // each is harmless twice; a reload's parts carry their whole target
 	case *addModel:
 		m.reply <- fmt.Errorf("internal fault in provider %s while adding models; try again", name)
@@ -127,7 +129,7 @@ func (a *providerActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor
 			}
 			root.Send(child, &abort{c: mm.c}) // whatever of it the lane made before it failed
 		}
-	case *released, *reportRunning, *cancelAll, *abort:
+	case *released, *reportRunning, *cancelAll, *abort, *leased:
 		root.Send(child, mm)
 	}
 	if exhausted {

@@ -39,6 +39,8 @@ type App struct {
 	backends map[string]builtBackend
 	refresh  *refresher
 	drained  bool // Drain has begun: no reload starts refreshes again
+
+	shared *shared // the replicas' shared state (cluster.go); nil: alone
 }
 
 // Options tune New beyond the configuration. Zero values are fine.
@@ -70,9 +72,6 @@ type Options struct {
 // backend's own list, starts the actor system and the model list refreshes (see
 // models.go). Drain stops the refreshes.
 func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
-	if err := cfg.Unsupported(); err != nil {
-		return nil, err
-	}
 	if o.DiscoveryTimeout <= 0 {
 		o.DiscoveryTimeout = 5 * time.Second
 	}
@@ -89,9 +88,24 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		m = telemetry.NewMetrics(series(cfg), func() actors.AdminState { return g.State() })
 		b.gopts.Observer = m
 	}
+	if cfg.Cluster != nil {
+		if a.shared, err = newShared(ctx, cfg, o.Logger); err != nil {
+			return nil, err
+		}
+		b.gopts.Shared = a.shared
+	}
 	g, err = actors.New(b.gopts)
 	if err != nil {
+		if a.shared != nil {
+			_ = a.shared.e.Close()
+		}
 		return nil, fmt.Errorf("start gateway: %w", err)
+	}
+	if a.shared != nil {
+		a.shared.gw.Store(g)
+		if m != nil {
+			m.Register(a.shared.e.Collector())
+		}
 	}
 	a.Gateway, a.Metrics = g, m
 	ho := httpapi.Options{
@@ -281,5 +295,11 @@ func (a *App) Drain(ctx context.Context) error {
 func (a *App) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return a.Gateway.Shutdown(ctx)
+	err := a.Gateway.Shutdown(ctx)
+	if a.shared != nil {
+		// After the actors: every lease is released by now, and the peers' shares grow
+		// at once when this replica leaves the alive set.
+		err = errors.Join(err, a.shared.e.Close())
+	}
+	return err
 }

@@ -369,16 +369,3 @@ func TestListRetriedAfterAFailedStart(t *testing.T) {
 	waitFor(t, "the backend's model served", func() bool { _, ok := cards(a)["p/late"]; return ok })
 	chatOnce(t, a, b, "p/late", "late")
 }
-
-// TestClusterRefused: a config with cluster: is valid but not applied yet, so the gateway
-// refuses to start with it instead of running alone while the file says it shares.
-func TestClusterRefused(t *testing.T) {
-	yaml := "providers: [{name: demo, kind: fake, models: [{id: echo}]}]\ncluster: {redis: {addr: \"127.0.0.1:6379\"}}\n"
-	cfg, err := config.Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop()}); err == nil || !strings.Contains(err.Error(), "c.yaml: cluster: not supported yet") {
-		t.Fatalf("New: %v, %v", a, err)
-	}
-}

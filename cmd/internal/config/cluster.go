@@ -8,13 +8,10 @@ import (
 	"time"
 )
 
-// Cluster makes the replicas that name the same Redis share their limits (SPEC §17).
-// Nil (no cluster: in the file): the gateway is alone, and nothing changes.
-//
-// Not applied yet: the lease engine (cmd/internal/cluster) is built and tested against a
-// real Redis, but the gateway does not use it until its wiring into the actors lands
-// (issue 16), so a config with cluster: is refused at start (Unsupported) rather than
-// served without the behaviour it asks for.
+// Cluster makes the replicas that name the same Redis share their limits (SPEC §17):
+// max_running, every provider's lanes and rpm and every model's model lanes are leases in
+// Redis (cmd/internal/cluster; README says what is not shared). Nil (no cluster: in the
+// file): the gateway is alone, and nothing changes.
 type Cluster struct {
 	Redis Redis `yaml:"redis"`
 	// LeaseTTL is how long a lease lives unrenewed: a replica that dies gives its lanes
@@ -87,7 +84,8 @@ func replicaProblem(name string) string {
 
 // ReplicaName is cluster.replica, or by default the host name and the port of Listen
 // ("gw-1:8080"): unique among replicas on different hosts, and among replicas of one host
-// on different ports.
+// on different ports. A listen port of 0 (any free port) is no name: the process id
+// stands in for it ("gw-1:pid4242"), unique on one host while the process lives.
 func (c *Config) ReplicaName() string {
 	if c.Cluster != nil && c.Cluster.Replica != "" {
 		return c.Cluster.Replica
@@ -97,26 +95,10 @@ func (c *Config) ReplicaName() string {
 		host = "localhost"
 	}
 	_, port, err := net.SplitHostPort(c.Listen)
-	if err != nil {
-		port = "0"
+	if err != nil || port == "0" {
+		port = "pid" + strconv.Itoa(os.Getpid())
 	}
 	return host + ":" + port
-}
-
-// Unsupported reports a setting the file asks for that the gateway cannot apply yet, so
-// that tollgate refuses to start with it (and --check-config fails) instead of serving
-// without it: today, cluster (issue 16: the lease engine exists, its wiring does not).
-func (c *Config) Unsupported() error {
-	if c.Cluster == nil {
-		return nil
-	}
-	file := c.Source
-	if file == "" {
-		file = "config"
-	}
-	return &FieldError{File: file, Path: "cluster", Msg: "not supported yet: the lease engine " +
-		"(cmd/internal/cluster) is built but the gateway does not use it yet (issue 16); " +
-		"remove cluster: to run this replica alone"}
 }
 
 func (c *Cluster) summary() string {
@@ -131,6 +113,6 @@ func (c *Cluster) summary() string {
 	if c.Redis.Password != "" {
 		b.WriteString(", password set")
 	}
-	b.WriteString(", lease_ttl " + c.LeaseTTL.String() + " (not supported yet: tollgate refuses to start with it)")
+	b.WriteString(", lease_ttl " + c.LeaseTTL.String())
 	return b.String()
 }

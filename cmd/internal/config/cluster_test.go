@@ -1,7 +1,7 @@
 package config
 
 import (
-	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -9,7 +9,7 @@ import (
 )
 
 // TestClusterSection: SPEC §17's shape parses, lease_ttl and replica take their defaults,
-// the password stays out of the summary, and the gateway is told to refuse it for now.
+// and the password stays out of the summary.
 func TestClusterSection(t *testing.T) {
 	base := "providers: [{name: demo, kind: fake, models: [{id: echo}]}]\nlisten: 127.0.0.1:9090\n"
 	cfg, err := Parse("c.yaml", []byte(base+`cluster: {redis: {addr: "127.0.0.1:6379", password: "${SECRET_A}", db: 2, tls: true}}`), testEnv)
@@ -28,9 +28,11 @@ func TestClusterSection(t *testing.T) {
 	if strings.Contains(summary, secretA) || !strings.Contains(summary, "cluster: redis 127.0.0.1:6379 db 2 tls, password set, lease_ttl 10s") {
 		t.Errorf("summary:\n%s", summary)
 	}
-	var fe *FieldError
-	if err := cfg.Unsupported(); !errors.As(err, &fe) || fe.Path != "cluster" || !strings.Contains(err.Error(), "not supported yet") {
-		t.Errorf("unsupported: %v", err)
+
+	any0 := strings.Replace(base, "127.0.0.1:9090", "127.0.0.1:0", 1)
+	if cfg, err := Parse("c.yaml", []byte(any0+"cluster: {redis: {addr: \"r:6379\"}}"), testEnv); err != nil ||
+		cfg.ReplicaName() != fmt.Sprintf("%s:pid%d", host, os.Getpid()) {
+		t.Errorf("replica of a gateway on any free port: %q, %v", cfg.ReplicaName(), err)
 	}
 
 	cfg, err = Parse("c.yaml", []byte(base+"cluster: {redis: {addr: \"redis:6379\"}, lease_ttl: 30s, replica: gw-a}"), testEnv)
@@ -45,7 +47,7 @@ func TestClusterSection(t *testing.T) {
 		t.Errorf("cluster without redis.addr: %v", err)
 	}
 	cfg, err = Parse("c.yaml", []byte(base), testEnv)
-	if err != nil || cfg.Cluster != nil || cfg.Unsupported() != nil {
+	if err != nil || cfg.Cluster != nil {
 		t.Errorf("without cluster: %+v, %v", cfg.Cluster, err)
 	}
 }

@@ -35,7 +35,7 @@ type Config struct {
 	// Routes are client-facing model ids that pick a real model per request (SPEC §12).
 	Routes []Route `yaml:"routes"`
 	// Cluster shares this gateway's limits with other replicas through Redis (SPEC §17);
-	// nil: alone. Validated, but refused at start until it is wired (see Cluster).
+	// nil: alone.
 	Cluster *Cluster `yaml:"cluster"`
 	// Source names where the config came from: the file name, or "embedded default".
 	Source string `yaml:"-"`

@@ -127,6 +127,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
+// Register adds c's series (the cluster engine's, for one) to /metrics.
+func (m *Metrics) Register(c prometheus.Collector) { m.reg.MustRegister(c) }
+
 // Gatherer is the registry, for tests and for other exporters.
 func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 

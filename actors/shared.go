@@ -1,0 +1,367 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Several replicas (SPEC §17). With Options.Shared set, the local policy stays the first
+// gate and the replicas' shared state the second: a call the supervisor granted takes its
+// leases — max_running, its provider's lanes, its model's lanes and its provider's rpm,
+// all in one atomic step — before its backend is opened. The lane actor asks for them off
+// its goroutine and hears the answer as a message, so no actor ever waits on Redis. When
+// the replicas run a scope full, the call goes back to its place in its provider's queue
+// and the scope's models stop being offered (policy.Provider.Block), so the supervisor
+// grants other models, providers and classes meanwhile; a lane freed on any replica
+// (LeaseNotice) has them offered again. The wait counts against the call's queue_timeout,
+// as any wait for a lane does. The leases are released once the backend has stopped, as
+// the local lanes are.
+
+// Shared is the replicas' shared state. Its methods are called off the actors' goroutines.
+type Shared interface {
+	// Acquire takes every claim's scopes and buckets, all claims or none, in one atomic
+	// step: one claim per call, a batch's members together. It answers *LeaseBusy when
+	// something has no room (nothing was taken), or ctx's error when ctx ends first.
+	Acquire(ctx context.Context, claims []LeaseClaim) ([]Lease, error)
+	// Health is this replica's view of the cluster now; it never waits for Redis.
+	Health() SharedHealth
+	// Occupancy is, per scope, how many calls each replica runs in it, cluster-wide.
+	Occupancy(ctx context.Context, scopes []string) (map[string]map[string]int, error)
+}
+
+// Lease is one call's hold on its scopes, renewed while held.
+type Lease interface {
+	// Release gives the slots back cluster-wide. It is idempotent and bounded by one
+	// round trip to the shared state.
+	Release()
+}
+
+// LeaseClaim is what one call needs: a slot in every scope and its tokens in every bucket.
+type LeaseClaim struct {
+	Scopes  []LeaseScope
+	Buckets []LeaseBucket
+}
+
+// LeaseScope is one limit shared by the replicas: its name (GatewayScope, ProviderScope,
+// ModelScope) and the configured number of slots.
+type LeaseScope struct {
+	Name  string
+	Limit int
+}
+
+// LeaseBucket is one shared rate limit: the rule of actors/policy/tokens (capacity Burst,
+// 0 meaning tokens.DefaultBurst), charged Cost.
+type LeaseBucket struct {
+	Name                   string
+	PerMinute, Burst, Cost int
+}
+
+// LeaseBusy is Acquire's answer when the replicas have no room now: Scope is full, or
+// Bucket lacks tokens for Wait. With neither set the shared state could not decide (Redis
+// did not answer, Err says why); a later notice says when to try again.
+type LeaseBusy struct {
+	Scope, Bucket string
+	Wait          time.Duration
+	Err           error
+}
+
+func (b *LeaseBusy) Error() string {
+	switch {
+	case b.Scope != "":
+		return "the replicas run " + b.Scope + " full"
+	case b.Bucket != "":
+		return fmt.Sprintf("the replicas' rate limit %s has no tokens for %s", b.Bucket, b.Wait)
+	}
+	return fmt.Sprintf("the replicas' shared state did not answer: %v", b.Err)
+}
+
+func (b *LeaseBusy) Unwrap() error { return b.Err }
+
+// SharedHealth is /admin/state's "cluster" object.
+type SharedHealth struct {
+	Replica       string `json:"replica"`
+	ReplicasAlive int    `json:"replicas_alive"`
+	// Redis is "ok" while the shared state answers, "down" while this replica runs on
+	// its share of every limit.
+	Redis string `json:"redis"`
+	// Phase is the rule in force: shared, holding, settling, fallback or rejoining
+	// (docs/architecture.md, "Without Redis").
+	Phase string `json:"phase"`
+	// RunningCluster is what every replica runs (the max_running scope), and
+	// RunningByReplica who runs it; both absent when the shared state did not answer.
+	RunningCluster   *int           `json:"running_cluster,omitempty"`
+	RunningByReplica map[string]int `json:"running_by_replica,omitempty"`
+}
+
+// The scopes' names, as every replica must spell them.
+const GatewayScope = "gateway"
+
+// ProviderScope is the scope of provider p's lanes.
+func ProviderScope(p string) string { return "provider/" + p }
+
+// ModelScope is the scope of model m's model lanes on provider p.
+func ModelScope(p, m string) string { return "model/" + p + "/" + m }
+
+// RateScope is the bucket of provider p's rpm, TokenScope of its tpm.
+func RateScope(p string) string { return "rpm/" + p }
+
+// TokenScope: see RateScope.
+func TokenScope(p string) string { return "tpm/" + p }
+
+// LeaseNotice tells the gateway that slots may have freed on some replica: in scopes, or
+// anywhere when scopes is nil (a periodic poll, the shared state's phase changed). Every
+// provider with a model blocked on one of them offers it again. It never blocks; the
+// shared state's events call it.
+func (g *Gateway) LeaseNotice(scopes []string) {
+	g.leaseGen.Add(1)
+	for _, s := range g.allSlots() {
+		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
+			g.system.Root.Send(pid, &leaseFreed{scopes: scopes})
+		}
+	}
+}
+
+// claim is what call c needs of the replicas' shared state: a slot of max_running, of its
+// provider's lanes and of its model's lanes, and its provider's rate_limit (a request of
+// rpm, its estimated tokens of tpm).
+func (g *Gateway) claim(c *call) LeaseClaim {
+	r := c.route
+	pv := &g.table.Load().provs[r.p].Provider
+	cl := LeaseClaim{Scopes: []LeaseScope{{Name: GatewayScope, Limit: g.limits().MaxRunning},
+		{Name: ProviderScope(pv.Name), Limit: pv.Lanes}, {Name: ModelScope(pv.Name, r.model), Limit: g.model(r.p, r.m).Lanes}}}
+	if rl := pv.RateLimit; rl.RPM > 0 {
+		cl.Buckets = append(cl.Buckets, LeaseBucket{Name: RateScope(pv.Name), PerMinute: rl.RPM, Burst: rl.Burst, Cost: 1})
+	}
+	if rl := pv.RateLimit; rl.TPM > 0 && c.tokens > 0 {
+		cl.Buckets = append(cl.Buckets, LeaseBucket{Name: TokenScope(pv.Name), PerMinute: rl.TPM, Cost: c.tokens})
+	}
+	return cl
+}
+
+// leaseBatch takes the leases of every member of batch b in one atomic step, before the
+// local two-phase step: with several replicas a batch starts only if the replicas' shared
+// limits have room for all its members at once, or it is refused 429
+// batch_capacity_unavailable naming what was full. Each member's lease is released by its
+// lane once its backend has stopped (unleaseBatch if the batch does not start).
+func (g *Gateway) leaseBatch(ctx context.Context, b *batchCall) error {
+	sh := g.opts.Shared
+	if sh == nil {
+		return nil
+	}
+	claims := make([]LeaseClaim, len(b.members))
+	for i, c := range b.members {
+		claims[i] = g.claim(c)
+	}
+	ls, err := sh.Acquire(ctx, claims)
+	var busy *LeaseBusy
+	switch {
+	case errors.As(err, &busy):
+		wait := max(g.caps.Load().retryAfter, busy.Wait)
+		return &llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: wait, Provider: strings.TrimPrefix(busy.Scope, "provider/"),
+			Message: busy.Error() + fmt.Sprintf(" now; the batch needs room for all its %d members at once across the replicas; try again shortly", len(b.members))}
+	case err != nil && ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		return &llm.Error{Kind: llm.KindProviderUnavailable, RetryAfter: time.Second,
+			Message: fmt.Sprintf("the replicas' shared state refused the batch's leases: %v", err)}
+	}
+	for i, c := range b.members {
+		c.lease = ls[i]
+	}
+	return nil
+}
+
+// unleaseBatch gives back the leases of a batch that did not start.
+func unleaseBatch(b *batchCall) {
+	for _, c := range b.members {
+		if l := c.lease; l != nil {
+			c.lease = nil
+			go l.Release() // exits after one bounded round trip to the shared state
+		}
+	}
+}
+
+// leased, from a lane's acquire goroutine to the lane: what the shared state answered.
+type leased struct {
+	c     *call
+	lease Lease
+	err   error
+	cause error // why the acquire's context ended, if it did
+	gen   uint64
+}
+
+// unleased, from a lane to its provider: the replicas have no room for call c now; put it
+// back in its place and block what was full, unless a notice came since gen.
+type unleased struct {
+	c    *call
+	busy *LeaseBusy
+	gen  uint64
+}
+
+// leaseFreed, from LeaseNotice to every provider actor.
+type leaseFreed struct{ scopes []string }
+
+// acquire asks the shared state for call c's leases; the lane holds c as running (its
+// provider's policy does) until the answer.
+func (a *laneActor) acquire(ctx actor.Context, c *call) {
+	if c.answered.Load() {
+		ctx.Send(ctx.Parent(), &freed{c: c}) // answered while it was on its way: nobody runs it
+		return
+	}
+	a.running[c.id] = c
+	lctx, cancel := context.WithCancelCause(c.ctx)
+	c.leasing = cancel
+	gen := a.g.leaseGen.Load()
+	claims := []LeaseClaim{a.g.claim(c)}
+	root, self, sh := a.g.system.Root, ctx.Self(), a.g.opts.Shared
+	go func() { // exits when Acquire returns: one bounded round trip, or lctx's end
+		m := &leased{c: c, gen: gen}
+		var ls []Lease
+		if ls, m.err = sh.Acquire(lctx, claims); m.err == nil {
+			m.lease = ls[0]
+		}
+		m.cause = context.Cause(lctx)
+		root.Send(self, m)
+	}()
+}
+
+// leased starts the call once it holds its leases, hands it back to its provider when the
+// replicas are full, and ends it when its client left or its lane was told to stop.
+func (a *laneActor) leased(ctx actor.Context, m *leased) {
+	c := m.c
+	if c.leasing == nil { // handled already (sent again after a crash)
+		if m.lease != nil && m.lease != c.lease {
+			go m.lease.Release() // exits after one bounded round trip
+		}
+		return
+	}
+	c.leasing(context.Canceled) // frees the context; a no-op after a cancellation
+	c.leasing = nil
+	_, mine := a.running[c.id]
+	var busy *LeaseBusy
+	switch {
+	case mine && m.err == nil && m.cause == nil && !c.answered.Load():
+		c.lease = m.lease
+		delete(a.running, c.id)
+		a.start(ctx, c)
+		return
+	case m.lease != nil:
+		go m.lease.Release() // nobody runs it; exits after one bounded round trip
+	case mine && m.cause == nil && errors.As(m.err, &busy):
+		delete(a.running, c.id)
+		ctx.Send(ctx.Parent(), &unleased{c: c, busy: busy, gen: m.gen})
+		return
+	}
+	if !mine {
+		return // dropped meanwhile (its start was lost in a crash and answered)
+	}
+	c.answer(admitResult{err: a.leaseFailure(c, m), queueWait: c.queueWait(a.g.now())})
+	a.release(ctx, c)
+}
+
+// leaseFailure is the answer to a call that could not take its leases for another reason
+// than full scopes.
+func (a *laneActor) leaseFailure(c *call, m *leased) error {
+	switch {
+	case errors.Is(m.cause, errDraining) || a.g.Draining():
+		return &llm.Error{Kind: llm.KindDraining, Provider: c.route.provider, Message: "the gateway is shutting down"}
+	case errors.Is(m.cause, errProviderFailed):
+		return providerDown(c.route.provider)
+	case c.ctx.Err() != nil:
+		return c.ctx.Err() // the client left
+	}
+	return &llm.Error{Kind: llm.KindProviderUnavailable, Provider: c.route.provider, RetryAfter: time.Second,
+		Message: fmt.Sprintf("the replicas' shared state refused the call's leases: %v", m.err)}
+}
+
+// unleased puts a call the replicas had no room for back in its place, and blocks the
+// models of the scope that was full until a notice says a slot freed there.
+func (a *providerActor) unleased(ctx actor.Context, m *unleased) {
+	now := a.g.now()
+	c := m.c
+	a.neutral(c, now) // it never ran: nothing to say of the provider's health (a probe lets the next go)
+	c.started, c.confirmed = time.Time{}, true
+	if !a.pol.Unstart(c.id, now) {
+		// Not running in the policy (a rebuild that did not see it meanwhile): it enters
+		// again at its arrival's place, kept.
+		if o, _ := a.pol.Enter(c.id, a.arrival(c), now); o == policy.Rejected {
+			lostCall(c, "actor", now) // neither running nor new to the policy: never so
+			return
+		}
+	}
+	a.waiting[c.id] = c
+	switch {
+	case c.answered.Load():
+		a.pol.Cancel(c.id)
+		delete(a.waiting, c.id)
+	case c.ctx.Err() != nil: // the client left while it asked; its withdraw came already
+		a.answerWaiting(c.id, c.ctx.Err(), now)
+	case a.draining:
+		a.answerWaiting(c.id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
+	case a.g.leaseGen.Load() == m.gen:
+		a.block(m.busy, c)
+	}
+	a.offer(ctx, now)
+}
+
+// block stops offering the models that scope refused: the call's own model for a model
+// scope, every model for the provider, the gateway or the provider's rate limit, and every
+// model when the shared state did not answer.
+func (a *providerActor) block(b *LeaseBusy, c *call) {
+	name := b.Scope
+	if name == "" {
+		name = b.Bucket
+	}
+	for m := range a.models {
+		if name != ModelScope(a.name, c.route.model) || m == c.route.m {
+			a.pol.Block(m)
+			a.blocks[m] = name
+		}
+	}
+	if b.Bucket != "" && b.Wait > 0 {
+		self, root := a.self, a.g.system.Root
+		// The timer's goroutine only sends one message and exits.
+		time.AfterFunc(b.Wait, func() { root.Send(self, &leaseFreed{scopes: []string{b.Bucket}}) })
+	}
+}
+
+// leaseFreed offers again the models blocked on a scope that has a free slot now.
+func (a *providerActor) leaseFreed(ctx actor.Context, scopes []string) {
+	n := len(a.blocks)
+	for m, s := range a.blocks {
+		if scopes == nil || slices.Contains(scopes, s) {
+			a.pol.Unblock(m)
+			delete(a.blocks, m)
+		}
+	}
+	if len(a.blocks) < n {
+		a.offer(ctx, a.g.now())
+	}
+}
+
+// blockedBy says in words what the replicas hold model m back with.
+func (a *providerActor) blockedBy(m int) string {
+	s := a.blocks[m]
+	switch {
+	case s == GatewayScope:
+		return fmt.Sprintf("the replicas sharing this gateway's limits run its max_running (%d) full", a.g.limits().MaxRunning)
+	case s == ProviderScope(a.name):
+		return fmt.Sprintf("the replicas sharing this gateway's limits run all of provider %s's %d lanes", a.name, a.pv.Lanes)
+	case strings.HasPrefix(s, "model/"):
+		return fmt.Sprintf("the replicas sharing this gateway's limits run all of model %s/%s's model lanes", a.name, a.g.model(a.p, m).Name)
+	case s == RateScope(a.name):
+		return fmt.Sprintf("provider %s's rate limit (rpm %d), shared by the replicas, holds requests back until its next token", a.name, a.pv.RateLimit.RPM)
+	case s == TokenScope(a.name):
+		return fmt.Sprintf("provider %s's rate limit (tpm %d), shared by the replicas, holds requests back until it has their tokens", a.name, a.pv.RateLimit.TPM)
+	}
+	return "the replicas' shared state (Redis) did not answer in time"
+}

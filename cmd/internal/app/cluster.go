@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/cmd/internal/cluster"
+	"github.com/tollgate/tollgate/cmd/internal/config"
+)
+
+// shared adapts the lease engine (cmd/internal/cluster) to the actors' Shared interface:
+// actors must not import a Redis client, so the two meet here.
+type shared struct {
+	e  *cluster.Engine
+	gw atomic.Pointer[actors.Gateway] // set once the gateway runs; the engine's events go to it
+}
+
+// newShared connects this replica to the cluster's Redis (SPEC §17). A Redis that does not
+// answer is no error: the engine starts on its shares of every limit and joins when Redis
+// answers (docs/architecture.md, the failure table).
+func newShared(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*shared, error) {
+	c := cfg.Cluster
+	o := cluster.Options{Addr: c.Redis.Addr, Password: c.Redis.Password, DB: c.Redis.DB,
+		Replica: cfg.ReplicaName(), LeaseTTL: c.LeaseTTL.D(), MaxRun: maxRun(cfg), Logger: log}
+	if c.Redis.TLS {
+		host, _, _ := net.SplitHostPort(c.Redis.Addr) // validated by the config
+		o.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	s := &shared{}
+	o.Notify = s.notify
+	e, err := cluster.New(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	s.e = e
+	return s, nil
+}
+
+// maxRun is the longest one call can hold its leases: the longest run_timeout plus the
+// kill grace of a CLI (the outage rule counts calls started before an outage this long).
+func maxRun(cfg *config.Config) (d time.Duration) {
+	for i := range cfg.Providers {
+		p := &cfg.Providers[i]
+		d = max(d, p.RunTimeout.D()+p.KillGrace.D())
+	}
+	return max(d, cfg.Cluster.LeaseTTL.D())
+}
+
+// notify hands an engine event to the gateway: every kind may mean a slot is free now.
+func (s *shared) notify(ev cluster.Event) {
+	g := s.gw.Load()
+	if g == nil {
+		return
+	}
+	switch ev.Kind {
+	case cluster.Freed:
+		g.LeaseNotice(ev.Scopes)
+	case cluster.Poll, cluster.Changed:
+		g.LeaseNotice(nil)
+	}
+}
+
+func (s *shared) Acquire(ctx context.Context, claims []actors.LeaseClaim) ([]actors.Lease, error) {
+	cs := make([]cluster.Claim, len(claims))
+	for i, c := range claims {
+		for _, sc := range c.Scopes {
+			cs[i].Scopes = append(cs[i].Scopes, cluster.Scope{Name: sc.Name, Limit: sc.Limit})
+		}
+		for _, b := range c.Buckets {
+			cs[i].Buckets = append(cs[i].Buckets, cluster.Bucket{Name: b.Name, PerMinute: b.PerMinute, Burst: b.Burst, Cost: b.Cost})
+		}
+	}
+	ls, err := s.e.AcquireAll(ctx, cs)
+	if busy, ok := errors.AsType[*cluster.Busy](err); ok {
+		return nil, &actors.LeaseBusy{Scope: busy.Scope, Bucket: busy.Bucket, Wait: busy.Wait, Err: busy.Err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]actors.Lease, len(ls))
+	for i, l := range ls {
+		out[i] = l
+	}
+	return out, nil
+}
+
+func (s *shared) Health() actors.SharedHealth {
+	h := s.e.Health()
+	return actors.SharedHealth{Replica: h.Replica, ReplicasAlive: h.ReplicasAlive, Redis: h.RedisState(), Phase: h.Phase.String()}
+}
+
+func (s *shared) Occupancy(ctx context.Context, scopes []string) (map[string]map[string]int, error) {
+	return s.e.Occupancy(ctx, scopes)
+}

@@ -1,0 +1,201 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
+	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// heldBackend is one backend behind several replicas that counts its own concurrency: a
+// call runs until its hold passes (or, with hold 0, until the gate closes) or its context
+// ends.
+type heldBackend struct {
+	hold     time.Duration
+	gate     chan struct{}
+	opened   chan struct{}
+	inflight atomic.Int32
+	most     atomic.Int32
+}
+
+func newHeldBackend(hold time.Duration) *heldBackend {
+	return &heldBackend{hold: hold, gate: make(chan struct{}), opened: make(chan struct{}, 64)}
+}
+
+func (b *heldBackend) Open(ctx context.Context, _ *llm.Request) (llm.Stream, error) {
+	n := b.inflight.Add(1)
+	for m := b.most.Load(); n > m && !b.most.CompareAndSwap(m, n); m = b.most.Load() {
+	}
+	b.opened <- struct{}{}
+	return &heldStream{b: b, ctx: ctx}, nil
+}
+
+type heldStream struct {
+	b      *heldBackend
+	ctx    context.Context
+	closed bool
+}
+
+func (s *heldStream) Next() (llm.Chunk, error) {
+	var hold <-chan time.Time
+	if s.b.hold > 0 {
+		t := time.NewTimer(s.b.hold)
+		defer t.Stop()
+		hold = t.C
+	}
+	select {
+	case <-hold:
+	case <-s.b.gate:
+	case <-s.ctx.Done():
+		return llm.Chunk{}, s.ctx.Err()
+	}
+	return llm.Chunk{}, io.EOF
+}
+
+func (s *heldStream) Close() error {
+	if !s.closed {
+		s.closed = true
+		s.b.inflight.Add(-1)
+	}
+	return nil
+}
+
+// replicas starts n gateways sharing one real redis-server, each with provider demo
+// (lanes lanes) in front of b, and waits until each sees the others.
+func replicas(t *testing.T, n, lanes int, queueTimeout string, b *heldBackend) []*App {
+	t.Helper()
+	s := redistest.Start(t)
+	var apps []*App
+	for i := range n {
+		yaml := fmt.Sprintf("limits: {max_running: 8}\nproviders: [{name: demo, kind: fake, lanes: %d, queue_length: 40, queue_timeout: %s, models: [{id: echo}]}]\n"+
+			"cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: r%d}\n", lanes, queueTimeout, s.Addr(), i+1)
+		cfg, err := config.Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), Backends: map[string]llm.Backend{"demo": b}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.Drain(context.Background()) })
+		apps = append(apps, a)
+	}
+	waitFor(t, "every replica seeing the others", func() bool {
+		for _, a := range apps {
+			if c := a.Gateway.State().Cluster; c == nil || c.ReplicasAlive != n || c.Redis != "ok" {
+				return false
+			}
+		}
+		return true
+	})
+	return apps
+}
+
+// call runs one chat call on a to its end; it returns Start's error.
+func call(ctx context.Context, a *App) error {
+	sv, err := a.Gateway.Start(ctx, "demo/echo", llm.Interactive, &llm.Request{})
+	if err != nil {
+		return err
+	}
+	defer sv.Stream.Close()
+	for {
+		if _, err := sv.Stream.Next(); err != nil {
+			return nil
+		}
+	}
+}
+
+// TestReplicasShareLanes: a burst spread over two replicas never runs more than the
+// provider's lanes at once on the backend they share, and every call is served.
+func TestReplicasShareLanes(t *testing.T) {
+	b := newHeldBackend(20 * time.Millisecond)
+	apps := replicas(t, 2, 2, "30s", b)
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for i := range 24 {
+		wg.Go(func() {
+			if err := call(context.Background(), apps[i%2]); err != nil {
+				t.Errorf("call %d: %v", i, err)
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if most := b.most.Load(); most != 2 {
+		t.Errorf("the backend ran %d calls at once; the replicas share 2 lanes (and a burst fills them)", most)
+	}
+}
+
+// TestHangUpFreesAnotherReplicasCall: with the shared lanes full on one replica, a call on
+// the other waits (its /admin/state says why and what runs where); one client's hang-up
+// starts it.
+func TestHangUpFreesAnotherReplicasCall(t *testing.T) {
+	b := newHeldBackend(0)
+	apps := replicas(t, 2, 2, "30s", b)
+	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(b.gate) // first: the calls end, then they are waited for
+	wg.Go(func() { _ = call(ctx, apps[0]) })
+	wg.Go(func() { _ = call(context.Background(), apps[0]) })
+	<-b.opened
+	<-b.opened
+	waiting := make(chan error, 1)
+	go func() { waiting <- call(context.Background(), apps[1]) }() // exits when the call ends (the gate closes)
+	waitFor(t, "the call queued on the other replica", func() bool {
+		st := apps[1].Gateway.State()
+		p := st.Providers[0]
+		return p.Queued == 1 && p.Running == 0 && p.RunningCluster != nil && *p.RunningCluster == 2 &&
+			p.RunningByReplica["r1"] == 2 && st.Cluster.RunningCluster != nil && *st.Cluster.RunningCluster == 2
+	})
+	select {
+	case <-b.opened:
+		t.Fatal("a third call opened with two shared lanes busy")
+	default:
+	}
+	hangUp()
+	select {
+	case <-b.opened:
+	case err := <-waiting:
+		t.Fatalf("the waiting call ended before it ran: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hang-up on one replica did not start the call waiting on the other")
+	}
+	if most := b.most.Load(); most > 2 {
+		t.Errorf("the backend ran %d calls at once, with 2 shared lanes", most)
+	}
+}
+
+// TestReplicaQueueTimeout: a call that waits for the replicas' shared lane past its
+// queue_timeout is told 429 provider_queue_timeout, naming the replicas as what held it,
+// with a Retry-After.
+func TestReplicaQueueTimeout(t *testing.T) {
+	b := newHeldBackend(0)
+	apps := replicas(t, 2, 1, "500ms", b)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(b.gate) // first: the call ends, then it is waited for
+	wg.Go(func() { _ = call(context.Background(), apps[0]) })
+	<-b.opened
+	err := call(context.Background(), apps[1])
+	var le *llm.Error
+	if !errors.As(err, &le) || le.Kind != llm.KindQueueTimeout || le.RetryAfter < time.Second ||
+		!strings.Contains(le.Message, "the replicas sharing this gateway's limits run all of provider demo's 1 lanes") {
+		t.Fatalf("a call waiting on a full shared lane: %v, want 429 provider_queue_timeout naming the replicas", err)
+	}
+	if st := apps[1].Gateway.State(); st.Providers[0].Queued != 0 || st.Providers[0].Running != 0 {
+		t.Errorf("the expired call is still counted: %+v", st.Providers[0])
+	}
+}
