@@ -199,3 +199,51 @@ func TestReplicaQueueTimeout(t *testing.T) {
 		t.Errorf("the expired call is still counted: %+v", st.Providers[0])
 	}
 }
+
+// TestReplicaBatch: a batch takes all its members' shared leases at once: with one of two
+// shared lanes busy on the other replica it is refused 429 batch_capacity_unavailable,
+// taking nothing; with both free it starts whole.
+func TestReplicaBatch(t *testing.T) {
+	b := newHeldBackend(0)
+	apps := replicas(t, 2, 2, "30s", b)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	gate := b.gate
+	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	wg.Go(func() { _ = call(ctx, apps[0]) })
+	<-b.opened
+	_, err := apps[1].Gateway.StartBatch(context.Background(), []string{"demo/echo", "demo/echo"}, llm.Interactive, &llm.Request{})
+	var le *llm.Error
+	if !errors.As(err, &le) || le.Kind != llm.KindBatchCapacity || !strings.Contains(le.Message, "the replicas run") {
+		t.Fatalf("a batch of 2 with 1 shared lane free: %v, want 429 batch_capacity_unavailable naming the replicas", err)
+	}
+	if p := apps[1].Gateway.State().Providers[0]; p.RunningCluster == nil || *p.RunningCluster != 1 {
+		t.Errorf("the refused batch left leases behind: %+v", p)
+	}
+	hangUp()
+	waitFor(t, "the other replica's lane given back", func() bool {
+		p := apps[1].Gateway.State().Providers[0]
+		return p.RunningCluster != nil && *p.RunningCluster == 0
+	})
+	close(gate)
+	members, err := apps[1].Gateway.StartBatch(context.Background(), []string{"demo/echo", "demo/echo"}, llm.Interactive, &llm.Request{})
+	if err != nil {
+		t.Fatalf("a batch of 2 with both shared lanes free: %v", err)
+	}
+	for i, m := range members {
+		if m.Err != nil {
+			t.Fatalf("member %d: %v", i, m.Err)
+		}
+		for {
+			if _, err := m.Stream.Next(); err != nil {
+				break
+			}
+		}
+		_ = m.Stream.Close()
+	}
+	waitFor(t, "the batch's leases released", func() bool {
+		p := apps[0].Gateway.State().Providers[0]
+		return p.RunningCluster != nil && *p.RunningCluster == 0
+	})
+}
