@@ -37,6 +37,8 @@ type setup struct {
 	// spare providers get their fake backends and adapters at start but are not in the
 	// config: a reload adds them (the reload scenario).
 	spare []provider
+	// cluster is the cluster: section's YAML, "" for a gateway alone.
+	cluster string
 }
 
 type provider struct {
@@ -158,6 +160,7 @@ providers:
       - {id: {{.Name}}, model_lanes: {{.Lanes}}}
 {{- end}}
 {{- end}}
+{{.Cluster}}
 `))
 
 // startLocal starts the fake backends, the gateway on a loopback listener, and a client pool.
@@ -180,15 +183,10 @@ func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
 		l.closeBackends()
 		return nil, err
 	}
-	backends := map[string]llm.Backend{}
-	for i, b := range l.backends {
-		c, err := openai.New(openai.Config{Kind: b.spec.kindOrDefault(), Name: b.spec.name, BaseURL: urls[i] + "/v1",
-			Keys: b.spec.keys, HTTPClient: &http.Client{Transport: l.meter}})
-		if err != nil {
-			l.closeBackends()
-			return nil, fmt.Errorf("backend %s: %w", b.spec.name, err)
-		}
-		backends[b.spec.name] = c
+	backends, err := l.clients()
+	if err != nil {
+		l.closeBackends()
+		return nil, err
 	}
 	l.urls = urls
 	// A reload reads the setup the scenario put in next, as tollgate reads its file again.
@@ -216,6 +214,20 @@ func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
 	return &env{setup: s, base: "http://" + ln.Addr().String(), client: newClient(conns), local: l}, nil
 }
 
+// clients are the gateway's adapters for the fake backends, through the call meter.
+func (l *local) clients() (map[string]llm.Backend, error) {
+	backends := map[string]llm.Backend{}
+	for _, b := range l.backends {
+		c, err := openai.New(openai.Config{Kind: b.spec.kindOrDefault(), Name: b.spec.name, BaseURL: b.http.URL + "/v1",
+			Keys: b.spec.keys, HTTPClient: &http.Client{Transport: l.meter}})
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", b.spec.name, err)
+		}
+		backends[b.spec.name] = c
+	}
+	return backends, nil
+}
+
 func parseSetup(s setup, urls []string) (*config.Config, error) {
 	type m struct {
 		Name  string
@@ -236,8 +248,9 @@ func parseSetup(s setup, urls []string) (*config.Config, error) {
 			MaxRunning, MaxAdmitted int
 			Providers               []p
 		}
-		URLs []string
-	}{URLs: urls}
+		URLs    []string
+		Cluster string
+	}{URLs: urls, Cluster: s.cluster}
 	data.S.MaxRunning, data.S.MaxAdmitted = s.maxRunning, s.maxAdmitted
 	for _, pv := range s.providers {
 		rt := pv.runTimeout

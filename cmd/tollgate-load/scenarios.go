@@ -49,6 +49,8 @@ var scenarios = []scenario{
 		run: overload},
 	{name: "queue-memory", about: "heap per queued request with max_admitted 10,000 and a held backend",
 		localOnly: true, run: queueMemory},
+	{name: "cluster", localOnly: true, about: "three replicas sharing one redis-server: a burst of 50 spread over them, then Redis stopped and restarted under load; no lane or cap exceeded at the backends (not run without redis-server)",
+		run: clusterLoad},
 	{name: "slow-readers", localOnly: true, about: "max_running clients that never read beside normal traffic: served as if they were not there, lanes back within run_timeout + 1s, heap bounded",
 		run: slowReaders},
 	{name: "retry-storm", about: "6 providers under 500 retrying SDK clients; one throttles in 200 bodies, then goes down: its attempts stay within budget, the others unharmed",

@@ -297,6 +297,7 @@ func (a *App) shutdown() error {
 	defer cancel()
 	err := a.Gateway.Shutdown(ctx)
 	if a.shared != nil {
+		a.shared.gw.Store(nil) // the engine's last notices have no actor to go to
 		// After the actors: every lease is released by now, and the peers' shares grow
 		// at once when this replica leaves the alive set.
 		err = errors.Join(err, a.shared.e.Close())

@@ -1,10 +1,12 @@
-// Package redistest starts a real redis-server for a test: loopback only, a free port, its
-// own temporary directory, no persistence (a restart comes back empty, as a Redis without
-// persistence does). Tests of the lease engine and of replicas sharing it use it.
+// Package redistest starts a real redis-server for a test or the load harness: loopback
+// only, a free port, its own directory, no persistence (a restart comes back empty, as a
+// Redis without persistence does). Tests of the lease engine and of replicas sharing it,
+// and the load harness's cluster scenario, use it.
 package redistest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -17,9 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Server is a redis-server a test started for itself.
+// Server is a redis-server started for a test (Start) or for the load harness (Launch).
 type Server struct {
-	t    testing.TB
+	t    testing.TB // nil: Launch's, whose failures are errors
 	bin  string
 	dir  string
 	port int
@@ -38,29 +40,54 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip("redis-server not installed (apt-get install redis-server); CI runs this test")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := launch(bin, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: port}
-	s.Start()
+	s.t = t
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// Launch starts a server keeping its files in dir, outside of a test; the caller stops
+// it. exec.ErrNotFound (wrapped) means redis-server is not installed.
+func Launch(dir string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	return launch(bin, dir)
+}
+
+func launch(bin, dir string) (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: a free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	s := &Server{bin: bin, dir: dir, port: port}
+	return s, s.Restart()
 }
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
-// Start runs redis-server (again, after Stop: empty) and waits until it answers PING.
+// Start runs the server again after Stop (empty), failing the test if it does not answer.
 func (s *Server) Start() {
-	s.t.Helper()
+	if err := s.Restart(); err != nil {
+		s.t.Helper()
+		s.t.Fatal(err)
+	}
+}
+
+// Restart runs redis-server (again, after Stop: empty) and waits until it answers PING.
+func (s *Server) Restart() error {
 	s.cmd = exec.Command(s.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
 		"--logfile", filepath.Join(s.dir, "redis.log"))
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
 	s.done = make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(s.done) }() // exits when the server does
@@ -74,10 +101,11 @@ func (s *Server) Start() {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server does not answer PING after 10s: %v", err)
+			s.Stop()
+			return fmt.Errorf("redistest: redis-server does not answer PING after 10s: %w", err)
 		}
 		<-tick.C
 	}
@@ -107,6 +135,8 @@ func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
 // Client is a plain client for a test's own checks, closed when the test ends.
 func (s *Server) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, Protocol: 2})
-	s.t.Cleanup(func() { _ = c.Close() })
+	if s.t != nil {
+		s.t.Cleanup(func() { _ = c.Close() })
+	}
 	return c
 }

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/cmd/internal/app"
+	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
+	"github.com/tollgate/tollgate/cmd/internal/serve"
+)
+
+// clusterLoad is issue 16's scenario: three replicas in this process share one real
+// redis-server and the multi setup's fake backends (so the call meter sees all three).
+// A burst of 50 spread over them, then steady load with Redis stopped and restarted
+// under it: no provider's lanes, model's lanes or max_running exceeded at any instant,
+// counted at the backends. Without redis-server it reports that it did not run.
+func clusterLoad(ctx context.Context, o runOpts) []*result {
+	dir, err := os.MkdirTemp("", "tollgate-load-redis-")
+	if err != nil {
+		r := newResult("cluster", "three replicas")
+		r.breach("temp dir: %v", err)
+		return []*result{r}
+	}
+	defer os.RemoveAll(dir)
+	rs, err := redistest.Launch(dir)
+	if errors.Is(err, exec.ErrNotFound) {
+		r := newResult("cluster", "three replicas (not run: redis-server is not installed)")
+		r.Figures["not_run"] = 1
+		return []*result{r}
+	}
+	if err != nil {
+		r := newResult("cluster", "three replicas")
+		r.breach("%v", err)
+		return []*result{r}
+	}
+	defer rs.Stop()
+	s := multi(20, 200, answer)
+	s.name = "multi, three replicas"
+	s.cluster = clusterYAML(rs.Addr(), "r1")
+	return []*result{runLocal(ctx, "cluster", s, 150, func(e *env, r *result) {
+		reps, err := e.addReplicas(ctx, rs.Addr(), "r2", "r3")
+		defer closeReplicas(reps) // before runLocal's goroutine check
+		if err != nil {
+			r.breach("%v", err)
+			return
+		}
+		envs := []*env{e}
+		for _, rp := range reps {
+			envs = append(envs, rp.env)
+		}
+		if !allCluster(ctx, envs, 10*time.Second, func(c *actors.SharedHealth) bool { return c.ReplicasAlive == 3 && c.Phase == "shared" }) {
+			r.breach("the three replicas never all saw each other")
+			return
+		}
+		clusterBurst(ctx, envs, r)
+		clusterOutage(ctx, envs, rs, r)
+	})}
+}
+
+func clusterYAML(addr, replica string) string {
+	return fmt.Sprintf("cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: %s}", addr, replica)
+}
+
+// replica is one more gateway of the setup, on the same backends and meter as e's.
+type replica struct {
+	env    *env
+	app    *app.App
+	server *serve.Server
+	served chan struct{}
+}
+
+// addReplicas starts a gateway named each of names beside e's, sharing its Redis.
+func (e *env) addReplicas(ctx context.Context, addr string, names ...string) ([]*replica, error) {
+	var out []*replica
+	for _, name := range names {
+		s := e.setup
+		s.cluster = clusterYAML(addr, name)
+		var urls []string
+		for _, b := range e.local.backends {
+			urls = append(urls, b.http.URL)
+		}
+		cfg, err := parseSetup(s, urls)
+		if err != nil {
+			return out, err
+		}
+		backends, err := e.local.clients()
+		if err != nil {
+			return out, err
+		}
+		a, err := app.New(ctx, cfg, app.Options{Logger: zerolog.Nop(), Backends: backends})
+		if err != nil {
+			return out, fmt.Errorf("replica %s: %w", name, err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			_ = a.Drain(ctx)
+			return out, fmt.Errorf("replica %s: listen: %w", name, err)
+		}
+		rp := &replica{env: &env{setup: e.setup, base: "http://" + ln.Addr().String(), client: e.client},
+			app: a, server: a.Server(), served: make(chan struct{})}
+		go func() { // exits when closeReplicas shuts the server down
+			defer close(rp.served)
+			_ = rp.server.Serve(ln)
+		}()
+		out = append(out, rp)
+	}
+	return out, nil
+}
+
+func closeReplicas(reps []*replica) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, rp := range reps {
+		_ = rp.server.Shutdown(ctx)
+		<-rp.served
+		_ = rp.app.Drain(ctx)
+	}
+}
+
+// allCluster polls every replica's /admin/state until cond holds for all of them.
+func allCluster(ctx context.Context, envs []*env, within time.Duration, cond func(*actors.SharedHealth) bool) bool {
+	for _, e := range envs {
+		if _, err := e.waitState(ctx, within, func(st actors.AdminState) bool { return st.Cluster != nil && cond(st.Cluster) }); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// clusterBurst sends 50 calls at once, spread over the replicas: every one fits some
+// replica's queue, so all must be served.
+func clusterBurst(ctx context.Context, envs []*env, r *result) {
+	ids := envs[0].setup.ids()
+	var wg sync.WaitGroup
+	outs := make([][]outcome, len(envs))
+	for k, e := range envs {
+		var calls []call
+		for i := k; i < 50; i += len(envs) {
+			calls = append(calls, call{model: ids[i%len(ids)], stream: i%2 == 0, tag: fmt.Sprintf("c%d", i)})
+		}
+		wg.Go(func() { outs[k] = fire(ctx, e, calls, nil) })
+	}
+	wg.Wait()
+	var all []outcome
+	for _, o := range outs {
+		all = append(all, o...)
+	}
+	r.add(all)
+	if n := count(all, ok); n != 50 {
+		r.breach("burst over three replicas: %d of 50 served; all fit the replicas' queues", n)
+	}
+}
+
+// clusterOutage keeps 12 clients busy on the replicas while Redis is stopped and started
+// again: the replicas fall back to their shares and come back to shared leases, every call
+// is served, and the meter (checked by runLocal) sees no cap exceeded.
+func clusterOutage(ctx context.Context, envs []*env, rs *redistest.Server, r *result) {
+	ids := envs[0].setup.ids()
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var outs []outcome
+	served := make([]int, len(envs))
+	var wg sync.WaitGroup
+	for i := range 12 {
+		e := envs[i%len(envs)]
+		wg.Go(func() { // exits when stop closes
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := send(ctx, e.client, e.base, call{model: ids[(i+n)%len(ids)], tag: fmt.Sprintf("o%d-%d", i, n)})
+				mu.Lock()
+				outs = append(outs, o)
+				if ok(o) {
+					served[i%len(envs)]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	pause := func(d time.Duration) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	pause(500 * time.Millisecond)
+	rs.Stop()
+	lost := time.Now()
+	if !allCluster(ctx, envs, 10*time.Second, func(c *actors.SharedHealth) bool { return c.Redis == "down" }) {
+		r.breach("the replicas never noticed Redis stopped")
+	}
+	r.Figures["outage_noticed_ms"] = ms(time.Since(lost))
+	pause(2 * time.Second) // holding (lease_ttl), then the shares
+	if err := rs.Restart(); err != nil {
+		r.breach("restart redis-server: %v", err)
+	}
+	back := time.Now()
+	if !allCluster(ctx, envs, 15*time.Second, func(c *actors.SharedHealth) bool { return c.Phase == "shared" && c.ReplicasAlive == 3 }) {
+		r.breach("the replicas never came back to shared leases")
+	}
+	r.Figures["shared_again_ms"] = ms(time.Since(back))
+	pause(time.Second)
+	close(stop)
+	wg.Wait()
+	r.add(outs)
+	if n := count(outs, ok); n != len(outs) {
+		r.breach("%d of %d calls served across the outage: they should wait in their queues, never be refused", n, len(outs))
+	}
+	total := 0
+	for _, n := range served {
+		total += n
+	}
+	// How far each replica's share of the served calls strays from an even third, with
+	// equal clients on each: the cross-replica fairness drift.
+	drift := 0.0
+	for _, n := range served {
+		if total > 0 {
+			drift = max(drift, abs(float64(n)/float64(total)-1/float64(len(envs))))
+		}
+	}
+	r.Figures["outage_calls_served"] = float64(total)
+	r.Figures["fairness_drift"] = drift
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
