@@ -238,9 +238,12 @@ func (a *laneActor) acquire(ctx actor.Context, c *call) {
 // replicas are full, and ends it when its client left or its lane was told to stop.
 func (a *laneActor) leased(ctx actor.Context, m *leased) {
 	c := m.c
-	if c.leasing == nil { // handled already (sent again after a crash)
+	if c.leasing == nil { // handled already: sent again after a crash in the middle of it
 		if m.lease != nil && m.lease != c.lease {
 			go m.lease.Release() // exits after one bounded round trip
+		}
+		if lostCall(c, "lane for "+c.route.model, a.g.now()) { // the crash stopped it before it ran
+			a.drop(ctx, c)
 		}
 		return
 	}
