@@ -52,7 +52,7 @@ type providerActor struct {
 
 	// Derived: the models the replicas' shared state had no room for, and the scope each
 	// waits on (shared.go); a rebuild forgets them with the policy's blocks.
-	blocks map[int]string
+	blocks map[int]block
 
 	// A rebuild waits for every lane's report before it offers; so does a provider taken
 	// out of service in the middle of one (reportsDue).
@@ -79,7 +79,7 @@ type providerActor struct {
 
 func newProviderActor(g *Gateway, s *slot, pv Provider, models []Model) *providerActor {
 	return &providerActor{g: g, p: s.p, name: pv.Name, slot: s, pv: pv, models: models, gone: make([]bool, len(models)),
-		waiting: map[policy.ID]*call{}, reserved: map[*batchCall]*reservation{}, blocks: map[int]string{}}
+		waiting: map[policy.ID]*call{}, reserved: map[*batchCall]*reservation{}, blocks: map[int]block{}}
 }
 
 // spec is the provider's admission configuration with the models served now and the key

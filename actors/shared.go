@@ -316,18 +316,28 @@ func (a *providerActor) unleased(ctx actor.Context, m *unleased) {
 	a.offer(ctx, now)
 }
 
+// block is what a blocked model waits for: a free slot in scope, or its rate bucket's
+// tokens, due at until (zero: unknown).
+type block struct {
+	scope string
+	until time.Time
+}
+
 // block stops offering the models that scope refused: the call's own model for a model
 // scope, every model for the provider, the gateway or the provider's rate limit, and every
 // model when the shared state did not answer.
 func (a *providerActor) block(b *LeaseBusy, c *call) {
-	name := b.Scope
-	if name == "" {
-		name = b.Bucket
+	bl := block{scope: b.Scope}
+	if b.Scope == "" {
+		bl.scope = b.Bucket
+	}
+	if b.Bucket != "" && b.Wait > 0 {
+		bl.until = a.g.now().Add(b.Wait)
 	}
 	for m := range a.models {
-		if name != ModelScope(a.name, c.route.model) || m == c.route.m {
+		if bl.scope != ModelScope(a.name, c.route.model) || m == c.route.m {
 			a.pol.Block(m)
-			a.blocks[m] = name
+			a.blocks[m] = bl
 		}
 	}
 	if b.Bucket != "" && b.Wait > 0 {
@@ -340,8 +350,8 @@ func (a *providerActor) block(b *LeaseBusy, c *call) {
 // leaseFreed offers again the models blocked on a scope that has a free slot now.
 func (a *providerActor) leaseFreed(ctx actor.Context, scopes []string) {
 	n := len(a.blocks)
-	for m, s := range a.blocks {
-		if scopes == nil || slices.Contains(scopes, s) {
+	for m, bl := range a.blocks {
+		if scopes == nil || slices.Contains(scopes, bl.scope) {
 			a.pol.Unblock(m)
 			delete(a.blocks, m)
 		}
@@ -351,9 +361,19 @@ func (a *providerActor) leaseFreed(ctx actor.Context, scopes []string) {
 	}
 }
 
+// blockedFor is how long the replicas' shared rate limit holds model m back from now, when
+// it is what does and its next tokens' time is known; 0 otherwise (a slot frees when some
+// replica's backend ends, which nobody can foresee).
+func (a *providerActor) blockedFor(m int, now time.Time) time.Duration {
+	if bl, ok := a.blocks[m]; ok && !bl.until.IsZero() {
+		return max(bl.until.Sub(now), 0)
+	}
+	return 0
+}
+
 // blockedBy says in words what the replicas hold model m back with.
 func (a *providerActor) blockedBy(m int) string {
-	s := a.blocks[m]
+	s := a.blocks[m].scope
 	switch {
 	case s == GatewayScope:
 		return fmt.Sprintf("the replicas sharing this gateway's limits run its max_running (%d) full", a.g.limits().MaxRunning)

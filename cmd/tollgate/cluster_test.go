@@ -66,6 +66,22 @@ func adminCluster(t *testing.T, url string) clusterHealth {
 	return *st.Cluster
 }
 
+// checkMetrics fails the test for each series line /metrics lacks.
+func checkMetrics(t *testing.T, url string, want ...string) {
+	t.Helper()
+	res, err := rawClient.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, w := range want {
+		if !strings.Contains(string(body), w) {
+			t.Errorf("%s/metrics lacks %q", url, w)
+		}
+	}
+}
+
 func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -119,17 +135,7 @@ func TestReplicasShareLimits(t *testing.T) {
 	if st := fast.Stats(); st.MaxConcurrent != 3 || st.Completed != 50 {
 		t.Errorf("burst: the backend ran %d at once (3 lanes shared) and completed %d of 50", st.MaxConcurrent, st.Completed)
 	}
-	res, err := rawClient.Get(ps[0].url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	for _, want := range []string{"tollgate_cluster_redis_up 1", "tollgate_cluster_replicas_alive 3", `tollgate_cluster_phase{phase="shared"} 1`} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
-	}
+	checkMetrics(t, ps[0].url, "tollgate_cluster_redis_up 1", "tollgate_cluster_replicas_alive 3", `tollgate_cluster_phase{phase="shared"} 1`)
 
 	// r1 holds both of slow's lanes; r2 queues a third call; r1 is killed.
 	for range 2 {
@@ -193,6 +199,7 @@ func TestReplicasShareLimits(t *testing.T) {
 	pollUntil(t, 10*time.Second, "both replicas on their shares", func() bool {
 		return adminCluster(t, ps[1].url).Redis == "down" && adminCluster(t, ps[2].url).Redis == "down"
 	})
+	checkMetrics(t, ps[1].url, "tollgate_cluster_redis_up 0", "tollgate_cluster_outages_total 1")
 	during := fast.Stats().Completed
 	pollUntil(t, 20*time.Second, "calls served while Redis is away", func() bool { return fast.Stats().Completed > during+5 })
 	redis.Start()
