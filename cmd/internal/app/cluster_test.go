@@ -75,16 +75,23 @@ func (s *heldStream) Close() error {
 // (lanes lanes) in front of b, and waits until each sees the others.
 func replicas(t *testing.T, n, lanes int, queueTimeout string, b *heldBackend) []*App {
 	t.Helper()
+	return replicasOf(t, n, fmt.Sprintf("limits: {max_running: 8}\nproviders: [{name: demo, kind: fake, lanes: %d, queue_length: 40, queue_timeout: %s, models: [{id: echo}]}]\n",
+		lanes, queueTimeout), map[string]llm.Backend{"demo": b})
+}
+
+// replicasOf starts n gateways of config yaml (without its cluster: section) sharing one
+// real redis-server, and waits until each sees the others.
+func replicasOf(t *testing.T, n int, yaml string, backends map[string]llm.Backend) []*App {
+	t.Helper()
 	s := redistest.Start(t)
 	var apps []*App
 	for i := range n {
-		yaml := fmt.Sprintf("limits: {max_running: 8}\nproviders: [{name: demo, kind: fake, lanes: %d, queue_length: 40, queue_timeout: %s, models: [{id: echo}]}]\n"+
-			"cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: r%d}\n", lanes, queueTimeout, s.Addr(), i+1)
+		yaml := yaml + fmt.Sprintf("cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: r%d}\n", s.Addr(), i+1)
 		cfg, err := config.Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), Backends: map[string]llm.Backend{"demo": b}})
+		a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), Backends: backends})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,9 +109,11 @@ func replicas(t *testing.T, n, lanes int, queueTimeout string, b *heldBackend) [
 	return apps
 }
 
-// call runs one chat call on a to its end; it returns Start's error.
-func call(ctx context.Context, a *App) error {
-	sv, err := a.Gateway.Start(ctx, "demo/echo", llm.Interactive, &llm.Request{})
+// call runs one chat call of demo/echo on a to its end; it returns Start's error.
+func call(ctx context.Context, a *App) error { return callModel(ctx, a, "demo/echo") }
+
+func callModel(ctx context.Context, a *App, model string) error {
+	sv, err := a.Gateway.Start(ctx, model, llm.Interactive, &llm.Request{})
 	if err != nil {
 		return err
 	}
@@ -246,4 +255,37 @@ func TestReplicaBatch(t *testing.T) {
 		p := apps[0].Gateway.State().Providers[0]
 		return p.RunningCluster != nil && *p.RunningCluster == 0
 	})
+}
+
+// TestWaitForOneProviderHoldsUpNoOther: calls waiting on a replica for another replica's
+// lane of provider a leave that replica's max_running to a call of provider b, which runs
+// at once: a call the replicas refuse goes back to its queue instead of holding a slot.
+func TestWaitForOneProviderHoldsUpNoOther(t *testing.T) {
+	a, b := newHeldBackend(0), newHeldBackend(0)
+	apps := replicasOf(t, 2, "limits: {max_running: 3}\nproviders:\n"+
+		"  - {name: a, kind: fake, lanes: 1, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}\n"+
+		"  - {name: b, kind: fake, lanes: 1, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}\n",
+		map[string]llm.Backend{"a": a, "b": b})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(b.gate)
+	defer close(a.gate) // first: the calls end, then they are waited for
+	wg.Go(func() { _ = callModel(context.Background(), apps[0], "a/m") })
+	<-a.opened
+	for range 2 {
+		wg.Go(func() { _ = callModel(context.Background(), apps[1], "a/m") })
+	}
+	waitFor(t, "two calls of a waiting on the second replica", func() bool {
+		return apps[1].Gateway.State().Providers[0].Queued == 2
+	})
+	wg.Go(func() { _ = callModel(context.Background(), apps[1], "b/m") })
+	select {
+	case <-b.opened:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("provider b's call did not start beside the waiting calls of a: %+v", apps[1].Gateway.State())
+	}
+	if st := apps[1].Gateway.State(); st.Running != 1 || st.Providers[0].Running != 0 || st.Providers[0].Queued != 2 {
+		t.Errorf("second replica: running %d, a running %d and queued %d; want b's call alone running, a's two waiting",
+			st.Running, st.Providers[0].Running, st.Providers[0].Queued)
+	}
 }
