@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,8 @@ type heldBackend struct {
 	opened   chan struct{}
 	inflight atomic.Int32
 	most     atomic.Int32
+	mu       sync.Mutex
+	opens    []time.Time // when each call opened
 }
 
 func newHeldBackend(hold time.Duration) *heldBackend {
@@ -34,6 +37,9 @@ func newHeldBackend(hold time.Duration) *heldBackend {
 }
 
 func (b *heldBackend) Open(ctx context.Context, _ *llm.Request) (llm.Stream, error) {
+	b.mu.Lock()
+	b.opens = append(b.opens, time.Now())
+	b.mu.Unlock()
 	n := b.inflight.Add(1)
 	for m := b.most.Load(); n > m && !b.most.CompareAndSwap(m, n); m = b.most.Load() {
 	}
@@ -287,5 +293,34 @@ func TestWaitForOneProviderHoldsUpNoOther(t *testing.T) {
 	if st := apps[1].Gateway.State(); st.Running != 1 || st.Providers[0].Running != 0 || st.Providers[0].Queued != 2 {
 		t.Errorf("second replica: running %d, a running %d and queued %d; want b's call alone running, a's two waiting",
 			st.Running, st.Providers[0].Running, st.Providers[0].Queued)
+	}
+}
+
+// TestReplicasShareRPM: two replicas share their provider's rpm bucket: together they start
+// a burst of 2 at once, then one call a second (rpm 60), though each replica's own limiter
+// would allow 2 at once on its own.
+func TestReplicasShareRPM(t *testing.T) {
+	b := newHeldBackend(time.Millisecond)
+	apps := replicasOf(t, 2, "providers: [{name: demo, kind: fake, lanes: 4, queue_length: 10, queue_timeout: 30s, rate_limit: {rpm: 60, burst: 2}, models: [{id: echo}]}]\n",
+		map[string]llm.Backend{"demo": b})
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() {
+			if err := call(context.Background(), apps[i%2]); err != nil {
+				t.Errorf("call %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.opens) != 5 {
+		t.Fatalf("%d calls opened, want 5", len(b.opens))
+	}
+	slices.SortFunc(b.opens, func(x, y time.Time) int { return x.Compare(y) })
+	for k, at := range b.opens[2:] { // the third call a second after the burst, and so on
+		if d, want := at.Sub(b.opens[0]), time.Duration(k+1)*time.Second-50*time.Millisecond; d < want {
+			t.Errorf("call %d opened %s after the first; rpm 60 with a burst of 2 allows it after %s", k+3, d, want)
+		}
 	}
 }
