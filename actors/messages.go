@@ -55,6 +55,9 @@ type call struct {
 	// are its lane actor's (a batch's members come with their leases from StartBatch).
 	lease   Lease
 	leasing context.CancelCauseFunc
+	// lanes are its provider's and its model's effective lanes when it was granted: what
+	// its leases claim, so that lanes learned lower hold across the replicas too.
+	lanes [2]int
 }
 
 // ending is how a started call ended, for its provider's health and learned lanes.

@@ -260,6 +260,7 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 		}
 		a.current(c)
 		a.started(c, st.Key, now)
+		c.lanes = [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}
 		ctx.Send(a.lanes[c.route.m], &startCall{c: c})
 	}
 	for _, v := range m.v {

@@ -131,13 +131,21 @@ func (g *Gateway) LeaseNotice(scopes []string) {
 }
 
 // claim is what call c needs of the replicas' shared state: a slot of max_running, of its
-// provider's lanes and of its model's lanes, and its provider's rate_limit (a request of
-// rpm, its estimated tokens of tpm).
+// provider's lanes and of its model's lanes (as this replica learned them, when lower:
+// each replica's learning caps the whole cluster), and its provider's rate_limit (a
+// request of rpm, its estimated tokens of tpm).
 func (g *Gateway) claim(c *call) LeaseClaim {
 	r := c.route
 	pv := &g.table.Load().provs[r.p].Provider
+	lanes, modelLanes := pv.Lanes, g.model(r.p, r.m).Lanes
+	if n := c.lanes[0]; n >= 1 && n < lanes { // learned lower: a cap across the replicas too
+		lanes = n
+	}
+	if n := c.lanes[1]; n >= 1 && n < modelLanes {
+		modelLanes = n
+	}
 	cl := LeaseClaim{Scopes: []LeaseScope{{Name: GatewayScope, Limit: g.limits().MaxRunning},
-		{Name: ProviderScope(pv.Name), Limit: pv.Lanes}, {Name: ModelScope(pv.Name, r.model), Limit: g.model(r.p, r.m).Lanes}}}
+		{Name: ProviderScope(pv.Name), Limit: lanes}, {Name: ModelScope(pv.Name, r.model), Limit: modelLanes}}}
 	if rl := pv.RateLimit; rl.RPM > 0 {
 		cl.Buckets = append(cl.Buckets, LeaseBucket{Name: RateScope(pv.Name), PerMinute: rl.RPM, Burst: rl.Burst, Cost: 1})
 	}

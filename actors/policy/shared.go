@@ -40,6 +40,15 @@ func (p *Provider) Unstart(id ID, now time.Time) bool {
 	return true
 }
 
+// EffectiveModelLanes is model m's model lanes as learned (SetModelLanes), 0 for an
+// unknown model.
+func (p *Provider) EffectiveModelLanes(m int) int {
+	if m < 0 || m >= len(p.models) {
+		return 0
+	}
+	return p.models[m].eff
+}
+
 // Block makes model m offer nothing until Unblock: the replicas' shared state has no
 // room for it now. Its requests keep their places and deadlines. An unknown model is
 // ignored.

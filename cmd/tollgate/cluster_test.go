@@ -21,13 +21,15 @@ import (
 var clusterClient = &http.Client{Timeout: 30 * time.Second}
 
 // clusterConfig is one replica's config: provider fast (3 lanes) and slow (2 lanes), each
-// in front of its own fakellm, which counts its own concurrency.
+// in front of its own fakellm, which counts its own concurrency. run_timeout is short:
+// after lease_ttl without Redis, a replica runs min(share, what it held) for the longest
+// run_timeout before its full share (docs/architecture.md), and the test wants the share.
 func clusterConfig(fast, slow, redis, replica string) string {
 	return fmt.Sprintf(`listen: 127.0.0.1:0
 limits: {max_running: 8, max_admitted: 200}
 providers:
-  - {name: fast, kind: openai, base_url: %s/v1, keys: [test-key], lanes: 3, queue_length: 100, queue_timeout: 60s, run_timeout: 30s, models: [{id: m}]}
-  - {name: slow, kind: openai, base_url: %s/v1, keys: [test-key], lanes: 2, queue_length: 10, queue_timeout: 60s, run_timeout: 30s, models: [{id: m}]}
+  - {name: fast, kind: openai, base_url: %s/v1, keys: [test-key], lanes: 3, queue_length: 100, queue_timeout: 60s, run_timeout: 5s, models: [{id: m}]}
+  - {name: slow, kind: openai, base_url: %s/v1, keys: [test-key], lanes: 2, queue_length: 10, queue_timeout: 60s, run_timeout: 5s, models: [{id: m}]}
 cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: %s}
 `, fast, slow, redis, replica)
 }
