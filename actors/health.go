@@ -284,6 +284,7 @@ func (a *providerActor) record(c *call, key int, err error, now time.Time) (requ
 				hint = e.RetryAfter
 			}
 			end := ring.RateLimited(key, hint, now)
+			a.shareCooldown(pl, key, end.Sub(now))
 			a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Int("key", key).
 				Dur("cooldown", end.Sub(now)).Msg("key rate-limited: it rests for the backend's hint")
 			a.keysChanged(pl, now)

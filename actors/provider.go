@@ -135,6 +135,11 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		a.unleased(ctx, m)
 	case *leaseFreed:
 		a.leaseFreed(ctx, m.scopes)
+	case *keyCooled:
+		if now := a.g.now(); a.keyCooled(m, now) {
+			a.keysChanged(m.pool, now)
+			a.offer(ctx, now)
+		}
 	case *resync:
 		a.resync(ctx, m.sync)
 	case *stateQuery:
@@ -448,6 +453,8 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		}
 	case *freed:
 		a.finish(m.c, now)
+	case *keyCooled:
+		a.keyCooled(m, now) // the keys are health, kept across the rebuild
 	case *unleased:
 		// Back to waiting: the rebuild requeues it in arrival order (if a lane reported it
 		// running before it was handed back, that is undone first).

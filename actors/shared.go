@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,10 @@ type Shared interface {
 	Health() SharedHealth
 	// Occupancy is, per scope, how many calls each replica runs in it, cluster-wide.
 	Occupancy(ctx context.Context, scopes []string) (map[string]map[string]int, error)
+	// Cool makes the shared cooldown name last at least d from now, never shorter, and
+	// tells every other replica (KeyCooled). An error (Redis away) leaves each replica to
+	// its own keys' rule.
+	Cool(ctx context.Context, name string, d time.Duration) error
 }
 
 // Lease is one call's hold on its scopes, renewed while held.
@@ -116,6 +121,68 @@ func RateScope(p string) string { return "rpm/" + p }
 
 // TokenScope: see RateScope.
 func TokenScope(p string) string { return "tpm/" + p }
+
+// KeyScope is the shared cooldown of key k (its index in the configuration) of key pool pl
+// (0: the provider's keys, then the models' own, in model order) of provider p. Replicas
+// share a key's cooldown only if they list the provider's keys in the same order.
+func KeyScope(p string, pl, k int) string { return fmt.Sprintf("key/%s/%d/%d", p, pl, k) }
+
+// KeyCooled tells the gateway that another replica's backend rate-limited a key: name
+// (KeyScope) cools here too, for d more. Unknown names are ignored. It never blocks; the
+// shared state's events call it.
+func (g *Gateway) KeyCooled(name string, d time.Duration) {
+	rest, ok := strings.CutPrefix(name, "key/")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 {
+		return
+	}
+	pl, err1 := strconv.Atoi(parts[1])
+	k, err2 := strconv.Atoi(parts[2])
+	p := g.providerIndex(parts[0])
+	if p < 0 || err1 != nil || err2 != nil || d <= 0 {
+		return
+	}
+	if pid := g.slot(p).pid.Load(); pid != nil {
+		g.system.Root.Send(pid, &keyCooled{pool: pl, key: k, d: d})
+	}
+}
+
+// keyCooled, from KeyCooled to a provider actor: key key of pool pool cools for d.
+type keyCooled struct {
+	pool, key int
+	d         time.Duration
+}
+
+// shareCooldown tells the other replicas that key k of pool pl cools for d from now.
+func (a *providerActor) shareCooldown(pl, k int, d time.Duration) {
+	sh := a.g.opts.Shared
+	if sh == nil || d <= 0 {
+		return
+	}
+	name := KeyScope(a.name, pl, k)
+	go func() { // exits after one bounded round trip to the shared state
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		if err := sh.Cool(ctx, name, d); err != nil {
+			a.g.log.Debug().Err(err).Str("key", name).Msg("key cooldown not shared: the replicas' shared state did not take it")
+		}
+	}()
+}
+
+// sharedTimeout bounds one call the actors make to the shared state beside a call's leases
+// (a cooldown to share); the engine bounds each round trip more tightly itself.
+const sharedTimeout = 5 * time.Second
+
+// keyCooled applies a cooldown another replica gave a key, as if this replica's backend
+// had answered the key with that hint, and reports whether it knew the key.
+func (a *providerActor) keyCooled(m *keyCooled, now time.Time) bool {
+	h := a.health
+	if m.pool < 0 || m.pool >= len(h.rings) || !h.keyed[m.pool] || m.key < 0 || m.key >= h.rings[m.pool].Len() {
+		return false
+	}
+	h.rings[m.pool].RateLimited(m.key, m.d, now)
+	return true
+}
 
 // LeaseNotice tells the gateway that slots may have freed on some replica: in scopes, or
 // anywhere when scopes is nil (a periodic poll, the shared state's phase changed). Every

@@ -19,8 +19,9 @@ import (
 // shared adapts the lease engine (cmd/internal/cluster) to the actors' Shared interface:
 // actors must not import a Redis client, so the two meet here.
 type shared struct {
-	e  *cluster.Engine
-	gw atomic.Pointer[actors.Gateway] // set once the gateway runs; the engine's events go to it
+	e       *cluster.Engine
+	replica string
+	gw      atomic.Pointer[actors.Gateway] // set once the gateway runs; the engine's events go to it
 }
 
 // newShared connects this replica to the cluster's Redis (SPEC §17). A Redis that does not
@@ -34,7 +35,7 @@ func newShared(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*sh
 		host, _, _ := net.SplitHostPort(c.Redis.Addr) // validated by the config
 		o.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
-	s := &shared{}
+	s := &shared{replica: o.Replica}
 	o.Notify = s.notify
 	e, err := cluster.New(ctx, o)
 	if err != nil {
@@ -65,7 +66,16 @@ func (s *shared) notify(ev cluster.Event) {
 		g.LeaseNotice(ev.Scopes)
 	case cluster.Poll, cluster.Changed:
 		g.LeaseNotice(nil)
+	case cluster.Cooled:
+		if ev.Replica != s.replica { // its own cooldown is in force here already
+			g.KeyCooled(ev.Name, ev.For)
+		}
 	}
+}
+
+func (s *shared) Cool(ctx context.Context, name string, d time.Duration) error {
+	_, err := s.e.Cool(ctx, name, d)
+	return err
 }
 
 func (s *shared) Acquire(ctx context.Context, claims []actors.LeaseClaim) ([]actors.Lease, error) {

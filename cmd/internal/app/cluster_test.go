@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -322,5 +324,31 @@ func TestReplicasShareRPM(t *testing.T) {
 		if d, want := at.Sub(b.opens[0]), time.Duration(k+1)*time.Second-50*time.Millisecond; d < want {
 			t.Errorf("call %d opened %s after the first; rpm 60 with a burst of 2 allows it after %s", k+3, d, want)
 		}
+	}
+}
+
+// TestReplicasShareKeyCooldowns: a key the backend rate-limits on one replica cools on the
+// other too, which then sends nothing on it: the backend, a real HTTP fakellm whose first
+// key is throttled, sees that key once in all.
+func TestReplicasShareKeyCooldowns(t *testing.T) {
+	fake := fakellm.New(fakellm.Options{Models: []string{"m"},
+		Script: fakellm.Script{Keys: map[string]fakellm.KeyScript{"k1": {Mode: "rate-limited", For: fakellm.Duration(time.Minute)}}}})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	apps := replicasOf(t, 2, fmt.Sprintf("providers: [{name: o, kind: openai, base_url: %s/v1, keys: [k1, k2], lanes: 2, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}]\n", srv.URL), nil)
+	if err := callModel(context.Background(), apps[0], "o/m"); err != nil {
+		t.Fatalf("the first replica's call (k1 throttled, k2 retried): %v", err)
+	}
+	waitFor(t, "k1 cooling on the other replica", func() bool {
+		ks := apps[1].Gateway.State().Providers[0].Keys
+		return len(ks) == 2 && ks[0].State != "ready"
+	})
+	for range 2 {
+		if err := callModel(context.Background(), apps[1], "o/m"); err != nil {
+			t.Fatalf("the other replica's call: %v", err)
+		}
+	}
+	if by := fake.Stats().ByKey; by["k1"].Requests != 1 || by["k2"].Served != 3 {
+		t.Errorf("the backend saw k1 %d times and served k2 %d times; want k1 once (cooled on both replicas) and k2 for all 3 calls", by["k1"].Requests, by["k2"].Served)
 	}
 }
