@@ -371,16 +371,23 @@ func (p *Provider) enqueue(id ID, a Arrival) int32 {
 		cost: max(a.Tokens, 0), arrived: a.Arrived, deadline: a.Deadline, mature: a.Reported && !a.Confirmed,
 	}
 	p.index[id] = e
-	md := &p.models[a.Model]
-	p.insert(&md.fifo[a.Class], byModel, e)
+	p.link(e)
+	return e
+}
+
+// link puts queued entry e in its FIFO and in the deadline order, by its arrival and
+// deadline, and counts it.
+func (p *Provider) link(e int32) {
+	en := &p.entries[e]
+	md := &p.models[en.m]
+	p.insert(&md.fifo[en.class], byModel, e)
 	p.insert(&p.deadlines, byDeadline, e)
 	p.queued++
-	p.queuedByClass[a.Class]++
+	p.queuedByClass[en.class]++
 	md.queued++
-	if a.Confirmed {
+	if en.confirmed {
 		p.confirmed++
 	}
-	return e
 }
 
 // dequeue unlinks a queued entry from its queues and counts; the entry stays allocated.

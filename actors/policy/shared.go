@@ -30,13 +30,7 @@ func (p *Provider) Unstart(id ID, now time.Time) bool {
 	if en.reported == 0 {
 		en.reported = p.offers // never listed as fresh: it was reported when it arrived
 	}
-	md := &p.models[en.m]
-	p.insert(&md.fifo[en.class], byModel, e)
-	p.insert(&p.deadlines, byDeadline, e)
-	p.queued++
-	p.queuedByClass[en.class]++
-	md.queued++
-	p.confirmed++
+	p.link(e)
 	return true
 }
 
