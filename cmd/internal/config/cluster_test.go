@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,5 +50,30 @@ func TestClusterSection(t *testing.T) {
 	cfg, err = Parse("c.yaml", []byte(base), testEnv)
 	if err != nil || cfg.Cluster != nil {
 		t.Errorf("without cluster: %+v, %v", cfg.Cluster, err)
+	}
+}
+
+// TestClusterNeedsRestart: a reload that changes cluster: keeps the section in force (the
+// engine connects once, at start) and says a restart applies it, without showing the
+// password.
+func TestClusterNeedsRestart(t *testing.T) {
+	base := "providers: [{name: demo, kind: fake, models: [{id: echo}]}]\n"
+	old, err := Parse("c.yaml", []byte(base+`cluster: {redis: {addr: "127.0.0.1:6379", password: "${SECRET_A}"}}`), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := Parse("c.yaml", []byte(base+`cluster: {redis: {addr: "127.0.0.1:6380"}, lease_ttl: 20s}`), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, ch := Reloaded(old, next)
+	if in.Cluster.Redis.Addr != "127.0.0.1:6379" || !slices.Contains(ch.Restart, "cluster") {
+		t.Errorf("in force %+v, restart %v", in.Cluster, ch.Restart)
+	}
+	if strings.Contains(strings.Join(ch.Restart, " "), secretA) {
+		t.Errorf("the password shown: %v", ch.Restart)
+	}
+	if _, ch := Reloaded(old, old); slices.Contains(ch.Restart, "cluster") {
+		t.Errorf("an unchanged cluster: section needs a restart: %v", ch.Restart)
 	}
 }

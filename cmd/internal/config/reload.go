@@ -51,7 +51,10 @@ func Reloaded(old, next *Config) (*Config, Changes) {
 	restart("metrics.public", old.Metrics != next.Metrics, fmt.Sprintf(": %v → %v", old.Metrics.Public, next.Metrics.Public))
 	restart("drain_delay", old.DrainDelay != next.DrainDelay, ": "+old.DrainDelay.String()+" → "+next.DrainDelay.String())
 	restart("drain_grace", old.DrainGrace != next.DrainGrace, ": "+old.DrainGrace.String()+" → "+next.DrainGrace.String())
+	// The lease engine connects once, at start (no value shown: the section holds a password).
+	restart("cluster", !reflect.DeepEqual(old.Cluster, next.Cluster), "")
 	in.Listen, in.Auth, in.Metrics, in.DrainDelay, in.DrainGrace = old.Listen, old.Auth, old.Metrics, old.DrainDelay, old.DrainGrace
+	in.Cluster = old.Cluster
 	in.Limits = next.Limits
 	for _, f := range fieldDiffs(reflect.ValueOf(old.Limits), reflect.ValueOf(next.Limits), nil) {
 		name, _, _ := strings.Cut(f, ":")
