@@ -35,7 +35,9 @@ func TestStreamsThroughActors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wait >= time.Millisecond { // an admission round trip, shown as 0 ms
+	// An admission round trip (offer, grant): microseconds, shown as 0 ms, but a loaded
+	// machine can stretch it; never the time of the call itself, nor since any other instant.
+	if wait >= 100*time.Millisecond || wait < 0 {
 		t.Errorf("queue wait %v for a call that started at once", wait)
 	}
 	text, err := drain(t, s)
