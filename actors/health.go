@@ -182,6 +182,7 @@ func (a *providerActor) started(c *call, key int, now time.Time) {
 // retryAsk records a failed attempt and answers whether and how the call tries again.
 func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 	c := m.c
+	c.recorded = m.n
 	if a.record(c, m.key, m.err, now) && !c.batch {
 		return retryAnswer{requeue: true}
 	}
@@ -322,7 +323,8 @@ func explained(e *llm.Error) bool {
 // settle applies how a call that started ended, once its lanes are free (freed).
 func (a *providerActor) settle(c *call, now time.Time) {
 	switch end := &c.end; {
-	case end.recorded:
+	case c.recorded > 0 && c.recorded == end.attempts && !end.opened:
+		// Its last attempt failed and was recorded when its stream asked (retryAsk).
 	case end.err != nil:
 		a.record(c, end.key, end.err, now)
 	case end.opened:

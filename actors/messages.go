@@ -43,6 +43,11 @@ type call struct {
 	key   int
 	probe bool
 	busy  bool
+	// recorded is the attempt of this start (1-based) whose failure the provider actor
+	// recorded when the stream asked (retryAsk); 0 when none. An ending whose last attempt
+	// it is has nothing more to say; one whose retryAsk was answered otherwise (a crash's
+	// strategy, a rebuild) is recorded when the call is settled.
+	recorded int
 
 	// s is the running call's stream, set and read by its lane actor only.
 	s *stream
@@ -64,9 +69,8 @@ type call struct {
 type ending struct {
 	attempts int       // backend attempts its stream made
 	key      int       // the key of the last attempt
-	recorded bool      // the last attempt failed and was reported (retryAsk): nothing more to say
 	opened   bool      // the backend answered
-	err      error     // a backend error after it answered; nil for a clean end or a stop
+	err      error     // a backend error after it answered, or the last attempt's failure; nil for a clean end or a stop
 	usage    llm.Usage // what the backend reported
 	quota    *llm.Quota
 }
@@ -174,6 +178,7 @@ type retryAsk struct {
 	c        *call
 	err      error
 	key      int // the key the failed attempt used
+	n        int // the failed attempt's number on this start (see call.recorded)
 	attempts int // attempts made on this model, the failed one included
 	backoffs int // of those retries, the ones that backed off
 	tried    uint64

@@ -445,7 +445,7 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		}
 		a.waiting[m.c.id] = m.c
 	case *retryAsk:
-		m.reply <- retryAnswer{} // the rebuild does not know the call's state: no retry
+		m.reply <- retryAnswer{} // the rebuild does not know the call's state: no retry; its ending records it
 	case *withdraw:
 		if c := a.waiting[m.c.id]; c != nil {
 			delete(a.waiting, m.c.id)

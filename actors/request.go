@@ -120,7 +120,9 @@ type stream struct {
 	backoffs int
 	tried    uint64
 	usage    llm.Usage // the last usage the backend reported
-	failed   error     // a backend error after it answered
+	// failed is the failure the ending reports: a backend error after it answered, or the
+	// last failed attempt's, which its provider may already have recorded when asked.
+	failed error
 }
 
 // newStream makes a started call's context (cancellable with a cause, derived from the
@@ -177,13 +179,14 @@ func (s *stream) open() error {
 			s.finishLocked()
 			return err
 		}
+		s.failed = err // the ending's to record, unless the provider records it when asked
 		ans := s.ask(err)
 		switch {
 		case ans.retry:
 			if ans.backoff {
 				s.backoffs++
 			}
-			s.key = ans.key
+			s.key, s.failed = ans.key, nil
 			if !s.wait(ans.wait) {
 				err = s.explain(err)
 				s.finishLocked()
@@ -211,12 +214,12 @@ type requeued struct{ next *call }
 func (r *requeued) Error() string { return "requeued after the backend refused the call for capacity" }
 
 // ask reports a failed attempt to the provider actor and waits for its decision; a call
-// cancelled meanwhile (or a gateway stopping) ends with the attempt's error. The failure
-// counts as recorded either way: the message is on its way.
+// cancelled meanwhile (or a gateway stopping) ends with the attempt's error. Whether the
+// failure was recorded is the provider's to say (call.recorded): an answer from a crash's
+// strategy or a rebuild records nothing, and the ending then records it (settle).
 func (s *stream) ask(err error) retryAnswer {
 	reply := make(chan retryAnswer, 1)
-	s.c.end.recorded = true
-	s.g.system.Root.Send(s.c.route.slot.pid.Load(), &retryAsk{c: s.c, err: err, key: s.key,
+	s.g.system.Root.Send(s.c.route.slot.pid.Load(), &retryAsk{c: s.c, err: err, key: s.key, n: s.attempts,
 		attempts: s.c.attempts + s.attempts, backoffs: s.backoffs, tried: s.tried, reply: reply})
 	select {
 	case ans := <-reply:
@@ -334,7 +337,6 @@ func (s *stream) finishLocked() {
 	end := &s.c.end
 	end.attempts, end.key, end.opened, end.err, end.usage = s.attempts, s.key, s.opened, s.failed, s.usage
 	if end.opened {
-		end.recorded = false // the answer's own ending speaks for the call, not an earlier failure
 		if qr, ok := s.inner.(llm.QuotaReporter); ok {
 			if q := qr.Quota(); q.Known() {
 				end.quota = &q
