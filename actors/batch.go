@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -296,12 +297,19 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	for i, c := range m.calls {
 		members[i] = policy.Member{ID: c.id, Model: c.route.m, Class: c.prio, Tokens: c.tokens}
 	}
+	// The start cap follows the breaker, whose period may have ended since it was last set:
+	// an open breaker turns half-open with time alone.
+	a.pol.SetStartCap(a.health.startCap(now))
 	res, blocker, ok := a.pol.Reserve(members, now)
 	var why *llm.Error
 	if ok {
 		for i, c := range m.calls {
 			c.arrived, c.entered, c.started, c.key = now, now, now, res.Keys[i]
+			// The half-open probe is taken now, not at the commit: until then no other call
+			// may become one. The cap let every member start, so the breaker allows each.
+			a.allow(c, now)
 		}
+		a.pol.SetStartCap(a.health.startCap(now))
 		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
 	} else {
 		why = a.batchRefusal(blocker, m.calls, now)
@@ -319,13 +327,29 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 		for len(r.calls) > 0 {
 			c := r.calls[0]
 			r.calls = r.calls[1:]
+			if !c.probe && a.health.breaker.State(now) != breaker.Closed {
+				// The breaker opened after the reservation: the member does not start (the
+				// probe, reserved with it, does).
+				a.pol.Finish(c.id, now)
+				c.answer(admitResult{err: a.circuitOpen(now)})
+				continue
+			}
 			a.current(c)
-			a.started(c, c.key, c.started) // the breaker's probe, the retry budget: as a grant's start, when it reserved
+			a.began(c, c.key, c.started) // the retry budget, the lanes: as a grant's start, when it reserved
 			ctx.Send(a.lanes[c.route.m], &startCall{c: c})
 		}
 	} else if r != nil {
-		a.pol.Release(&r.pol, now)
+		a.release(r, now)
 	}
 	delete(a.reserved, m.b)
 	a.offer(ctx, now)
+}
+
+// release frees a reservation that will not run: its lanes and tokens, and the breaker's
+// probe if a member took it (the next call may be the probe).
+func (a *providerActor) release(r *reservation, now time.Time) {
+	a.pol.Release(&r.pol, now)
+	for _, c := range r.calls {
+		a.neutral(c, now)
+	}
 }

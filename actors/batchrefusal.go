@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/actors/policy/capacity"
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -23,9 +24,16 @@ func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.T
 	var why string
 	switch b {
 	case policy.BlockedByStartCap:
-		w := a.health.breaker.RetryAfter(now)
-		wait = max(wait, w)
-		why = fmt.Sprintf("provider %s's circuit breaker is open after repeated failures (its probe goes in %s)", pv.Name, w.Round(time.Millisecond))
+		switch h := a.health; {
+		case h.breaker.State(now) != breaker.HalfOpen:
+			w := h.breaker.RetryAfter(now)
+			wait = max(wait, w)
+			why = fmt.Sprintf("provider %s's circuit breaker is open after repeated failures (its probe goes in %s)", pv.Name, w.Round(time.Millisecond))
+		case h.probing:
+			why = fmt.Sprintf("provider %s's circuit breaker is half-open: its probe call is out, and nothing else starts until it answers", pv.Name)
+		default:
+			why = fmt.Sprintf("provider %s's circuit breaker is half-open: one probe call may start, and the batch has %d members of it", pv.Name, n)
+		}
 	case policy.BlockedByLanes:
 		if st.EffectiveLanes < st.Lanes && n > st.EffectiveLanes {
 			why = fmt.Sprintf("provider %s takes only %d of its %d configured lanes now, %s: the batch's %d members fit the configuration but not what the backend takes now",

@@ -159,14 +159,31 @@ func (a *providerActor) circuitOpen(now time.Time) *llm.Error {
 			a.name, wait.Round(time.Millisecond))}
 }
 
-// started records what health needs of a call a grant just started on key.
+// started records what health needs of a call a grant just started on key. The policy's
+// start cap let it start, so the breaker allows it; while half-open it is the probe.
 func (a *providerActor) started(c *call, key int, now time.Time) {
-	h := a.health
-	c.key, c.started = key, now
-	if _, probe := h.breaker.Allow(now); probe {
-		c.probe, h.probing = true, true
+	a.allow(c, now)
+	a.began(c, key, now)
+}
+
+// allow asks the breaker whether c may start at now and, when it is the half-open probe,
+// marks it and the provider's health so (its ending must report it: success, failure or
+// neutral).
+func (a *providerActor) allow(c *call, now time.Time) bool {
+	ok, probe := a.health.breaker.Allow(now)
+	if probe {
+		c.probe, a.health.probing = true, true
 		a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Msg("circuit breaker half-open: one probe call goes through")
 	}
+	return ok
+}
+
+// began records the rest of what health needs of a call that starts on key at now, once
+// the breaker has allowed it: whether it took the last lane, the retry budget's call, and
+// the start cap that follows.
+func (a *providerActor) began(c *call, key int, now time.Time) {
+	h := a.health
+	c.key, c.started = key, now
 	if l, own := h.models[c.route.m]; own {
 		ms := a.pol.Snapshot().Models[c.route.m]
 		c.busy = ms.Running >= l.Effective()

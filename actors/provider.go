@@ -606,7 +606,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, why: providerDown(a.name), o: a.pol.Offer(now)})
 	case *settle:
 		if r := a.reserved[m.b]; r != nil {
-			a.pol.Release(&r.pol, now)
+			a.release(r, now)
 			for _, c := range r.calls {
 				c.answer(admitResult{err: providerDown(a.name)})
 			}
