@@ -185,6 +185,16 @@ type retryAsk struct {
 	reply    chan retryAnswer // buffered
 }
 
+// answer puts ans on the ask's reply unless an answer is there already: a failure path may
+// answer an ask the actor answered before it failed in the same step (a crash in the offer
+// that follows), and nobody reads a second answer, so it must never block.
+func (m *retryAsk) answer(ans retryAnswer) {
+	select {
+	case m.reply <- ans:
+	default:
+	}
+}
+
 // retryAnswer is the provider's decision on a failed attempt: try again after wait on key,
 // go back to the queue (a capacity refusal), or end with err.
 type retryAnswer struct {

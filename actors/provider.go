@@ -124,10 +124,10 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		now := a.g.now()
 		if a.staleKeys(m.c) {
 			// Its backend and keys are those of before a reload: it ends as it is.
-			m.reply <- retryAnswer{}
+			m.answer(retryAnswer{})
 			break
 		}
-		m.reply <- a.retryAsk(m, now)
+		m.answer(a.retryAsk(m, now))
 		a.offer(ctx, now)
 	case *wake:
 		a.wake(ctx)
@@ -445,7 +445,7 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		}
 		a.waiting[m.c.id] = m.c
 	case *retryAsk:
-		m.reply <- retryAnswer{} // the rebuild does not know the call's state: no retry; its ending records it
+		m.answer(retryAnswer{}) // the rebuild does not know the call's state: no retry; its ending records it
 	case *withdraw:
 		if c := a.waiting[m.c.id]; c != nil {
 			delete(a.waiting, m.c.id)
@@ -580,7 +580,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		}
 		m.c.answer(admitResult{err: providerDown(a.name)})
 	case *retryAsk:
-		m.reply <- retryAnswer{}
+		m.answer(retryAnswer{})
 	case *grants:
 		for _, gr := range m.g {
 			a.pol.Grant(gr, now) // counted as seen: the offer gives the start back

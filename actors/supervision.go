@@ -84,7 +84,7 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 			root.Send(child, &freed{c: old}) // the refused call it replaced gives its lanes back
 		}
 	case *retryAsk:
-		m.reply <- retryAnswer{} // answered as it is, never retried past a crash; its ending records it
+		m.answer(retryAnswer{}) // answered as it is, never retried past a crash; its ending records it
 	case *unleased:
 		lostCall(m.c, "actor", s.g.now()) // the rebuild does not know it: it ran nowhere
 	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow, *reserve, *settle,
