@@ -47,6 +47,7 @@ func halfOpenGateway(t *testing.T, neutral bool) (g *Gateway, fa *downNeutralThe
 	}
 	halfOpen := func(st AdminState) bool { return st.Providers[0].Breaker.State == "half_open" }
 	waitState(t, g, "a's breaker half-open", halfOpen)
+	waitState(t, g, "idle", idle)
 	if !neutral {
 		fa.n.Store(2) // no 400: the next call is held
 		return g, fa, hb
@@ -55,6 +56,7 @@ func halfOpenGateway(t *testing.T, neutral bool) (g *Gateway, fa *downNeutralThe
 		t.Fatalf("the probe: %v, want its 400", r.err)
 	}
 	waitState(t, g, "a's breaker half-open, its probe answered", halfOpen)
+	waitState(t, g, "idle", idle) // the probe's lanes are back: a's running calls are the test's
 	return g, fa, hb
 }
 
@@ -105,6 +107,11 @@ func TestBatchTakesTheHalfOpenProbe(t *testing.T) {
 	var st ProviderState
 	for st = providerPart(t, g, 0); st.Queued == 0 && st.Running < 2; st = providerPart(t, g, 0) {
 		if time.Now().After(deadline) {
+			select {
+			case r := <-single:
+				t.Fatalf("the single call was answered at once: %v", r.err)
+			default:
+			}
 			t.Fatalf("the single call neither queued nor started on a: %+v", st)
 		}
 		time.Sleep(time.Millisecond) // polling with a deadline

@@ -230,8 +230,9 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 		a.g.log.Debug().Str("provider", a.name).Str("model", c.route.id).Msg("retry budget spent: the failure is answered")
 		return retryAnswer{}
 	}
-	if !d.OtherKey || !free {
-		// Back off on the key the call had, or wait for the first key to end its cooldown.
+	if !free {
+		// No key is ready now (SPEC §10: another key first, then backoff after the keys):
+		// the retry waits, then takes the first key ready by then, else the call's own.
 		key = m.key
 		if k, ok := a.pol.RetryKey(c.id, now.Add(d.Wait), nil); ok {
 			key = k

@@ -4,7 +4,6 @@ package actors
 
 import (
 	"context"
-	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,18 +22,6 @@ func (b *statedOnce) Open(ctx context.Context, req *llm.Request) (llm.Stream, er
 	}
 	return &okStream{}, nil
 }
-
-type okStream struct{ sent bool }
-
-func (s *okStream) Next() (llm.Chunk, error) {
-	if s.sent {
-		return llm.Chunk{}, io.EOF
-	}
-	s.sent = true
-	return llm.Chunk{Role: "assistant", Content: "ok"}, nil
-}
-
-func (s *okStream) Close() error { return nil }
 
 // TestCrashKeepsHealth: what a provider learned of its backend is a fact, kept across a
 // crash of its actor (docs/resilience.md): lanes learned from a stated limit are still the

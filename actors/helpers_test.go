@@ -193,3 +193,16 @@ func waitState(t *testing.T, g *Gateway, what string, cond func(AdminState) bool
 }
 
 func idle(st AdminState) bool { return st.Running == 0 && st.Queued == 0 }
+
+// okStream answers "ok" and ends.
+type okStream struct{ sent bool }
+
+func (s *okStream) Next() (llm.Chunk, error) {
+	if s.sent {
+		return llm.Chunk{}, io.EOF
+	}
+	s.sent = true
+	return llm.Chunk{Role: "assistant", Content: "ok"}, nil
+}
+
+func (s *okStream) Close() error { return nil }

@@ -43,26 +43,35 @@ func (p *Provider) runningEntry(id ID) *entry {
 	return &p.entries[e]
 }
 
-// RetryKey picks the key the next attempt of running request id uses: a ready key that
-// tried does not exclude (nil: none excluded) and whose key_rate_limit has room, in the
-// ring's turn. ok is false when there is none now, or id does not run.
+// RetryKey says which key the next attempt of running request id would use: a ready key
+// that tried does not exclude (nil: none excluded) and whose key_rate_limit has room, in the
+// ring's turn. It moves no turn (the caller may decide not to retry; Retry moves it). ok is
+// false when there is none now, or id does not run.
 func (p *Provider) RetryKey(id ID, now time.Time, tried func(int) bool) (key int, ok bool) {
 	en := p.runningEntry(id)
 	if en == nil {
 		return 0, false
 	}
-	return p.pickKey(en, now, tried)
+	ring := p.pools[p.models[en.m].pool].ring
+	turn := ring.Turn()
+	key, ok = p.pickKey(en, now, tried)
+	ring.SetTurn(turn)
+	return key, ok
 }
 
-// Retry charges one more attempt of running request id, on key, as its start was charged:
-// a retry keeps its lane and is not held back by the limiters (it waits for its own reasons),
-// but what it sends is counted. It returns false for an id that does not run.
+// Retry charges one more attempt of running request id, on key, as its start was charged,
+// and moves its ring's turn past key: a retry keeps its lane and is not held back by the
+// limiters (it waits for its own reasons), but what it sends is counted. It returns false
+// for an id that does not run.
 func (p *Provider) Retry(id ID, key int, now time.Time) bool {
 	en := p.runningEntry(id)
 	if en == nil {
 		return false
 	}
 	p.charge(en, key, now)
+	if ring := p.pools[p.models[en.m].pool].ring; ring.Len() > 0 {
+		ring.SetTurn((key + 1) % ring.Len())
+	}
 	return true
 }
 

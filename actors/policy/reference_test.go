@@ -417,12 +417,17 @@ func (r *refGate) retryKey(id ID, now time.Time, tried func(int) bool) (int, boo
 	if q == nil || q.state != refRunning {
 		return 0, false
 	}
+	ring := r.rings[q.p][r.pool(q.p, q.m)]
+	turn := ring.Turn()
+	defer ring.SetTurn(turn) // a key looked at, not taken: the attempt may not be made
 	return r.pickKey(q, now, tried)
 }
 
 func (r *refGate) retry(id ID, key int, now time.Time) {
 	if _, q := r.find(id); q != nil && q.state == refRunning {
 		r.charge(q, key, now)
+		ring := r.rings[q.p][r.pool(q.p, q.m)]
+		ring.SetTurn((key + 1) % ring.Len())
 	}
 }
 
