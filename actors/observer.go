@@ -2,14 +2,15 @@ package actors
 
 // Observer is told of the actor layer's decisions that no single answer shows, for metrics:
 // retries, fallbacks, the circuit breaker and learned lanes (SPEC §10, §11, §15). Calls come
-// from inside Receive, so an implementation only counts and sets gauges, never blocks.
+// from inside the provider actors' Receive and, for FellBack, from Start in the caller's
+// goroutine, so an implementation is safe for concurrent use, only counts and sets gauges,
+// and never blocks.
 // Labels come from the arguments: providers and model ids of the configuration, and reasons
 // from a small fixed set, never a key, a request id or a prompt.
 //
-// Nothing calls it yet: none of these exists before the resilience work. It is meant to be
-// taken as Options.Observer (nil: no one is told) and called where each thing happens; the
-// gateway's metrics (cmd/internal/telemetry) already implement it, and its series read 0
-// until then.
+// It is taken as Options.Observer (nil: no one is told); the provider actors call it where
+// each thing happens (health.go), Start its fallbacks (start.go), and the gateway's metrics
+// (cmd/internal/telemetry) implement it.
 type Observer interface {
 	// Retried: one more backend attempt was made for a call of provider (SPEC §10).
 	Retried(provider string)
