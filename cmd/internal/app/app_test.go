@@ -354,7 +354,8 @@ func TestListRetriedAfterAFailedStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), DiscoveryTimeout: time.Second, ListRetry: 10 * time.Millisecond})
+	var logs lockedLog
+	a, err := New(context.Background(), cfg, Options{Logger: zerolog.New(&logs), DiscoveryTimeout: time.Second, ListRetry: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,9 +364,32 @@ func TestListRetriedAfterAFailedStart(t *testing.T) {
 		t.Fatalf("models while the backend fails %v", got)
 	}
 	waitFor(t, "two more lists with backoff", func() bool { return b.lists.Load() >= 3 })
+	// A retry's warning says the listing failed: the backend answered no list, not an empty one.
+	waitFor(t, "a retry's warning", func() bool { return strings.Contains(logs.String(), "next_try_in") })
+	if l := logs.String(); !strings.Contains(l, "listing the backend's models failed again") || strings.Contains(l, "lists no models") {
+		t.Errorf("the retries' log says\n%s\nwant that the listing failed again", l)
+	}
 	b.mu.Lock()
 	b.fail = false
 	b.mu.Unlock()
 	waitFor(t, "the backend's model served", func() bool { _, ok := cards(a)["p/late"]; return ok })
 	chatOnce(t, a, b, "p/late", "late")
+}
+
+// lockedLog is a log the gateway's goroutines write and the test reads.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

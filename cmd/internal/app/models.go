@@ -202,7 +202,7 @@ func (l *lister) refreshLoop(ctx context.Context, g *actors.Gateway, known map[s
 			break
 		}
 		wait = min(2*wait, maxListRetry)
-		o.Logger.Warn().Str("provider", l.p.Name).Dur("next_try_in", wait).Msg("the backend still lists no models; the provider serves none until it does")
+		o.Logger.Warn().Str("provider", l.p.Name).Dur("next_try_in", wait).Msg("listing the backend's models failed again; the provider serves none until a listing answers")
 	}
 	if l.p.RefreshModels.D() <= 0 {
 		return
