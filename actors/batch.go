@@ -329,8 +329,12 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 			r.calls = r.calls[1:]
 			if !c.probe && a.health.breaker.State(now) != breaker.Closed {
 				// The breaker opened after the reservation: the member does not start (the
-				// probe, reserved with it, does).
+				// probe, reserved with it, does), and gives back what it holds.
 				a.pol.Finish(c.id, now)
+				if l := c.lease; l != nil {
+					c.lease = nil
+					go l.Release() // exits after one bounded round trip to the shared state
+				}
 				c.answer(admitResult{err: a.circuitOpen(now)})
 				continue
 			}
