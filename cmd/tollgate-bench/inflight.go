@@ -156,21 +156,11 @@ func runInflight(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	if err != nil {
 		return err
 	}
-	logDir, keepLogs := o.logDir, o.logDir != ""
-	if logDir == "" {
-		if logDir, err = os.MkdirTemp("", "tollgate-inflight-"); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+	logDir, done, err := childLogs(o.logDir, "tollgate-inflight-", stderr)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		if err == nil && !keepLogs {
-			_ = os.RemoveAll(logDir)
-		} else {
-			fmt.Fprintf(stderr, "logs kept in %s\n", logDir)
-		}
-	}()
+	defer func() { done(err) }()
 	rep := &inflightReport{command: inflightCommand(o.args), loadBefore: loadAverage(), timeWaitBefore: timeWaitSockets()}
 	start := time.Now()
 	for i, g := range o.groups {

@@ -120,21 +120,11 @@ func parseOptions(args []string) (options, error) {
 
 // bench starts the three processes, measures, stops them and writes the report.
 func bench(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
-	logDir, keepLogs := o.logDir, o.logDir != ""
-	if logDir == "" {
-		if logDir, err = os.MkdirTemp("", "tollgate-bench-"); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+	logDir, done, err := childLogs(o.logDir, "tollgate-bench-", stderr)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		if err == nil && !keepLogs {
-			_ = os.RemoveAll(logDir)
-		} else {
-			fmt.Fprintf(stderr, "logs kept in %s\n", logDir)
-		}
-	}()
+	defer func() { done(err) }()
 	if o.telemetry != "" {
 		return benchTelemetry(ctx, o, logDir, stdout, stderr)
 	}
@@ -323,4 +313,25 @@ func commandLine(o options) string {
 		return "make bench-relay"
 	}
 	return "make bench-relay ARGS='" + strings.Join(o.args, " ") + "'"
+}
+
+// childLogs is the directory for the children's logs: dir, or a temporary one. done(err)
+// removes a temporary one after a clean run and otherwise says where the logs are.
+func childLogs(dir, prefix string, stderr io.Writer) (string, func(error), error) {
+	keep := dir != ""
+	if !keep {
+		var err error
+		if dir, err = os.MkdirTemp("", prefix); err != nil {
+			return "", nil, err
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	return dir, func(err error) {
+		if err == nil && !keep {
+			_ = os.RemoveAll(dir)
+		} else {
+			fmt.Fprintf(stderr, "logs kept in %s\n", dir)
+		}
+	}, nil
 }
