@@ -175,35 +175,28 @@ func (sg *supervisorGuardian) HandleFailure(_ *actor.ActorSystem, sup actor.Supe
 
 // recoverRebuild, deferred at the top of an actor's Receive, turns a panic into a rebuild of
 // the actor's derived state, then lets the panic go on to protoactor, whose supervision
-// consults the strategy above. A rebuild that itself fails takes the actor out of service.
+// consults the strategy above. A rebuild that itself fails takes the actor out of service:
+// the gateway for the supervisor, the provider for a provider actor.
 func (s *supervisor) recoverRebuild(ctx actor.Context) {
-	r := recover()
-	if r == nil {
-		return
+	if r := recover(); r != nil {
+		rebuildOr(func() { s.rebuild(ctx) }, func() { s.g.fail(errGatewayFailed) })
+		panic(r)
 	}
-	func() {
-		defer func() {
-			if recover() != nil {
-				s.g.fail(errGatewayFailed)
-			}
-		}()
-		s.rebuild(ctx)
-	}()
-	panic(r)
 }
 
 func (a *providerActor) recoverRebuild(ctx actor.Context) {
-	r := recover()
-	if r == nil {
-		return
+	if r := recover(); r != nil {
+		rebuildOr(func() { a.rebuild(ctx) }, func() { a.slot.down.Store(true) })
+		panic(r)
 	}
-	func() {
-		defer func() {
-			if recover() != nil {
-				a.slot.down.Store(true)
-			}
-		}()
-		a.rebuild(ctx)
+}
+
+// rebuildOr runs rebuild, and failed if rebuild panics.
+func rebuildOr(rebuild, failed func()) {
+	defer func() {
+		if recover() != nil {
+			failed()
+		}
 	}()
-	panic(r)
+	rebuild()
 }
