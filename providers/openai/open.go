@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 
@@ -45,13 +46,18 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 	if err != nil {
 		return nil, err
 	}
-	br := bufio.NewReaderSize(resp.Body, sse.BufferSize) // shared with the SSE reader, not wrapped twice
+	var br *bufio.Reader // a stream's, shared with the SSE reader, not wrapped twice
+	var whole io.Reader = resp.Body
+	if req.Stream {
+		br = bufio.NewReaderSize(resp.Body, sse.BufferSize)
+		whole = br
+	}
 	if !req.Stream || isJSONBody(br) {
 		// Qianfan and DashScope answer a stream request they refuse with a plain JSON
 		// error body; reading it whole turns that into an error from Open.
 		defer cancel()
 		defer resp.Body.Close()
-		ch, err := c.readComplete(ctx, resp.Header, br)
+		ch, err := c.readComplete(ctx, resp.Header, whole)
 		if err != nil {
 			return nil, err
 		}
@@ -120,11 +126,12 @@ func isJSONBody(br *bufio.Reader) bool {
 
 // readComplete reads a whole chat.completion body and returns it as a Complete chunk.
 func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (llm.Chunk, error) {
-	b, err := upstream.ReadAnswer(ctx, c.name, r, maxCompletion, c.secrets...)
+	b, err := upstream.ReadAnswerUnchecked(ctx, c.name, r, maxCompletion, c.secrets...)
 	if err != nil {
 		return llm.Chunk{}, err
 	}
 	// DeepSeek writes blank lines while a request waits in its queue.
+	all := b
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return llm.Chunk{}, c.upstreamError("backend answered 200 with an empty body", nil)
@@ -134,26 +141,40 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (
 			return llm.Chunk{}, c.bodyError(h, be)
 		}
 	}
-	if b[0] != '{' || !json.Valid(b) {
-		return llm.Chunk{}, c.upstreamError("backend answered 200 with a body that is not a JSON object: "+c.snippet(b), nil)
+	if b[0] != '{' {
+		return llm.Chunk{}, c.notObject(all, b)
 	}
-	if hasBareReasoning(b) {
-		b = renameReasoning(b, "message")
-	}
-	ch := llm.Chunk{Raw: b, Complete: true}
 	var info struct {
 		Choices []struct {
 			FinishReason llm.FinishReason `json:"finish_reason"`
 		} `json:"choices"`
 		Usage *usageJSON `json:"usage"`
 	}
-	if json.Unmarshal(b, &info) == nil {
+	// One pass: Unmarshal checks the whole body is JSON before it decodes any of it.
+	err = json.Unmarshal(b, &info)
+	if _, broken := errors.AsType[*json.SyntaxError](err); broken {
+		return llm.Chunk{}, c.notObject(all, b)
+	}
+	if hasBareReasoning(b) {
+		b = renameReasoning(b, "message")
+	}
+	ch := llm.Chunk{Raw: b, Complete: true}
+	if err == nil { // else JSON of another shape than a chat.completion's: relayed as it is
 		ch.Usage = info.Usage.toLLM()
 		if len(info.Choices) > 0 {
 			ch.FinishReason = info.Choices[0].FinishReason
 		}
 	}
 	return ch, nil
+}
+
+// notObject is the error for a 200 answer that is not a JSON object (all of it as read, b
+// without its blank lines): truncated, when it is JSON that stops before its end.
+func (c *Client) notObject(all, b []byte) error {
+	if err := upstream.Truncated(c.name, all); err != nil {
+		return err
+	}
+	return c.upstreamError("backend answered 200 with a body that is not a JSON object: "+c.snippet(b), nil)
 }
 
 func (c *Client) upstreamError(msg string, err error) *llm.Error {

@@ -4,46 +4,113 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"unicode/utf8"
 )
 
 // Relaying a client's body as it was sent, with only one member changed ("model" becomes the
 // backend's own name), keeps every parameter the gateway does not model and the client's key
 // order. SetMember does that on the bytes, without decoding the body into a map.
 
-// member is the byte span of one top-level member's value in a JSON object.
+// member is one top-level member of a JSON object: the byte spans of its key (quotes
+// included) and of its value.
 type member struct {
-	key        string
-	start, end int
+	keyStart, keyEnd int
+	start, end       int
 }
 
-// members lists the top-level members of the JSON object obj.
+// is reports whether m's key, in obj, is key. A key without escapes is compared as it is
+// written; one with escapes, or with bytes that are not UTF-8 (which decode to U+FFFD), is
+// decoded first.
+func (m member) is(obj []byte, key string) bool {
+	raw := obj[m.keyStart:m.keyEnd]
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1:len(raw)-1]) == key
+	}
+	var k string
+	return json.Unmarshal(raw, &k) == nil && k == key
+}
+
+// members lists the top-level members of the JSON object obj. The standard library checks
+// that obj is JSON; the walk over it then only has to find where each member starts and ends,
+// which it does without allocating (a json.Decoder's tokens cost dozens of allocations per
+// request body, on every call the gateway relays).
 func members(obj []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	if !json.Valid(obj) {
+		var v json.RawMessage
+		if err := json.Unmarshal(obj, &v); err != nil {
+			return nil, err // says what is wrong and where
+		}
+		return nil, errors.New("not valid JSON")
+	}
+	i := skipSpace(obj, 0)
+	if obj[i] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
-	var out []member
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("read key: %w", err)
+	out := make([]member, 0, 8)
+	for i = skipSpace(obj, i+1); obj[i] != '}'; i = skipSpace(obj, i) {
+		if obj[i] == ',' {
+			i = skipSpace(obj, i+1)
 		}
-		key, _ := t.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("read %q: %w", key, err)
-		}
-		end := int(dec.InputOffset())
-		out = append(out, member{key: key, start: end - len(raw), end: end})
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return nil, errors.New("unterminated JSON object")
-	}
-	if rest := bytes.TrimLeft(obj[dec.InputOffset():], " \t\r\n"); len(rest) > 0 { // JSON's whitespace only
-		return nil, errors.New("data after the JSON object")
+		m := member{keyStart: i, keyEnd: stringEnd(obj, i)}
+		m.start = skipSpace(obj, skipSpace(obj, m.keyEnd)+1) // past the ':'
+		m.end = valueEnd(obj, m.start)
+		out = append(out, m)
+		i = m.end
 	}
 	return out, nil
+}
+
+// The walkers below take valid JSON (members checked it) and an index into it.
+
+// skipSpace is the index of the first byte at or after i that is not JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index just past the string whose opening quote is at i.
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++ // the escaped byte, a quote among them
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd is the index just past the value that starts at i.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for ; i < len(b); i++ { // a number, true, false or null: up to the next delimiter
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
+	}
+	return i
 }
 
 // SetMember returns a copy of obj with every value of key replaced by f(old value), or with
@@ -57,7 +124,7 @@ func SetMember(obj []byte, key string, f func(old []byte) []byte) ([]byte, error
 	last := 0
 	found := false
 	for _, m := range ms {
-		if m.key != key {
+		if !m.is(obj, key) {
 			continue
 		}
 		found = true

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 )
 
@@ -44,4 +45,64 @@ func compact(b []byte) []byte {
 		return b
 	}
 	return out.Bytes()
+}
+
+// FuzzMembers: the walk over a checked object finds the same members, at the same spans, as
+// a json.Decoder reading it token by token, and refuses what the decoder refuses.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{`{"model":"a","messages":[{"x":"}]\"{"}],"n":-1.5e3,"t":true}`, `{}`, ` {"a\u0062":null , "c" : [ ] } `,
+		`{"a":1}x`, `[1]`, `{"a":"\\"}`, "{\"a\":1}\v", `{"a":{"b":[1,{"c":"]"}]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		got, err := members(obj)
+		want, werr := decodedMembers(obj)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("members(%q): err %v, the decoder's %v", obj, err, werr)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("members(%q) = %d members, the decoder found %d", obj, len(got), len(want))
+		}
+		for i, m := range got {
+			var k string
+			if json.Unmarshal(obj[m.keyStart:m.keyEnd], &k) != nil || k != want[i].key || !m.is(obj, want[i].key) ||
+				m.start != want[i].start || m.end != want[i].end {
+				t.Fatalf("members(%q)[%d] = key %q value %q, the decoder's %q %q", obj, i,
+					obj[m.keyStart:m.keyEnd], obj[m.start:m.end], want[i].key, obj[want[i].start:want[i].end])
+			}
+		}
+	})
+}
+
+type decodedMember struct {
+	key        string
+	start, end int
+}
+
+// decodedMembers is the reference for members: the object read with a json.Decoder.
+func decodedMembers(obj []byte) ([]decodedMember, error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	var out []decodedMember
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		end := int(dec.InputOffset())
+		out = append(out, decodedMember{key: t.(string), start: end - len(raw), end: end})
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, errors.New("unterminated JSON object")
+	}
+	if rest := bytes.TrimLeft(obj[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return nil, errors.New("data after the JSON object")
+	}
+	return out, nil
 }

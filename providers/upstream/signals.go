@@ -20,27 +20,26 @@ import (
 // docs/capacity-signals.md lists which backend sends what.
 func ParseQuota(h http.Header, now time.Time) (q llm.Quota, ok bool) {
 	q = llm.NoQuota
-	if n, ok := count(h.Get("x-ratelimit-remaining-requests")); ok {
+	if n, ok := count(get(h, "X-Ratelimit-Remaining-Requests")); ok {
 		q.RequestsRemaining = n
-		q.RequestsReset, _ = ParseDuration(h.Get("x-ratelimit-reset-requests"))
+		q.RequestsReset, _ = ParseDuration(get(h, "X-Ratelimit-Reset-Requests"))
 	}
-	if n, ok := count(h.Get("x-ratelimit-remaining-tokens")); ok {
+	if n, ok := count(get(h, "X-Ratelimit-Remaining-Tokens")); ok {
 		q.TokensRemaining = n
-		q.TokensReset, _ = ParseDuration(h.Get("x-ratelimit-reset-tokens"))
+		q.TokensReset, _ = ParseDuration(get(h, "X-Ratelimit-Reset-Tokens"))
 	}
-	const a = "anthropic-ratelimit-"
-	if n, ok := count(h.Get(a + "requests-remaining")); ok && q.RequestsRemaining < 0 {
+	if n, ok := count(get(h, "Anthropic-Ratelimit-Requests-Remaining")); ok && q.RequestsRemaining < 0 {
 		q.RequestsRemaining = n
-		q.RequestsReset = instant(h.Get(a+"requests-reset"), now)
+		q.RequestsReset = instant(get(h, "Anthropic-Ratelimit-Requests-Reset"), now)
 	}
 	if q.TokensRemaining < 0 {
-		for _, b := range []string{"tokens", "input-tokens", "output-tokens"} {
-			n, ok := count(h.Get(a + b + "-remaining"))
+		for _, b := range anthropicTokens {
+			n, ok := count(get(h, b.remaining))
 			if !ok || q.TokensRemaining >= 0 && n >= q.TokensRemaining {
 				continue
 			}
-			q.TokensRemaining, q.TokensReset = n, instant(h.Get(a+b+"-reset"), now)
-			if b == "tokens" {
+			q.TokensRemaining, q.TokensReset = n, instant(get(h, b.reset), now)
+			if b.remaining == anthropicTokens[0].remaining {
 				break // the combined bucket, when sent, is the one that binds
 			}
 		}
@@ -48,8 +47,27 @@ func ParseQuota(h http.Header, now time.Time) (q llm.Quota, ok bool) {
 	return q, q.Known()
 }
 
+// anthropicTokens are Anthropic's token buckets, the combined one first.
+var anthropicTokens = [...]struct{ remaining, reset string }{
+	{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"},
+	{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset"},
+	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset"},
+}
+
+// get is h.Get(key) for a key already in canonical form: ParseQuota runs on every answer,
+// and Get would canonicalize each of its lower-case names anew, allocating.
+func get(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // count reads a non-negative whole number header value.
 func count(v string) (int, bool) {
+	if v == "" {
+		return 0, false // the usual case, and Atoi would allocate an error for it
+	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 0 {
 		return 0, false

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +151,19 @@ func FuzzParseQuota(f *testing.F) {
 			t.Fatalf("ok %v but Known %v", ok, q.Known())
 		}
 	})
+}
+
+// TestQuotaHeaderNames: the canonical names ParseQuota looks up are what http.Header makes of
+// the names backends send.
+func TestQuotaHeaderNames(t *testing.T) {
+	names := []string{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Tokens",
+		"X-Ratelimit-Reset-Tokens", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"}
+	for _, b := range anthropicTokens {
+		names = append(names, b.remaining, b.reset)
+	}
+	for _, n := range names {
+		if c := http.CanonicalHeaderKey(strings.ToLower(n)); c != n {
+			t.Errorf("%s is not canonical: %s", n, c)
+		}
+	}
 }

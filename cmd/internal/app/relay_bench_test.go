@@ -1,0 +1,129 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/cmd/internal/fakellm"
+)
+
+// BenchmarkRelay is one request through the whole gateway as cmd/tollgate serves it (its
+// HTTP server, the actors, the openai adapter, the upstream transport) against an in-process
+// fake backend on loopback, one request at a time. Its B/op and allocs/op count what a call
+// costs the gateway, plus the client's and the fake backend's share, which does not change
+// between two builds; the wall-clock figures of the relay live in `make bench-relay`.
+//
+// The proxy/ cases put a bare httputil.ReverseProxy where the gateway is: what is left of
+// a case's figures once its proxy/ twin's are taken away is the gateway's own.
+func BenchmarkRelay(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		stream bool
+		serve  func(*testing.B) string
+	}{
+		{"non-stream", false, benchGateway}, {"stream", true, benchGateway},
+		{"proxy/non-stream", false, benchProxy}, {"proxy/stream", true, benchProxy},
+	} {
+		stream := c.stream
+		b.Run(c.name, func(b *testing.B) {
+			base := c.serve(b)
+			body := fmt.Sprintf(`{"model":"bench/m","stream":%t,"messages":[{"role":"user","content":"hello there"}]}`, stream)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+			defer client.CloseIdleConnections()
+			b.ReportAllocs()
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				resp, err := client.Post(base+"/v1/chat/completions", "application/json", bytes.NewBufferString(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || n == 0 {
+					b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+				}
+			}
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// cpuTime is the CPU time (user and system) this process has used: the steadier figure on a
+// machine shared with other work, where ns/op moves with the load.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchProxy serves a bare reverse proxy to a fake backend and returns its URL.
+func benchProxy(b *testing.B) string {
+	target, err := url.Parse(benchFake(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	srv := httptest.NewServer(rp)
+	b.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// benchFake serves a fake backend that answers at once with 20 chunks; it stops when b ends.
+func benchFake(b *testing.B) string {
+	fake := httptest.NewServer(fakellm.New(fakellm.Options{Chunks: 20}))
+	b.Cleanup(fake.Close)
+	return fake.URL
+}
+
+// benchGateway serves an App relaying to a fake backend and returns its URL; both stop when
+// b ends.
+func benchGateway(b *testing.B) string {
+	yaml := fmt.Sprintf(`drain_delay: 0s
+providers:
+  - name: bench
+    kind: openai
+    base_url: %s/v1
+    keys: [x]
+    lanes: 64
+    refresh_models: 0s
+    models:
+      - id: m
+`, benchFake(b))
+	cfg, err := config.Parse("bench.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatalf("config: %v", err)
+	}
+	a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), NoMetrics: true})
+	if err != nil {
+		b.Fatalf("app: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := a.Server()
+	go func() { _ = srv.Serve(ln) }() // exits when the server is closed below
+	b.Cleanup(func() {
+		_ = srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = a.Drain(ctx)
+	})
+	return "http://" + ln.Addr().String()
+}
