@@ -75,7 +75,7 @@ func BenchmarkAdmission(b *testing.B) {
 	// idle request actors, so that request actors are retired while thousands run.
 	for _, c := range []struct {
 		providers, models, parallelism, held int
-	}{{1, 1, 8, 0}, {4, 2, 8, 0}, {4, 2, 64, 0}, {1, 1, 64, 2000}} {
+	}{{1, 1, 8, 0}, {4, 2, 8, 0}, {4, 2, 64, 0}, {1, 1, 64, 2000}, {1, 1, 1024, 0}} {
 		name := fmt.Sprintf("providers=%d/models=%d/clients=%dxGOMAXPROCS", c.providers, c.models, c.parallelism)
 		if c.held > 0 {
 			name += fmt.Sprintf("/held=%d", c.held)

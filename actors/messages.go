@@ -157,6 +157,9 @@ type resyncTick struct{ sync uint64 }
 // wake, from a provider actor's timer to itself: a queue deadline or a token is due.
 type wake struct{}
 
+// offerDue, from a provider actor to itself: send the offer (after the messages before it).
+type offerDue struct{}
+
 // startCall, from a provider actor to the lane actor of the call's model: run it.
 type startCall struct{ c *call }
 

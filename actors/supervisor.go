@@ -140,7 +140,12 @@ func (s *supervisor) spawnProviders(ctx actor.Context) {
 func (s *supervisor) spawnProvider(ctx actor.Context, sl *slot, pv Provider, models []Model) {
 	pa := newProviderActor(s.g, sl, pv, models)
 	pa.sync = s.sync // a provider added after a rebuild answers the generation in force
-	props := actor.PropsFromProducer(func() actor.Actor { return pa }, actor.WithDispatcher(s.g.dispatch))
+	props := actor.PropsFromProducer(func() actor.Actor { return pa }, actor.WithDispatcher(s.g.dispatch),
+		actor.WithMailbox(func() actor.Mailbox {
+			mb := actor.Unbounded()()
+			pa.inbox = mb // before the mailbox runs: its first message happens after this
+			return mb
+		}))
 	pid := ctx.Spawn(props)
 	sl.pid.Store(pid)
 	s.providers = append(s.providers, pid)

@@ -74,6 +74,9 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 		s.cursor = make([]int32, n)
 	}
 	s.cursor = s.cursor[:n]
+	if !p.limited(now) {
+		return p.simulateLanes(free, want)
+	}
 	for c := range llm.NumPriorities {
 		if p.queuedByClass[c] == 0 {
 			if c == want {
@@ -114,6 +117,50 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 		}
 		if c == want || s.stop >= 0 {
 			return none
+		}
+	}
+	return none
+}
+
+// simulateLanes is simulate when only lanes can hold a request back (no rate limit, no key
+// limits, a key ready in every pool), in time linear in the models, not the queue: class by
+// class, each model starts as many of its queued requests of the class as its free model
+// lanes take, until the provider's free lanes run out. Which model starts first matters
+// only when the free lanes run out within a class, and then only to a grant of that class,
+// which picks its model as simulate does. The walk of the queue that simulate makes
+// otherwise cost O(queue) per offer, and offers come with every arrival (issue 15).
+func (p *Provider) simulateLanes(free, want int) int32 {
+	s := &p.sim
+	for c := range llm.NumPriorities {
+		if c == want {
+			if p.queuedByClass[c] == 0 {
+				return none
+			}
+			for i := range p.models {
+				s.cursor[i] = p.models[i].fifo[c].head
+			}
+			if best := p.pickModel(s); best >= 0 {
+				return s.cursor[best]
+			}
+			return none
+		}
+		if p.queuedByClass[c] == 0 {
+			continue
+		}
+		for i := range p.models {
+			md := &p.models[i]
+			if md.blocked {
+				continue
+			}
+			k := min(md.fifo[c].n, md.eff-s.run[i], free)
+			if k <= 0 {
+				continue
+			}
+			s.run[i] += k
+			s.avail[c] += k
+			if free -= k; free == 0 {
+				return none
+			}
 		}
 	}
 	return none
