@@ -337,7 +337,9 @@ func TestFailedRuns(t *testing.T) {
 
 func TestRunTimeout(t *testing.T) {
 	b := fakeCLI(t, KindCodex, "hang", nil, 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	// Long enough for the fake CLI to start on a loaded machine (at 200 ms Open itself
+	// sometimes ran out of time), short enough to keep the test quick.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	s, err := b.Open(ctx, userRequest("x"))
 	if err != nil {
