@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -32,14 +33,14 @@ func BenchmarkRelay(b *testing.B) {
 	for _, c := range []struct {
 		name   string
 		stream bool
-		serve  func(*testing.B) string
+		serve  func(*testing.B, string) string
 	}{
-		{"non-stream", false, benchGateway}, {"stream", true, benchGateway},
-		{"proxy/non-stream", false, benchProxy}, {"proxy/stream", true, benchProxy},
+		{"non-stream", false, gatewayTo}, {"stream", true, gatewayTo},
+		{"proxy/non-stream", false, proxyTo}, {"proxy/stream", true, proxyTo},
 	} {
 		stream := c.stream
 		b.Run(c.name, func(b *testing.B) {
-			base := c.serve(b)
+			base := c.serve(b, benchFake(b))
 			body := fmt.Sprintf(`{"model":"bench/m","stream":%t,"messages":[{"role":"user","content":"hello there"}]}`, stream)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 			defer client.CloseIdleConnections()
@@ -71,14 +72,15 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchProxy serves a bare reverse proxy to a fake backend and returns its URL.
-func benchProxy(b *testing.B) string {
-	target, err := url.Parse(benchFake(b))
+// proxyTo serves a bare reverse proxy to backend and returns its URL.
+func proxyTo(b *testing.B, backend string) string {
+	target, err := url.Parse(backend)
 	if err != nil {
 		b.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1
+	rp.ErrorLog = log.New(io.Discard, "", 0) // the clients' hang-ups at the end are no news
 	srv := httptest.NewServer(rp)
 	b.Cleanup(srv.Close)
 	return srv.URL
@@ -91,20 +93,21 @@ func benchFake(b *testing.B) string {
 	return fake.URL
 }
 
-// benchGateway serves an App relaying to a fake backend and returns its URL; both stop when
-// b ends.
-func benchGateway(b *testing.B) string {
+// gatewayTo serves an App relaying to backend and returns its URL; it stops when b ends.
+func gatewayTo(b *testing.B, backend string) string {
 	yaml := fmt.Sprintf(`drain_delay: 0s
+limits: {max_running: 2048, max_admitted: 4096, queue_length: 2048}
 providers:
   - name: bench
     kind: openai
     base_url: %s/v1
     keys: [x]
-    lanes: 64
+    lanes: 2048
+    model_lanes: 2048
     refresh_models: 0s
     models:
       - id: m
-`, benchFake(b))
+`, backend)
 	cfg, err := config.Parse("bench.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		b.Fatalf("config: %v", err)

@@ -1,0 +1,109 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/cmd/internal/fakellm"
+)
+
+// BenchmarkHeldCalls measures what one call in flight holds in the gateway's process while
+// its backend holds it (issue 15): heap in use and goroutine stacks, after a collection, per
+// held call, for the gateway and for a bare reverse proxy in its place. Both share the
+// client and the fake backend in this process, so what one holds beyond the other is its
+// own. Run with -benchtime 1x (the count of held calls is fixed).
+func BenchmarkHeldCalls(b *testing.B) {
+	const held = 400
+	for _, c := range []struct {
+		name   string
+		stream bool
+		serve  func(*testing.B, string) string
+	}{
+		{"non-stream", false, gatewayTo}, {"stream", true, gatewayTo},
+		{"proxy/non-stream", false, proxyTo}, {"proxy/stream", true, proxyTo},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			fake := fakellm.New(fakellm.Options{Chunks: 20, Hold: time.Hour})
+			fs := httptest.NewServer(fake)
+			b.Cleanup(fs.Close)
+			base := c.serve(b, fs.URL)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: held}}
+			defer client.CloseIdleConnections()
+			body := fmt.Sprintf(`{"model":"bench/m","stream":%t,"messages":[{"role":"user","content":"hello there"}]}`, c.stream)
+			// One call first, so that what every later call reuses (pools, tables) is there.
+			before := func() runtime.MemStats { return memNow() }
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			call := func() {
+				defer wg.Done()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", bytes.NewBufferString(body))
+				req.Header.Set("Content-Type", "application/json")
+				if resp, err := client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+				}
+			}
+			wg.Add(1)
+			go call() // exits when ctx is cancelled below
+			waitHeld(b, fake, 1)
+			m0 := before()
+			for range b.N * held {
+				wg.Add(1)
+				go call() // exits when ctx is cancelled below
+			}
+			waitHeld(b, fake, int64(b.N*held+1))
+			m1 := memNow()
+			if dir := os.Getenv("TOLLGATE_HELD_PROFILE"); dir != "" { // what holds the memory, by allocation site
+				writeHeapProfile(b, filepath.Join(dir, strings.ReplaceAll(c.name, "/", "-")+".heap.pprof"))
+			}
+			n := float64(b.N * held)
+			b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/n, "heap-B/call")
+			b.ReportMetric(float64(m1.StackInuse-m0.StackInuse)/n, "stack-B/call")
+			b.ReportMetric(float64(m1.HeapObjects-m0.HeapObjects)/n, "objects/call")
+			cancel()
+			wg.Wait()
+		})
+	}
+}
+
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// memNow is the memory statistics after a full collection.
+func memNow() runtime.MemStats {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
+}
+
+// waitHeld waits until the fake backend holds n calls.
+func waitHeld(b *testing.B, fake *fakellm.Server, n int64) {
+	deadline := time.Now().Add(30 * time.Second)
+	for fake.Stats().Concurrent < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("the backend holds %d calls, want %d", fake.Stats().Concurrent, n)
+		}
+		time.Sleep(5 * time.Millisecond) // polling with a deadline
+	}
+}
