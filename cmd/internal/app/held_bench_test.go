@@ -58,13 +58,13 @@ func BenchmarkHeldCalls(b *testing.B) {
 			wg.Add(1)
 			go call() // exits when ctx is cancelled below
 			waitHeld(b, fake, 1)
-			m0 := before()
+			m0, g0 := before(), runtime.NumGoroutine()
 			for range b.N * held {
 				wg.Add(1)
 				go call() // exits when ctx is cancelled below
 			}
 			waitHeld(b, fake, int64(b.N*held+1))
-			m1 := memNow()
+			m1, g1 := memNow(), runtime.NumGoroutine()
 			if dir := os.Getenv("TOLLGATE_HELD_PROFILE"); dir != "" { // what holds the memory, by allocation site
 				writeHeapProfile(b, filepath.Join(dir, strings.ReplaceAll(c.name, "/", "-")+".heap.pprof"))
 			}
@@ -72,6 +72,7 @@ func BenchmarkHeldCalls(b *testing.B) {
 			b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/n, "heap-B/call")
 			b.ReportMetric(float64(m1.StackInuse-m0.StackInuse)/n, "stack-B/call")
 			b.ReportMetric(float64(m1.HeapObjects-m0.HeapObjects)/n, "objects/call")
+			b.ReportMetric(float64(g1-g0)/n, "goroutines/call")
 			cancel()
 			wg.Wait()
 		})
