@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -75,8 +76,12 @@ func TestConsoleParallelQueuesTheFourth(t *testing.T) {
 	}
 	p.waitJS("three cards generate and one is queued", countJS("generating")+` === 3 && `+countJS("queued")+` === 1`)
 	gw.waitQueued(t, 1)
-	// The queued card counts its wait live; let it pass 1.2 s by its own clock.
+	queuedBy := time.Now() // the gateway queued it by now
+	// The queued card counts its wait live; let it pass 1.2 s by its own clock, and the
+	// gateway's at least 1.1 s (the browser's clock starts when it sends, which on a loaded
+	// machine is well before the gateway queues the call).
 	p.waitJS("the queued card has waited 1.2 s", `parseFloat(document.querySelector('.card[data-state="queued"] .state-time').textContent) >= 1.2`)
+	<-time.After(time.Until(queuedBy.Add(1100 * time.Millisecond))) // the wait under test, not a synchronization
 	queued := eval[string](p, `document.querySelector('.card[data-state="queued"]').dataset.model`)
 
 	running[0].let()
