@@ -116,7 +116,7 @@ func (s *stream) next() (llm.Chunk, error) {
 				return llm.Chunk{}, s.c.bodyError(s.header, backendError{msg: s.c.snippet(data)})
 			}
 		}
-		if data[0] != '{' || !json.Valid(data) {
+		if data[0] != '{' || !upstream.Valid(data) {
 			return llm.Chunk{}, s.c.upstreamError("backend sent a stream frame that is not a JSON object: "+s.c.snippet(data), nil)
 		}
 		ch := llm.Chunk{Raw: append([]byte(nil), data...)}

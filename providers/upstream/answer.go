@@ -65,7 +65,7 @@ func Truncated(provider string, b []byte) error {
 // backend that closed its connection cleanly in the middle of an answer leaves.
 func cutJSON(b []byte) bool {
 	b = bytes.TrimSpace(b)
-	if len(b) == 0 || (b[0] != '{' && b[0] != '[') || json.Valid(b) {
+	if len(b) == 0 || (b[0] != '{' && b[0] != '[') || Valid(b) {
 		return false
 	}
 	var v json.RawMessage

@@ -35,7 +35,7 @@ func (m member) is(obj []byte, key string) bool {
 // which it does without allocating (a json.Decoder's tokens cost dozens of allocations per
 // request body, on every call the gateway relays).
 func members(obj []byte) ([]member, error) {
-	if !json.Valid(obj) {
+	if !Valid(obj) {
 		var v json.RawMessage
 		if err := json.Unmarshal(obj, &v); err != nil {
 			return nil, err // says what is wrong and where
