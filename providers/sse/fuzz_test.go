@@ -142,3 +142,15 @@ func FuzzWriterRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLineEnd: lineEnd is bytes.IndexAny(b, "\r\n").
+func FuzzLineEnd(f *testing.F) {
+	for _, s := range []string{"", "a", "a\nb", "a\r\nb", "\r", "ab\n\rc", "abc\rd\ne"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := lineEnd(b), bytes.IndexAny(b, "\r\n"); got != want {
+			t.Fatalf("lineEnd(%q) = %d, want %d", b, got, want)
+		}
+	})
+}

@@ -1,7 +1,6 @@
 package sse
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 )
@@ -44,7 +43,7 @@ func (w *Writer) Event(name string, data []byte) error {
 		b = append(b, '\n')
 	}
 	for {
-		i := bytes.IndexAny(data, "\r\n")
+		i := lineEnd(data)
 		if i < 0 {
 			break
 		}
