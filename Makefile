@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 
-.PHONY: run build vet test loadtest bench bench-relay bench-admission bench-inflight fuzz clis screenshots clean
+.PHONY: run build vet test loadtest bench bench-relay bench-admission bench-inflight bench-calls fuzz clis screenshots clean
 
 run:
 	$(GO) run ./cmd/tollgate $(ARGS)
@@ -39,7 +39,7 @@ loadtest:
 # Benchmarks (docs/benchmarks.md): relay overhead against a direct call and a bare reverse
 # proxy, the admission figures, then thousands of calls in flight. Not part of `make test`:
 # figures, not pass/fail.
-bench: bench-relay bench-admission bench-inflight
+bench: bench-relay bench-admission bench-inflight bench-calls
 
 # Issue 2: Tollgate against calling the backend directly and a bare httputil.ReverseProxy.
 # ARGS='--quick' for a smoke run.
@@ -60,6 +60,12 @@ bench-inflight:
 bench-admission:
 	GOGC=400 $(GO) test -run '^$$' -bench BenchmarkAdmission -benchtime 3s -count 3 ./actors/
 	$(GO) run ./cmd/tollgate-load --scenario overload,queue-memory
+
+# Issue 15: what one call costs, counted rather than timed: allocations and CPU per relayed
+# request, memory and goroutines per held call, each beside a bare reverse proxy.
+bench-calls:
+	$(GO) test -run '^$$' -bench 'BenchmarkRelay' -benchtime 3000x -count 2 ./cmd/internal/app/
+	$(GO) test -run '^$$' -bench 'BenchmarkHeldCalls' -benchtime 1x -count 2 ./cmd/internal/app/
 
 # Every fuzz target for FUZZTIME each (a duration, or a count such as 100000x), or only those
 # of PKGS="providers/sse httpapi". A target fails when an input fails it; .ci/fuzz explains
