@@ -427,6 +427,7 @@ func (a *providerActor) drain(ctx actor.Context) {
 // from the facts once every lane has reported what runs on it (finishRebuild).
 func (a *providerActor) rebuild(ctx actor.Context) {
 	a.stopTimer()
+	a.offerQueued = false // an offerDue lost in the crash must not hold every later offer back
 	a.pol = policy.NewProvider(a.spec())
 	clear(a.blocks)
 	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
