@@ -23,7 +23,9 @@ import (
 // its backend holds it (issue 15): heap in use and goroutine stacks, after a collection, per
 // held call, for the gateway and for a bare reverse proxy in its place. Both share the
 // client and the fake backend in this process, so what one holds beyond the other is its
-// own. Run with -benchtime 1x (the count of held calls is fixed).
+// own. Run with -benchtime 1x (the count of held calls is fixed). While the calls are held,
+// TOLLGATE_HELD_PROFILE=DIR writes a heap profile per case into DIR (with -memprofilerate 1
+// for every allocation) and TOLLGATE_HELD_STACKS=FILE every goroutine's stack into FILE.
 func BenchmarkHeldCalls(b *testing.B) {
 	const held = 400
 	for _, c := range []struct {
@@ -65,8 +67,11 @@ func BenchmarkHeldCalls(b *testing.B) {
 			}
 			waitHeld(b, fake, int64(b.N*held+1))
 			m1, g1 := memNow(), runtime.NumGoroutine()
+			if path := os.Getenv("TOLLGATE_HELD_STACKS"); path != "" {
+				writeProfile(b, "goroutine", path, 2)
+			}
 			if dir := os.Getenv("TOLLGATE_HELD_PROFILE"); dir != "" { // what holds the memory, by allocation site
-				writeHeapProfile(b, filepath.Join(dir, strings.ReplaceAll(c.name, "/", "-")+".heap.pprof"))
+				writeProfile(b, "heap", filepath.Join(dir, strings.ReplaceAll(c.name, "/", "-")+".heap.pprof"), 0)
 			}
 			n := float64(b.N * held)
 			b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/n, "heap-B/call")
@@ -79,13 +84,14 @@ func BenchmarkHeldCalls(b *testing.B) {
 	}
 }
 
-func writeHeapProfile(b *testing.B, path string) {
+// writeProfile writes the runtime profile name into path.
+func writeProfile(b *testing.B, name, path string, debug int) {
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
 		b.Fatal(err)
 	}
 }
