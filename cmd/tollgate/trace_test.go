@@ -74,9 +74,15 @@ func useW3C(t *testing.T) {
 
 func tracedChat(t *testing.T, url string, stream bool) {
 	t.Helper()
+	tracedChatFlags(t, url, stream, "01")
+}
+
+// tracedChatFlags is tracedChat with the traceparent's trace flags: "01" sampled, "00" not.
+func tracedChatFlags(t *testing.T, url string, stream bool, flags string) {
+	t.Helper()
 	body := fmt.Sprintf(`{"model":"up/m","stream":%v,"max_tokens":64,"temperature":0.5,"messages":[{"role":"user","content":%q}]}`, stream, tracedPrompt)
 	req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-01")
+	req.Header.Set("traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-"+flags)
 	res, err := rawClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +163,34 @@ func TestTraceSpans(t *testing.T) {
 				wantAttrs(t, root, map[string]string{"gen_ai.input.messages": `[{"role":"user","parts":[{"type":"text","content":"` + tracedPrompt + `"}]}]`})
 			}
 		})
+	}
+}
+
+// TestTraceSampledOut: a client's traceparent that says "not sampled" is honoured by the
+// default sampler (parent-based): no span is recorded, and the backend still gets the trace,
+// unsampled, with the request's span as its parent.
+func TestTraceSampledOut(t *testing.T) {
+	useW3C(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	be := newTracedBackend(t)
+	g := serveApp(t, upstreamConfig(be.URL), app.Options{Logger: zerolog.Nop(), Tracer: tp.Tracer("test")})
+	tracedChatFlags(t, g.URL, true, "00")
+	tracedChatFlags(t, g.URL, true, "00")
+	g.waitIdle(t)
+	if spans := exp.GetSpans(); len(spans) != 0 {
+		t.Errorf("spans of sampled-out requests: %v", names(spans))
+	}
+	parents := be.traceparents()
+	if len(parents) != 2 {
+		t.Fatalf("backend saw traceparents %q, want 2", parents)
+	}
+	for _, p := range parents {
+		parts := strings.Split(p, "-")
+		if len(parts) != 4 || parts[1] != clientTraceID || len(parts[2]) != 16 || parts[2] == clientSpanID || parts[3] != "00" {
+			t.Errorf("backend saw traceparent %q, want the client's trace, a span of the gateway's, not sampled", p)
+		}
 	}
 }
 

@@ -13,17 +13,9 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// GenAI semantic-convention keys of a backend attempt's span (semconv v1.41).
-const (
-	attrOperation    = attribute.Key("gen_ai.operation.name")
-	attrSystem       = attribute.Key("gen_ai.provider.name")
-	attrRequestModel = attribute.Key("gen_ai.request.model")
-	attrInputTokens  = attribute.Key("gen_ai.usage.input_tokens")
-	attrOutputTokens = attribute.Key("gen_ai.usage.output_tokens")
-	attrFinish       = attribute.Key("gen_ai.response.finish_reasons")
-	attrErrorType    = attribute.Key("error.type")
-	attrProvider     = attribute.Key("tollgate.provider")
-)
+// attrProvider is Tollgate's own attribute: the configured provider's name. The others are
+// the GenAI and error semantic conventions' (semconv v1.41), as in httpapi/trace.go.
+const attrProvider = attribute.Key("tollgate.provider")
 
 // genAISystem is gen_ai.provider.name for a provider kind: the conventions' well-known value
 // where there is one, else the kind.
@@ -38,7 +30,8 @@ func genAISystem(kind string) string {
 // TraceBackend wraps b so that every Open, one backend attempt, is a client span named by the
 // GenAI conventions ("chat MODEL"), a child of the span on the call's context, ending when
 // the stream is closed. The span is on the context b sees, so an HTTP adapter's traceparent
-// (providers/upstream.Send) names it. provider and kind are the configured provider's.
+// (providers/upstream.Send) names it. provider and kind are the configured provider's. An
+// attempt of a request the sampler left out is made as it is, without a span (sampledOut).
 //
 // A backend that lets the gateway choose each call's key (llm.KeyedBackend) keeps that
 // capability through the wrapper, and a stream's quota (llm.QuotaReporter) is passed on.
@@ -67,19 +60,45 @@ var _ llm.KeyedBackend = (*tracedKeyed)(nil)
 func (b *tracedKeyed) Keys(model string) int { return b.keyed.Keys(model) }
 
 func (b *tracedKeyed) OpenWithKey(ctx context.Context, req *llm.Request, key int) (llm.Stream, error) {
-	return b.attempt(ctx, req, func(ctx context.Context) (llm.Stream, error) { return b.keyed.OpenWithKey(ctx, req, key) })
+	if sampledOut(ctx) {
+		return b.keyed.OpenWithKey(ctx, req, key)
+	}
+	ctx, span := b.start(ctx, req)
+	st, err := b.keyed.OpenWithKey(ctx, req, key)
+	return traced(span, st, err)
 }
 
 func (b *tracedBackend) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
-	return b.attempt(ctx, req, func(ctx context.Context) (llm.Stream, error) { return b.inner.Open(ctx, req) })
+	if sampledOut(ctx) {
+		return b.inner.Open(ctx, req)
+	}
+	ctx, span := b.start(ctx, req)
+	st, err := b.inner.Open(ctx, req)
+	return traced(span, st, err)
 }
 
-// attempt makes one backend attempt, open, in its span.
-func (b *tracedBackend) attempt(ctx context.Context, req *llm.Request, open func(context.Context) (llm.Stream, error)) (llm.Stream, error) {
-	ctx, span := b.tracer.Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
+// sampledOut says the call belongs to a request whose span the sampler left out. Its
+// attempts get no span and no stream wrapper: no sampler OTEL_TRACES_SAMPLER can name records
+// a child of a span it dropped (parent-based ones follow the parent, traceidratio decides
+// by the trace id the child shares, always_off drops all), so they would be built for
+// nothing. The backend's traceparent then names the request's span, unsampled as before. A
+// call with no span at all (a batch member: httpapi gives batches no request span) still
+// gets its attempt's span.
+func sampledOut(ctx context.Context) bool {
+	span := trace.SpanFromContext(ctx)
+	return span.SpanContext().IsValid() && !span.IsRecording()
+}
+
+// start begins one backend attempt's span; the attempt is made on the context it returns.
+func (b *tracedBackend) start(ctx context.Context, req *llm.Request) (context.Context, trace.Span) {
+	return b.tracer.Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(semconv.GenAIOperationNameChat, semconv.GenAIProviderNameKey.String(b.system),
 			semconv.GenAIRequestModelKey.String(req.Model), attrProvider.String(b.provider)))
-	st, err := open(ctx)
+}
+
+// traced is the outcome of an attempt opened in span: a failed one ends it now, a stream
+// ends it when closed.
+func traced(span trace.Span, st llm.Stream, err error) (llm.Stream, error) {
 	if err != nil {
 		failSpan(span, err)
 		span.End()

@@ -28,7 +28,8 @@ import (
 // in-process gateway (app.New, served on loopback) relaying to an in-process fakellm, as the
 // relay benchmark runs it (docs/benchmarks.md, issue 14) but without its noise: "off" counts
 // nothing and traces nothing; "on" counts, and records every span (sampler always_on) and
-// exports it over OTLP/HTTP to a receiver in this process. Requests go one at a time (c=1) or
+// exports it over OTLP/HTTP to a receiver in this process; "unsampled" is "on" with a sampler
+// that keeps no request (always_off), what the requests a ratio sampler leaves out cost. Requests go one at a time (c=1) or
 // 50 at a time (c=50), with the collector settings of the gateway binaries (app.TuneGC).
 // Besides ns/op and allocs/op it reports cpu-µs/op, the process's user+sys CPU over the
 // requests (client, gateway, backend and receiver; the last batch's export included), the
@@ -49,13 +50,12 @@ func BenchmarkRequest(b *testing.B) {
 	b.Cleanup(recv.Close)
 	for _, stream := range []bool{false, true} {
 		for _, conc := range []int{1, 50} {
-			for _, on := range []bool{false, true} {
-				name := fmt.Sprintf("%s/c=%d/%s", map[bool]string{false: "whole", true: "stream"}[stream], conc,
-					map[bool]string{false: "off", true: "on"}[on])
+			for _, mode := range []string{"off", "on", "unsampled"} {
+				name := fmt.Sprintf("%s/c=%d/%s", map[bool]string{false: "whole", true: "stream"}[stream], conc, mode)
 				b.Run(name, func(b *testing.B) {
 					before := exports.Load()
-					benchRequests(b, backend.URL, recv.URL, stream, conc, on)
-					if on && exports.Load() == before {
+					benchRequests(b, backend.URL, recv.URL, stream, conc, mode)
+					if mode == "on" && exports.Load() == before {
 						b.Fatal("tracing on, but no span reached the receiver")
 					}
 				})
@@ -64,11 +64,12 @@ func BenchmarkRequest(b *testing.B) {
 	}
 }
 
-// benchRequests serves a gateway relaying to backendURL, tracing to otlpURL when on, and
-// sends it b.N chat requests, conc at a time.
-func benchRequests(b *testing.B, backendURL, otlpURL string, stream bool, conc int, on bool) {
+// benchRequests serves a gateway relaying to backendURL, tracing to otlpURL unless mode is
+// off, and sends it b.N chat requests, conc at a time.
+func benchRequests(b *testing.B, backendURL, otlpURL string, stream bool, conc int, mode string) {
+	on := mode != "off"
 	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlpURL)
-	b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	b.Setenv("OTEL_TRACES_SAMPLER", map[bool]string{false: "always_off", true: "always_on"}[mode == "on"])
 	b.Setenv("OTEL_SDK_DISABLED", map[bool]string{false: "true", true: "false"}[on])
 	// NewTracing installs W3C's propagator when on; the next run starts without it, as off.
 	b.Cleanup(func() { otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator()) })
