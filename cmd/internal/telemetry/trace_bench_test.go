@@ -217,11 +217,11 @@ func cpuTime(b *testing.B) time.Duration {
 // BenchmarkSpansAlone is the OpenTelemetry SDK's own cost for what BenchmarkRequest's "on"
 // records per request, with nothing of Tollgate's around it: the spans of one real request
 // (recorded in memory first) are made again per op with the same names, kinds, tree and
-// attributes, each span's attributes given in one call, through a batch span processor and
-// the OTLP/HTTP exporter (as NewTracing sets them up) to a receiver in this process. The
-// processor blocks when its queue is full, so that the loop, far faster than requests come,
-// waits for the exporter instead of dropping spans. Against BenchmarkRequest's on−off
-// difference it says how much of tracing's cost is the SDK's.
+// attributes, each span's attributes given in one call, through the batch span processor and
+// OTLP/HTTP exporter NewTracing uses, to a receiver in this process. The processor blocks
+// when its queue is full, so that the loop, far faster than requests come, waits for the
+// exporter instead of dropping spans. Against BenchmarkRequest's on−off difference it says
+// how much of tracing's cost is the SDK's.
 func BenchmarkSpansAlone(b *testing.B) {
 	app.TuneGC()
 	backend := httptest.NewServer(fakellm.New(fakellm.Options{}))
@@ -256,6 +256,7 @@ func BenchmarkSpansAlone(b *testing.B) {
 func recordSpans(b *testing.B, backendURL string) []tracetest.SpanStub {
 	mem := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	url := serveBench(b, backendURL, app.Options{Logger: zerolog.Nop(), Tracer: tp.Tracer("record"), NoMetrics: true})
 	res, err := http.Post(url, "application/json", bytes.NewReader(benchBody))
 	if err != nil {
