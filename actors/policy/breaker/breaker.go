@@ -159,6 +159,22 @@ func (b *Breaker) Neutral(probe bool) {
 	}
 }
 
+// OpenedElsewhere records that another replica's breaker of the same provider opened
+// until now+d: this one opens until then, unless it is open at least as long already. A
+// probe out here stays out (its outcome is still reported; its success no longer closes
+// the breaker, its failure no longer reopens it). The period is at least d, so a later
+// failed probe here doubles from the longer of the two. It reports whether anything
+// changed.
+func (b *Breaker) OpenedElsewhere(now time.Time, d time.Duration) bool {
+	until := now.Add(d)
+	if d <= 0 || b.state == Open && !b.until.Before(until) {
+		return false
+	}
+	b.state, b.period = Open, max(b.period, min(d, MaxOpenFor))
+	b.until, b.since, b.probing = until, now, false
+	return true
+}
+
 func (b *Breaker) open(now time.Time, period time.Duration) {
 	b.state, b.probing, b.period = Open, false, period
 	b.until, b.since = now.Add(period), now

@@ -230,3 +230,67 @@ func TestAgainstReference(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenedElsewhere: another replica's open breaker opens this one until the same time,
+// never shortens an open period, leaves a probe out here unable to close or reopen it, and
+// makes a later failed probe double from the longer period.
+func TestOpenedElsewhere(t *testing.T) {
+	tests := []struct {
+		name      string
+		setup     func(b *Breaker, now time.Time) // what this replica saw first
+		d         time.Duration
+		changed   bool
+		wantAfter time.Duration // RetryAfter at now
+	}{
+		{"closed opens until the same time", func(*Breaker, time.Time) {}, 20 * time.Second, true, 20 * time.Second},
+		{"open longer here: unchanged", func(b *Breaker, now time.Time) { openHere(b, now) }, 10 * time.Second, false, 30 * time.Second},
+		{"open shorter here: lengthened", func(b *Breaker, now time.Time) { openHere(b, now) }, time.Minute, true, time.Minute},
+		{"half-open with the probe out: open again", func(b *Breaker, now time.Time) {
+			openHere(b, now.Add(-30*time.Second))
+			b.Allow(now)
+		}, 40 * time.Second, true, 40 * time.Second},
+		{"zero: nothing", func(*Breaker, time.Time) {}, 0, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := New(Config{})
+			tt.setup(b, t0)
+			if got := b.OpenedElsewhere(t0, tt.d); got != tt.changed {
+				t.Fatalf("OpenedElsewhere(%s) = %v, want %v", tt.d, got, tt.changed)
+			}
+			if got := b.RetryAfter(t0); got != tt.wantAfter {
+				t.Errorf("open for %s, want %s", got, tt.wantAfter)
+			}
+		})
+	}
+
+	b := New(Config{})
+	openHere(b, t0.Add(-30*time.Second))
+	if ok, probe := b.Allow(t0); !ok || !probe {
+		t.Fatal("no probe at the end of the period")
+	}
+	b.OpenedElsewhere(t0, time.Minute)
+	b.Success(t0, true) // the probe out here ends well: it no longer closes the breaker
+	if b.State(t0) != Open {
+		t.Fatalf("a probe's success closed a breaker another replica opened since: %v", b.State(t0))
+	}
+	b.Failure(t0, true) // nor does its failure reopen it
+	if got := b.RetryAfter(t0); got != time.Minute {
+		t.Fatalf("a probe's failure changed a breaker another replica opened since: open for %s", got)
+	}
+	now := t0.Add(time.Minute)
+	if ok, probe := b.Allow(now); !ok || !probe {
+		t.Fatal("no probe here at the time the other replica's breaker probes")
+	}
+	b.Failure(now, true)
+	if got := b.RetryAfter(now); got != 2*time.Minute {
+		t.Errorf("a failed probe after the other replica's minute opens for %s, want double that minute", got)
+	}
+}
+
+// openHere opens b at now with five failures (open_for 30s).
+func openHere(b *Breaker, now time.Time) {
+	for range DefaultFailures {
+		b.Failure(now, false)
+	}
+}

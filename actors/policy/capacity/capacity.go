@@ -50,6 +50,7 @@ const (
 	StatedLimit Reason = "stated_limit" // the backend said how many it takes
 	RateLimited Reason = "rate_limited" // an unexplained rate limit while full: halved
 	Probed      Reason = "probe"        // enough successes while full: one more
+	Shared      Reason = "shared"       // another replica learned it (SPEC §17)
 )
 
 // Change is one change of the effective lanes, for the log line and the metrics.
@@ -157,6 +158,25 @@ func (l *Lanes) Succeeded(busy bool, now time.Time) (Change, bool) {
 		l.ceiling, l.misses = l.eff, 0
 	}
 	return l.set(l.eff+1, Probed, now)
+}
+
+// Adopt takes on n lanes that another replica sharing the backend learned, clamped to
+// 1..the configured lanes, as the level known to work: the learning goes on from there (a
+// cut holds off halving for calls started before it, as Stated's does). Disabled learning
+// adopts nothing.
+func (l *Lanes) Adopt(n int, now time.Time) (Change, bool) {
+	if l.disabled {
+		return Change{}, false
+	}
+	n = min(max(n, 1), l.lanes)
+	if n == l.eff {
+		return Change{}, false
+	}
+	if n < l.eff {
+		l.lastCut = now
+	}
+	l.ceiling, l.misses = n, 0
+	return l.set(n, Shared, now)
 }
 
 // Remaining records the backend's remaining-requests count (x-ratelimit-remaining-requests,

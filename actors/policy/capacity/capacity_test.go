@@ -212,3 +212,48 @@ func TestProperties(t *testing.T) {
 		}
 	}
 }
+
+// TestAdopt: lanes another replica learned are taken as they are, clamped to the
+// configured lanes, with reason "shared"; learning goes on from them; disabled learning
+// adopts nothing.
+func TestAdopt(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		n       int
+		changed bool
+		want    int
+	}{
+		{"lower", Config{Lanes: 8}, 3, true, 3},
+		{"clamped below", Config{Lanes: 8}, 0, true, 1},
+		{"clamped above", Config{Lanes: 4}, 9, false, 4},
+		{"the same", Config{Lanes: 4}, 4, false, 4},
+		{"disabled", Config{Lanes: 4, Disabled: true}, 2, false, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := New(tt.cfg, t0)
+			ch, changed := l.Adopt(tt.n, t0.Add(time.Second))
+			if changed != tt.changed || l.Effective() != tt.want {
+				t.Fatalf("Adopt(%d): changed %v, effective %d; want %v, %d", tt.n, changed, l.Effective(), tt.changed, tt.want)
+			}
+			if changed && (ch.Reason != Shared || ch.To != tt.want || l.Snapshot(t0).Reason != Shared) {
+				t.Errorf("change %+v, snapshot reason %q; want to %d for reason shared", ch, l.Snapshot(t0).Reason, tt.want)
+			}
+		})
+	}
+
+	now := t0
+	l := New(Config{Lanes: 4, Probe: 2}, now)
+	l.Adopt(2, now)
+	if _, ch := l.RateLimited(2, now.Add(-time.Millisecond), now.Add(time.Second)); ch {
+		t.Error("a refusal of a call started before the adopted cut halved the lanes again")
+	}
+	l.Succeeded(true, now)
+	if l.Succeeded(true, now); l.Effective() != 3 {
+		t.Errorf("after probe successes at the adopted 2: effective %d, want 3", l.Effective())
+	}
+	if l.Adopt(4, now); l.Effective() != 4 {
+		t.Errorf("a higher value learned elsewhere: effective %d, want 4", l.Effective())
+	}
+}
