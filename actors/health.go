@@ -184,6 +184,8 @@ func (a *providerActor) allow(c *call, now time.Time) bool {
 func (a *providerActor) began(c *call, key int, now time.Time) {
 	h := a.health
 	c.key, c.started = key, now
+	c.keyName = a.keyName(c, key)
+	a.chargeKey(c) // a batch member, leased before its key was chosen
 	if l, own := h.models[c.route.m]; own {
 		ms := a.pol.Snapshot().Models[c.route.m]
 		c.busy = ms.Running >= l.Effective()
@@ -239,6 +241,7 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 		}
 	}
 	a.pol.Retry(c.id, key, now)
+	a.chargeRetry(c, key)
 	if o := a.g.opts.Observer; o != nil {
 		o.Retried(a.name)
 	}
@@ -357,10 +360,15 @@ func (a *providerActor) settle(c *call, now time.Time) {
 // earn a lane back.
 func (a *providerActor) success(c *call, now time.Time) {
 	h := a.health
-	h.breaker.Success(now, c.probe)
-	if c.probe {
+	probe := c.probe
+	h.breaker.Success(now, probe)
+	if probe {
 		c.probe, h.probing = false, false
 		a.pol.SetStartCap(h.startCap(now))
+	}
+	// A probe's success closes the breaker, unless another replica's opened it again
+	// meanwhile (sharedhealth.go): then it probes anew.
+	if probe && h.breaker.State(now) == breaker.Closed {
 		a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Msg("circuit breaker closed: the probe call succeeded")
 		if o := a.g.opts.Observer; o != nil {
 			o.BreakerChanged(a.name, false)
@@ -383,9 +391,17 @@ func (a *providerActor) failure(c *call, now time.Time) {
 		a.pol.SetStartCap(h.startCap(now))
 		return
 	}
+	a.shareBreaker(h.breaker.RetryAfter(now))
+	a.opened(now, "repeated failures")
+}
+
+// opened applies a breaker that just opened, for why: nothing starts until its probe, and
+// the waiting calls go to their fallbacks or are answered 503 with the time to the probe.
+func (a *providerActor) opened(now time.Time, why string) {
+	h := a.health
 	a.pol.SetStartCap(0)
 	err := a.circuitOpen(now)
-	a.g.log.Warn().Str("provider", a.name).Dur("open_for", h.breaker.RetryAfter(now)).
+	a.g.log.Warn().Str("provider", a.name).Dur("open_for", h.breaker.RetryAfter(now)).Str("why", why).
 		Msg("circuit breaker open: nothing starts on this provider until its probe")
 	for id := range a.waiting {
 		a.answerWaiting(id, err, now) // to their fallbacks, or 503 with the time to the probe
@@ -441,11 +457,14 @@ func (a *providerActor) learn(c *call, now time.Time, signal string, f func(*cap
 	if !changed {
 		return false
 	}
+	scope := ProviderScope(a.name)
 	if model != "" {
 		a.pol.SetModelLanes(c.route.m, ch.To)
+		scope = ModelScope(a.name, c.route.model)
 	} else {
 		a.pol.SetEffectiveLanes(ch.To)
 	}
+	a.shareLanes(scope, ch.To)
 	a.g.log.Info().Str("provider", a.name).Str("model", model).Int("from", ch.From).Int("to", ch.To).
 		Str("reason", string(ch.Reason)).Str("signal", signal).Msg("effective lanes changed")
 	if o := a.g.opts.Observer; o != nil && model == "" {

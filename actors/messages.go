@@ -63,6 +63,11 @@ type call struct {
 	// lanes are its provider's and its model's effective lanes when it was granted: what
 	// its leases claim, so that lanes learned lower hold across the replicas too.
 	lanes [2]int
+	// keyName is its key's shared name when the replicas share key_rate_limit (its
+	// provider actor's: set at its start and each retry), and charged the shared buckets
+	// its leases and retries charged, for the correction from its usage (sharedbuckets.go).
+	keyName string
+	charged []LeaseBucket
 }
 
 // ending is how a started call ended, for its provider's health and learned lanes.

@@ -148,6 +148,16 @@ func (a *providerActor) Receive(ctx actor.Context) {
 			a.keysChanged(m.pool, now)
 			a.offer(ctx, now)
 		}
+	case *breakerShared:
+		now := a.g.now()
+		a.breakerShared(m.d, now)
+		a.offer(ctx, now)
+	case *lanesShared:
+		now := a.g.now()
+		a.lanesShared(m, now)
+		a.offer(ctx, now)
+	case *readShared:
+		a.readShared()
 	case *resync:
 		a.resync(ctx, m.sync)
 	case *stateQuery:
@@ -186,6 +196,7 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		for m := range a.models {
 			a.spawnLane(ctx, m)
 		}
+		a.readShared() // what the other replicas decided before this one started
 	case *actor.Stopping:
 		a.stopTimer()
 	}
@@ -239,6 +250,7 @@ func (a *providerActor) finish(c *call, now time.Time) bool {
 	if used := c.end.usage.PromptTokens + c.end.usage.CompletionTokens; used > 0 {
 		a.pol.Correct(c.id, used, now)
 	}
+	a.correctShared(c, c.end.usage.PromptTokens+c.end.usage.CompletionTokens)
 	if !a.pol.Finish(c.id, now) {
 		return false
 	}
@@ -486,6 +498,12 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		a.finish(m.c, now)
 	case *keyCooled:
 		a.keyCooled(m, now) // the keys are health, kept across the rebuild
+	case *breakerShared:
+		a.breakerShared(m.d, now) // so are the breaker and the learned lanes
+	case *lanesShared:
+		a.lanesShared(m, now)
+	case *readShared:
+		a.readShared()
 	case *unleased:
 		// Back to waiting: the rebuild requeues it in arrival order (if a lane reported it
 		// running before it was handed back, that is undone first).

@@ -37,10 +37,19 @@ type Shared interface {
 	Health() SharedHealth
 	// Occupancy is, per scope, how many calls each replica runs in it, cluster-wide.
 	Occupancy(ctx context.Context, scopes []string) (map[string]map[string]int, error)
-	// Cool makes the shared cooldown name last at least d from now, never shorter, and
-	// tells every other replica (KeyCooled). An error (Redis away) leaves each replica to
-	// its own keys' rule.
+	// Cool makes the shared cooldown name (KeyScope, BreakerScope) last at least d from
+	// now, never shorter, and tells every other replica (Gateway.Cooled). An error (Redis
+	// away) leaves each replica to its own rule.
 	Cool(ctx context.Context, name string, d time.Duration) error
+	// Cooldowns is how long each of names still cools; a name absent is not cooling.
+	Cooldowns(ctx context.Context, names []string) (map[string]time.Duration, error)
+	// Adjust corrects an earlier charge of bucket b by delta tokens: a tpm estimate
+	// replaced by the usage, or a retry's request counted (b.Cost is ignored).
+	Adjust(ctx context.Context, b LeaseBucket, delta int) error
+	// Learn records that scope (ProviderScope, ModelScope) takes lanes lanes and tells every
+	// other replica (Gateway.LanesLearned); Learned reads what is recorded.
+	Learn(ctx context.Context, scope string, lanes int) error
+	Learned(ctx context.Context, scopes []string) (map[string]int, error)
 }
 
 // Lease is one call's hold on its scopes, renewed while held.
@@ -122,15 +131,34 @@ func RateScope(p string) string { return "rpm/" + p }
 // TokenScope: see RateScope.
 func TokenScope(p string) string { return "tpm/" + p }
 
+// KeyRateScope is the bucket of key key's rpm (key a KeyScope), KeyTokenScope of its tpm:
+// the key's key_rate_limit, shared by the replicas.
+func KeyRateScope(key string) string { return "rpm/" + key }
+
+// KeyTokenScope: see KeyRateScope.
+func KeyTokenScope(key string) string { return "tpm/" + key }
+
+// BreakerScope is the shared cooldown that says provider p's circuit breaker is open.
+func BreakerScope(p string) string { return "breaker/" + p }
+
 // KeyScope is the shared cooldown of key k (its index in the configuration) of key pool pl
 // (0: the provider's keys, then the models' own, in model order) of provider p. Replicas
 // share a key's cooldown only if they list the provider's keys in the same order.
 func KeyScope(p string, pl, k int) string { return fmt.Sprintf("key/%s/%d/%d", p, pl, k) }
 
-// KeyCooled tells the gateway that another replica's backend rate-limited a key: name
-// (KeyScope) cools here too, for d more. Unknown names are ignored. It never blocks; the
-// shared state's events call it.
-func (g *Gateway) KeyCooled(name string, d time.Duration) {
+// Cooled tells the gateway that another replica rested something for d more: a key its
+// backend rate-limited (KeyScope), which cools here too, or a provider whose circuit
+// breaker opened (BreakerScope), which opens here too until the same time. Unknown names
+// are ignored. It never blocks; the shared state's events, and the reads a provider makes
+// when it starts or its replica rejoins, call it.
+func (g *Gateway) Cooled(name string, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if p, ok := strings.CutPrefix(name, "breaker/"); ok {
+		g.sendProvider(p, &breakerShared{d: d})
+		return
+	}
 	rest, ok := strings.CutPrefix(name, "key/")
 	parts := strings.Split(rest, "/")
 	if !ok || len(parts) != 3 {
@@ -138,16 +166,21 @@ func (g *Gateway) KeyCooled(name string, d time.Duration) {
 	}
 	pl, err1 := strconv.Atoi(parts[1])
 	k, err2 := strconv.Atoi(parts[2])
-	p := g.providerIndex(parts[0])
-	if p < 0 || err1 != nil || err2 != nil || d <= 0 {
-		return
-	}
-	if pid := g.slot(p).pid.Load(); pid != nil {
-		g.system.Root.Send(pid, &keyCooled{pool: pl, key: k, d: d})
+	if err1 == nil && err2 == nil {
+		g.sendProvider(parts[0], &keyCooled{pool: pl, key: k, d: d})
 	}
 }
 
-// keyCooled, from KeyCooled to a provider actor: key key of pool pool cools for d.
+// sendProvider sends msg to provider name's actor, if there is one.
+func (g *Gateway) sendProvider(name string, msg any) {
+	if p := g.providerIndex(name); p >= 0 {
+		if pid := g.slot(p).pid.Load(); pid != nil {
+			g.system.Root.Send(pid, msg)
+		}
+	}
+}
+
+// keyCooled, from Cooled to a provider actor: key key of pool pool cools for d.
 type keyCooled struct {
 	pool, key int
 	d         time.Duration
@@ -200,7 +233,7 @@ func (g *Gateway) LeaseNotice(scopes []string) {
 // claim is what call c needs of the replicas' shared state: a slot of max_running, of its
 // provider's lanes and of its model's lanes (as this replica learned them, when lower:
 // each replica's learning caps the whole cluster), and its provider's rate_limit (a
-// request of rpm, its estimated tokens of tpm).
+// request of rpm, its estimated tokens of tpm), and its key's key_rate_limit alike.
 func (g *Gateway) claim(c *call) LeaseClaim {
 	r := c.route
 	pv := &g.table.Load().provs[r.p].Provider
@@ -219,6 +252,7 @@ func (g *Gateway) claim(c *call) LeaseClaim {
 	if rl := pv.RateLimit; rl.TPM > 0 && c.tokens > 0 {
 		cl.Buckets = append(cl.Buckets, LeaseBucket{Name: TokenScope(pv.Name), PerMinute: rl.TPM, Cost: c.tokens})
 	}
+	cl.Buckets = append(cl.Buckets, keyBuckets(pv.KeyRateLimit, c.keyName, c.tokens)...)
 	return cl
 }
 
@@ -250,7 +284,7 @@ func (g *Gateway) leaseBatch(ctx context.Context, b *batchCall) error {
 			Message: fmt.Sprintf("the replicas' shared state refused the batch's leases: %v", err)}
 	}
 	for i, c := range b.members {
-		c.lease = ls[i]
+		c.lease, c.charged = ls[i], claims[i].Buckets
 	}
 	return nil
 }
@@ -272,6 +306,8 @@ type leased struct {
 	err   error
 	cause error // why the acquire's context ended, if it did
 	gen   uint64
+	// charged are the buckets the lease charged, kept by the call once it starts.
+	charged []LeaseBucket
 }
 
 // unleased, from a lane to its provider: the replicas have no room for call c now; put it
@@ -299,7 +335,7 @@ func (a *laneActor) acquire(ctx actor.Context, c *call) {
 	claims := []LeaseClaim{a.g.claim(c)}
 	root, self, sh := a.g.system.Root, ctx.Self(), a.g.opts.Shared
 	go func() { // exits when Acquire returns: one bounded round trip, or lctx's end
-		m := &leased{c: c, gen: gen}
+		m := &leased{c: c, gen: gen, charged: claims[0].Buckets}
 		var ls []Lease
 		if ls, m.err = sh.Acquire(lctx, claims); m.err == nil {
 			m.lease = ls[0]
@@ -328,7 +364,7 @@ func (a *laneActor) leased(ctx actor.Context, m *leased) {
 	var busy *LeaseBusy
 	switch {
 	case mine && m.err == nil && m.cause == nil && !c.answered.Load():
-		c.lease = m.lease
+		c.lease, c.charged = m.lease, m.charged
 		delete(a.running, c.id)
 		a.start(ctx, c)
 		return
@@ -385,6 +421,8 @@ func (a *providerActor) unleased(ctx actor.Context, m *unleased) {
 		a.answerWaiting(c.id, c.ctx.Err(), now)
 	case a.draining:
 		a.answerWaiting(c.id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
+	case keyRefused(m.busy, c):
+		a.restKey(c, m.busy.Wait, now) // the next grant takes another key, if one is ready
 	case a.g.leaseGen.Load() == m.gen:
 		a.block(m.busy, c)
 	}

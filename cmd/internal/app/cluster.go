@@ -22,6 +22,9 @@ type shared struct {
 	e       *cluster.Engine
 	replica string
 	gw      atomic.Pointer[actors.Gateway] // set once the gateway runs; the engine's events go to it
+	// redis is whether the engine's shared state answered at its last phase change: when
+	// it answers again, the gateway reads what it missed.
+	redis atomic.Bool
 }
 
 // newShared connects this replica to the cluster's Redis (SPEC §17). A Redis that does not
@@ -55,9 +58,13 @@ func maxRun(cfg *config.Config) (d time.Duration) {
 	return max(d, cfg.Cluster.LeaseTTL.D())
 }
 
-// notify hands an engine event to the gateway: every kind may mean a slot is free now.
+// notify hands an engine event to the gateway: every kind may mean a slot is free now. A
+// replica's own cooldowns and learned lanes come back too; they are in force here already.
 func (s *shared) notify(ev cluster.Event) {
 	g := s.gw.Load()
+	if was := ev.Kind == cluster.Changed && s.redis.Swap(ev.Redis); ev.Redis && !was && g != nil {
+		g.ReadShared() // back from an outage: what was announced meanwhile was not heard
+	}
 	if g == nil {
 		return
 	}
@@ -67,8 +74,12 @@ func (s *shared) notify(ev cluster.Event) {
 	case cluster.Poll, cluster.Changed:
 		g.LeaseNotice(nil)
 	case cluster.Cooled:
-		if ev.Replica != s.replica { // its own cooldown is in force here already
-			g.KeyCooled(ev.Name, ev.For)
+		if ev.Replica != s.replica {
+			g.Cooled(ev.Name, ev.For)
+		}
+	case cluster.Learned:
+		if ev.Replica != s.replica {
+			g.LanesLearned(ev.Name, ev.Lanes, "replica "+ev.Replica)
 		}
 	}
 }
@@ -76,6 +87,22 @@ func (s *shared) notify(ev cluster.Event) {
 func (s *shared) Cool(ctx context.Context, name string, d time.Duration) error {
 	_, err := s.e.Cool(ctx, name, d)
 	return err
+}
+
+func (s *shared) Cooldowns(ctx context.Context, names []string) (map[string]time.Duration, error) {
+	return s.e.Cooldowns(ctx, names)
+}
+
+func (s *shared) Adjust(ctx context.Context, b actors.LeaseBucket, delta int) error {
+	return s.e.Adjust(ctx, cluster.Bucket{Name: b.Name, PerMinute: b.PerMinute, Burst: b.Burst, Cost: max(b.Cost, 1)}, delta)
+}
+
+func (s *shared) Learn(ctx context.Context, scope string, lanes int) error {
+	return s.e.Learn(ctx, scope, lanes)
+}
+
+func (s *shared) Learned(ctx context.Context, scopes []string) (map[string]int, error) {
+	return s.e.Learned(ctx, scopes)
 }
 
 func (s *shared) Acquire(ctx context.Context, claims []actors.LeaseClaim) ([]actors.Lease, error) {

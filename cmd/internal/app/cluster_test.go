@@ -91,20 +91,15 @@ func replicas(t *testing.T, n, lanes int, queueTimeout string, b *heldBackend) [
 // real redis-server, and waits until each sees the others.
 func replicasOf(t *testing.T, n int, yaml string, backends map[string]llm.Backend) []*App {
 	t.Helper()
-	s := redistest.Start(t)
+	return replicasOn(t, redistest.Start(t), n, yaml, backends)
+}
+
+// replicasOn is replicasOf on redis-server s.
+func replicasOn(t *testing.T, s *redistest.Server, n int, yaml string, backends map[string]llm.Backend) []*App {
+	t.Helper()
 	var apps []*App
 	for i := range n {
-		yaml := yaml + fmt.Sprintf("cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: r%d}\n", s.Addr(), i+1)
-		cfg, err := config.Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), Backends: backends})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = a.Drain(context.Background()) })
-		apps = append(apps, a)
+		apps = append(apps, startReplica(t, s, fmt.Sprintf("r%d", i+1), yaml, backends))
 	}
 	waitFor(t, "every replica seeing the others", func() bool {
 		for _, a := range apps {
@@ -115,6 +110,23 @@ func replicasOf(t *testing.T, n int, yaml string, backends map[string]llm.Backen
 		return true
 	})
 	return apps
+}
+
+// startReplica starts replica name of config yaml (without its cluster: section) on
+// redis-server s, drained when the test ends.
+func startReplica(t *testing.T, s *redistest.Server, name, yaml string, backends map[string]llm.Backend) *App {
+	t.Helper()
+	yaml += fmt.Sprintf("cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: %s}\n", s.Addr(), name)
+	cfg, err := config.Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), Backends: backends})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Drain(context.Background()) })
+	return a
 }
 
 // call runs one chat call of demo/echo on a to its end; it returns Start's error.

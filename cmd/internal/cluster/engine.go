@@ -355,7 +355,7 @@ func (e *Engine) setPhaseLocked(p Phase, cause error) {
 		ev = ev.AnErr("cause", cause)
 	}
 	ev.Msg("cluster: " + phaseLine[p])
-	e.queued = append(e.queued, Event{Kind: Changed, Replica: e.o.Replica})
+	e.queued = append(e.queued, Event{Kind: Changed, Replica: e.o.Replica, Redis: h.Redis})
 }
 
 // unlock releases mu, then hands the events queued under it to Notify.

@@ -83,6 +83,7 @@ type Event struct {
 	Name    string        // Cooled: the cooldown; Learned: the scope
 	For     time.Duration // Cooled
 	Lanes   int           // Learned
+	Redis   bool          // Changed: Redis answers in the new phase (Health.Redis)
 }
 
 // wireEvent is an Event as the scripts publish it (lua/*.lua): JSON, durations in ms.

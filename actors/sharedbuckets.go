@@ -1,0 +1,162 @@
+package actors
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// The replicas' rate-limit buckets beyond a call's first acquire (SPEC §10, §17). A call's
+// leases charge its provider's rpm and tpm and its first key's key_rate_limit once, at the
+// estimate. What a call sends afterwards is corrected the way the local limiter corrects
+// it: each retry charges one more request (and its estimate) to the provider's buckets and
+// to the key it retries on (a retry keeps its lane and is not held back, but what it sends
+// counts), and the usage the backend reports replaces the estimate in the tpm buckets. All
+// of it is one bounded round trip per call off the actor's goroutine; a correction lost
+// to a Redis outage leaves the shared bucket at the estimate.
+//
+// A key whose shared key_rate_limit has no tokens for a call rests on this replica until
+// the bucket says (restKey): the call goes back to its place and the next grant picks the
+// next key in the ring's turn, or, with every key resting, waits in its queue as for keys
+// that cool, answered 429 upstream_rate_limited only when the wait would pass its
+// queue_timeout.
+
+// keyName is the shared name of key key of call c's pool when the replicas share its
+// key_rate_limit (KeyScope), or "" when they do not: no shared state, no key_rate_limit, or
+// a pool without real keys.
+func (a *providerActor) keyName(c *call, key int) string {
+	kr := a.pv.KeyRateLimit
+	if a.g.opts.Shared == nil || kr.RPM <= 0 && kr.TPM <= 0 {
+		return ""
+	}
+	pl, _ := a.pol.Keys(c.route.m)
+	if !a.health.keyed[pl] {
+		return ""
+	}
+	return KeyScope(a.name, pl, key)
+}
+
+// keyBuckets are the shared buckets of key key (a KeyScope; "" has none) under rate limit
+// kr, charged for one request estimated at tokens.
+func keyBuckets(kr RateLimit, key string, tokens int) []LeaseBucket {
+	if key == "" {
+		return nil
+	}
+	var bs []LeaseBucket
+	if kr.RPM > 0 {
+		bs = append(bs, LeaseBucket{Name: KeyRateScope(key), PerMinute: kr.RPM, Burst: kr.Burst, Cost: 1})
+	}
+	if kr.TPM > 0 && tokens > 0 {
+		bs = append(bs, LeaseBucket{Name: KeyTokenScope(key), PerMinute: kr.TPM, Cost: tokens})
+	}
+	return bs
+}
+
+// isKeyBucket reports whether bucket name is a key's (KeyRateScope, KeyTokenScope).
+func isKeyBucket(name string) bool {
+	return strings.HasPrefix(name, "rpm/key/") || strings.HasPrefix(name, "tpm/key/")
+}
+
+// keyRefused reports whether the replicas refused call c because its key's shared bucket
+// has no tokens now.
+func keyRefused(b *LeaseBusy, c *call) bool {
+	return c.keyName != "" && b.Scope == "" && b.Wait > 0 &&
+		(b.Bucket == KeyRateScope(c.keyName) || b.Bucket == KeyTokenScope(c.keyName))
+}
+
+// restKey rests call c's key on this replica for wait, the time its shared bucket needs
+// for the call's tokens, so that the next grant picks another key; the calls no key can
+// serve in time are answered (keysChanged).
+func (a *providerActor) restKey(c *call, wait time.Duration, now time.Time) {
+	pl, ring := a.pol.Keys(c.route.m)
+	if c.key < 0 || c.key >= ring.Len() {
+		return
+	}
+	ring.RateLimited(c.key, wait, now)
+	a.g.log.Debug().Str("provider", a.name).Str("model", c.route.id).Int("key", c.key).Dur("for", wait).
+		Msg("key at its key_rate_limit across the replicas: it rests until its bucket has the tokens")
+	a.keysChanged(pl, now)
+}
+
+// chargeRetry counts one more attempt of leased call c, on key, in the shared buckets: the
+// provider's it was charged and the retry key's own, which become the ones its usage
+// corrects.
+func (a *providerActor) chargeRetry(c *call, key int) {
+	if c.charged == nil {
+		return // not leased: no shared state, or a call of before the replicas shared it
+	}
+	c.keyName = a.keyName(c, key)
+	var out []LeaseBucket
+	for _, b := range c.charged {
+		if !isKeyBucket(b.Name) {
+			out = append(out, b)
+		}
+	}
+	out = append(out, keyBuckets(a.pv.KeyRateLimit, c.keyName, c.tokens)...)
+	c.charged = out
+	a.adjustShared(charges(out))
+}
+
+// chargeKey counts the key a leased batch member starts on in the shared buckets: its
+// leases were taken before its key was chosen (leaseBatch), so the key is counted, not
+// held back.
+func (a *providerActor) chargeKey(c *call) {
+	kb := keyBuckets(a.pv.KeyRateLimit, c.keyName, c.tokens)
+	if c.charged == nil || len(kb) == 0 {
+		return
+	}
+	c.charged = append(c.charged, kb...)
+	a.adjustShared(charges(kb))
+}
+
+// charges are the adjustments that charge each of bs its cost once more.
+func charges(bs []LeaseBucket) []adjustment {
+	adj := make([]adjustment, len(bs))
+	for i, b := range bs {
+		adj[i] = adjustment{b: b, delta: b.Cost}
+	}
+	return adj
+}
+
+// correctShared replaces the estimate call c's last attempt charged to the shared tpm
+// buckets by the tokens the backend reported it used (none reported: the estimate stands).
+// It runs once per call: the charges are forgotten.
+func (a *providerActor) correctShared(c *call, used int) {
+	bs := c.charged
+	c.charged = nil
+	if used <= 0 {
+		return
+	}
+	var adj []adjustment
+	for _, b := range bs {
+		if strings.HasPrefix(b.Name, "tpm/") && used != b.Cost {
+			adj = append(adj, adjustment{b: b, delta: used - b.Cost})
+		}
+	}
+	a.adjustShared(adj)
+}
+
+// adjustment is one correction of a shared bucket.
+type adjustment struct {
+	b     LeaseBucket
+	delta int
+}
+
+// adjustShared applies adj to the shared buckets off the actor's goroutine.
+func (a *providerActor) adjustShared(adj []adjustment) {
+	sh := a.g.opts.Shared
+	if sh == nil || len(adj) == 0 {
+		return
+	}
+	log := a.g.log
+	go func() { // exits after at most len(adj) round trips, bounded by sharedTimeout together
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		for _, x := range adj {
+			if err := sh.Adjust(ctx, x.b, x.delta); err != nil {
+				log.Debug().Err(err).Str("bucket", x.b.Name).Msg("shared bucket not corrected: the replicas' shared state did not take it")
+				return
+			}
+		}
+	}()
+}

@@ -1,0 +1,212 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/actors/policy/breaker"
+	"github.com/tollgate/tollgate/actors/policy/capacity"
+)
+
+// What the replicas share of a provider's health (SPEC §17): key cooldowns (shared.go),
+// learned effective lanes and the circuit breaker. Each replica still decides from its own
+// backend's answers, as a single gateway does; what it decides is published, and the
+// other replicas take it on the path their own decision would take, so /admin/state, the
+// log and /metrics show it the same way (the lanes with reason "shared"):
+//
+//   - Learned lanes: every change a replica's learning makes (lower or higher) is
+//     recorded and announced; the others adopt the value, clamped to their configured
+//     lanes. The last learning wins; two replicas learning at once may differ until the
+//     next change, and each caps the whole cluster at its own value (claim), so the
+//     lower one holds.
+//   - The breaker: a replica whose breaker opens publishes it as a shared cooldown lasting
+//     until its probe time, and every replica opens until that same time. Half-open
+//     probing stays per replica: at most one probe per replica goes through at the reopen
+//     time; a probe that fails reopens the breaker on every replica, for its doubled
+//     period; one that succeeds closes it on its own replica, and each other one closes on
+//     its own probe's success. One probe cluster-wide would need a lease taken on the
+//     start path and the outcome told back to every replica, for a saving of at most one
+//     call per replica per open period.
+//
+// A replica that starts, or whose shared state answers again after an outage (ReadShared),
+// reads what is in force: every key's cooldown, the breaker's, and the learned lanes.
+// While Redis is away nothing is published: each replica keeps its own rule.
+
+// breakerShared, from Cooled to a provider actor: another replica's breaker opened for d.
+type breakerShared struct{ d time.Duration }
+
+// lanesShared, to a provider actor: scope (ProviderScope, ModelScope) takes lanes, as
+// another replica learned (from names it, for the log).
+type lanesShared struct {
+	scope string
+	lanes int
+	from  string
+}
+
+// readShared asks a provider actor to read the shared state in force (ReadShared).
+type readShared struct{}
+
+// LanesLearned tells the gateway that replica from learned that scope takes lanes lanes;
+// unknown scopes are ignored. It never blocks; the shared state's events call it.
+func (g *Gateway) LanesLearned(scope string, lanes int, from string) {
+	rest, ok := strings.CutPrefix(scope, "provider/")
+	if !ok {
+		if rest, ok = strings.CutPrefix(scope, "model/"); !ok {
+			return
+		}
+		rest, _, _ = strings.Cut(rest, "/")
+	}
+	if lanes >= 1 {
+		g.sendProvider(rest, &lanesShared{scope: scope, lanes: lanes, from: from})
+	}
+}
+
+// ReadShared has every provider read the cooldowns, breaker state and learned lanes in
+// force in the shared state: its replica's shared state answers again after an outage,
+// and whatever was announced meanwhile was not heard. It never blocks.
+func (g *Gateway) ReadShared() {
+	for _, s := range g.allSlots() {
+		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
+			g.system.Root.Send(pid, &readShared{})
+		}
+	}
+}
+
+// readShared reads, off the actor's goroutine, what the replicas share of this provider's
+// health; the answers come back as the messages the events would have sent.
+func (a *providerActor) readShared() {
+	sh := a.g.opts.Shared
+	if sh == nil {
+		return
+	}
+	names := []string{BreakerScope(a.name)}
+	for pl, ring := range a.health.rings {
+		for k := range ring.Len() {
+			if a.health.keyed[pl] {
+				names = append(names, KeyScope(a.name, pl, k))
+			}
+		}
+	}
+	var scopes []string
+	if !a.fixed() {
+		scopes = append(scopes, ProviderScope(a.name))
+		for m := range a.health.models {
+			scopes = append(scopes, ModelScope(a.name, a.models[m].Name))
+		}
+	}
+	g, self, name := a.g, a.self, a.name
+	go func() { // exits after two round trips, bounded by sharedTimeout together
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		cool, err := sh.Cooldowns(ctx, names)
+		if err != nil {
+			g.log.Debug().Err(err).Str("provider", name).Msg("shared cooldowns not read: the replicas' shared state did not answer")
+			return
+		}
+		for n, d := range cool {
+			g.Cooled(n, d)
+		}
+		if len(scopes) == 0 {
+			return
+		}
+		lanes, err := sh.Learned(ctx, scopes)
+		if err != nil {
+			g.log.Debug().Err(err).Str("provider", name).Msg("shared learned lanes not read: the replicas' shared state did not answer")
+			return
+		}
+		for s, n := range lanes {
+			g.system.Root.Send(self, &lanesShared{scope: s, lanes: n, from: "the shared state"})
+		}
+	}()
+}
+
+// shareLanes publishes lanes this replica learned for scope, off the actor's goroutine.
+func (a *providerActor) shareLanes(scope string, lanes int) {
+	a.share(func(ctx context.Context, sh Shared) error { return sh.Learn(ctx, scope, lanes) }, "learned lanes", scope)
+}
+
+// shareBreaker publishes that this provider's breaker opened for d.
+func (a *providerActor) shareBreaker(d time.Duration) {
+	name := BreakerScope(a.name)
+	a.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "breaker", name)
+}
+
+// share runs op against the shared state off the actor's goroutine; a failure (Redis
+// away) leaves the other replicas to their own rule.
+func (a *providerActor) share(op func(context.Context, Shared) error, what, name string) {
+	sh := a.g.opts.Shared
+	if sh == nil {
+		return
+	}
+	log := a.g.log
+	go func() { // exits after one bounded round trip to the shared state
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		if err := op(ctx, sh); err != nil {
+			log.Debug().Err(err).Str("name", name).Msg(what + " not shared: the replicas' shared state did not take it")
+		}
+	}()
+}
+
+// scopeLanes is the learning of scope: the provider's, or a model's with keys of its own
+// (m its index; -1 for the provider's); nil for a scope this provider does not learn.
+func (a *providerActor) scopeLanes(scope string) (l *capacity.Lanes, m int) {
+	if scope == ProviderScope(a.name) {
+		return a.health.lanes, -1
+	}
+	for m, l := range a.health.models {
+		if ModelScope(a.name, a.models[m].Name) == scope {
+			return l, m
+		}
+	}
+	return nil, -1
+}
+
+// lanesShared adopts lanes another replica learned; during a rebuild only the health
+// takes them (the rebuild tells its policy at its end).
+func (a *providerActor) lanesShared(m *lanesShared, now time.Time) {
+	l, mi := a.scopeLanes(m.scope)
+	if l == nil {
+		return
+	}
+	ch, changed := l.Adopt(m.lanes, now)
+	if !changed {
+		return
+	}
+	if !a.rebuilding {
+		if mi >= 0 {
+			a.pol.SetModelLanes(mi, ch.To)
+		} else {
+			a.pol.SetEffectiveLanes(ch.To)
+		}
+	}
+	model := ""
+	if mi >= 0 {
+		model = a.name + "/" + a.models[mi].Name
+	}
+	a.g.log.Info().Str("provider", a.name).Str("model", model).Int("from", ch.From).Int("to", ch.To).
+		Str("reason", string(ch.Reason)).Str("signal", "learned by "+m.from).Msg("effective lanes changed")
+	if o := a.g.opts.Observer; o != nil && mi < 0 {
+		o.LanesLearned(a.name, ch.To, string(ch.Reason))
+	}
+}
+
+// breakerShared opens the breaker until the time another replica's opened one probes,
+// unless it is open longer already; the waiting calls move on as when it opens here.
+func (a *providerActor) breakerShared(d time.Duration, now time.Time) {
+	h := a.health
+	was := h.breaker.State(now)
+	if !h.breaker.OpenedElsewhere(now, d) {
+		return
+	}
+	if a.rebuilding {
+		return // the rebuild's end sets the start cap; its calls wait for the probe
+	}
+	if was == breaker.Open {
+		a.pol.SetStartCap(0)
+		return
+	}
+	a.opened(now, fmt.Sprintf("another replica's circuit breaker of provider %s opened", a.name))
+}
