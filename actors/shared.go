@@ -17,8 +17,8 @@ import (
 
 // Several replicas (SPEC §17). With Options.Shared set, the local policy stays the first
 // gate and the replicas' shared state the second: a call the supervisor granted takes its
-// leases — max_running, its provider's lanes, its model's lanes and its provider's rpm,
-// all in one atomic step — before its backend is opened. The lane actor asks for them off
+// leases — max_running, its provider's lanes, its model's lanes, its provider's rpm and
+// tpm and its key's key_rate_limit, all in one atomic step — before its backend is opened. The lane actor asks for them off
 // its goroutine and hears the answer as a message, so no actor ever waits on Redis. When
 // the replicas run a scope full, the call goes back to its place in its provider's queue
 // and the scope's models stop being offered (policy.Provider.Block), so the supervisor
@@ -188,18 +188,11 @@ type keyCooled struct {
 
 // shareCooldown tells the other replicas that key k of pool pl cools for d from now.
 func (a *providerActor) shareCooldown(pl, k int, d time.Duration) {
-	sh := a.g.opts.Shared
-	if sh == nil || d <= 0 {
+	if d <= 0 {
 		return
 	}
 	name := KeyScope(a.name, pl, k)
-	go func() { // exits after one bounded round trip to the shared state
-		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-		defer cancel()
-		if err := sh.Cool(ctx, name, d); err != nil {
-			a.g.log.Debug().Err(err).Str("key", name).Msg("key cooldown not shared: the replicas' shared state did not take it")
-		}
-	}()
+	a.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "key cooldown", name)
 }
 
 // sharedTimeout bounds one call the actors make to the shared state beside a call's leases
