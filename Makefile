@@ -29,7 +29,7 @@ FAULT_TESTS := 'TestCrash|TestRepeated|TestSupervision|TestActorFaults'
 
 test: vet
 	$(GO) test -race -count=1 -timeout 14m ./...
-	$(GO) test -race -count=1 -timeout 10m -tags tollgate_faults -run $(FAULT_TESTS) ./actors/ ./cmd/tollgate/ ./cmd/tollgate-load/
+	$(GO) test -race -count=1 -timeout 10m -tags tollgate_faults -run $(FAULT_TESTS) ./actors/ ./cmd/internal/app/ ./cmd/tollgate/ ./cmd/tollgate-load/
 
 # Load harness (issue 3): the CI scenarios against an in-process gateway on loopback with fake
 # backends; exits non-zero on any broken invariant. Bounded: well under 2 minutes on 2 cores.
