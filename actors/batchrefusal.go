@@ -93,6 +93,8 @@ func learned(s capacity.Snapshot, now time.Time) string {
 		how = "learned by halving after the backend refused calls for capacity"
 	case capacity.Probed:
 		how = "growing back one lane at a time after the backend refused calls for capacity"
+	case capacity.Shared:
+		how = "learned by another replica sharing this gateway's limits"
 	}
 	return fmt.Sprintf("%s (%s, %s ago)", how, s.Reason, now.Sub(s.Since).Round(time.Second))
 }

@@ -131,8 +131,8 @@ func (a *providerActor) keysRefusal(c *call, now time.Time) error {
 	}
 	if w := a.pol.KeyWait(c.route.m, now); w > 0 && now.Add(w).After(c.deadline) {
 		return &llm.Error{Kind: llm.KindUpstreamRateLimited, Provider: a.name, RetryAfter: w,
-			Message: fmt.Sprintf("every key of %s is cooling after the backend's rate limits; the first is ready in %s, later than this request could wait (queue_timeout %s)",
-				c.route.id, w.Round(time.Millisecond), a.pv.QueueTimeout)}
+			Message: fmt.Sprintf("every key of %s is cooling after the backend's rate limits%s; the first is ready in %s, later than this request could wait (queue_timeout %s)",
+				c.route.id, a.sharedKeyLimit(), w.Round(time.Millisecond), a.pv.QueueTimeout)}
 	}
 	return nil
 }

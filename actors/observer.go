@@ -19,6 +19,6 @@ type Observer interface {
 	// BreakerChanged: provider's circuit opened (open) or closed again.
 	BreakerChanged(provider string, open bool)
 	// LanesLearned: provider's effective lanes changed to lanes, for reason (SPEC §11: e.g.
-	// "stated_limit", "rate_limited", "probe"). The lanes themselves are read from State.
+	// "stated_limit", "rate_limited", "probe", "shared": another replica learned them). The lanes themselves are read from State.
 	LanesLearned(provider string, lanes int, reason string)
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -50,6 +51,15 @@ func keyBuckets(kr RateLimit, key string, tokens int) []LeaseBucket {
 		bs = append(bs, LeaseBucket{Name: KeyTokenScope(key), PerMinute: kr.TPM, Cost: tokens})
 	}
 	return bs
+}
+
+// sharedKeyLimit is what keysRefusal adds to say keys may rest for their key_rate_limit
+// shared by the replicas too (restKey), or "".
+func (a *providerActor) sharedKeyLimit() string {
+	if kr := a.pv.KeyRateLimit; a.g.opts.Shared != nil && (kr.RPM > 0 || kr.TPM > 0) {
+		return fmt.Sprintf(" or at their key_rate_limit (rpm %d, tpm %d) shared by the replicas", kr.RPM, kr.TPM)
+	}
+	return ""
 }
 
 // isKeyBucket reports whether bucket name is a key's (KeyRateScope, KeyTokenScope).

@@ -34,7 +34,8 @@ type ProviderState struct {
 	Lanes          int    `json:"lanes"`
 	EffectiveLanes int    `json:"effective_lanes"`
 	// EffectiveLanesReason says why effective_lanes has its value ("configured",
-	// "stated_limit", "rate_limited", "probe"), since when.
+	// "stated_limit", "rate_limited", "probe", "shared": learned by another replica), since
+	// when.
 	EffectiveLanesReason string     `json:"effective_lanes_reason,omitempty"`
 	EffectiveLanesSince  *time.Time `json:"effective_lanes_since,omitempty"`
 	Running              int        `json:"running"`

@@ -78,6 +78,29 @@ func TestReplicasShareKeyRateLimit(t *testing.T) {
 	}
 }
 
+// TestReplicasKeyLimitAnsweredHonestly: with its only key's shared key_rate_limit spent on
+// the other replica for longer than the call could wait, a call is answered 429
+// upstream_rate_limited at once, saying so, with the key's wait as Retry-After; it is never
+// sent to be refused.
+func TestReplicasKeyLimitAnsweredHonestly(t *testing.T) {
+	kl, srv := newKeyedFake(t, fakellm.Options{Models: []string{"m"}})
+	apps := replicasOf(t, 2, fmt.Sprintf("providers: [{name: o, kind: openai, base_url: %s/v1, keys: [k1], key_rate_limit: {rpm: 6, burst: 1}, lanes: 2, queue_length: 10, queue_timeout: 2s, models: [{id: m}]}]\n", srv.URL), nil)
+	if err := callModel(context.Background(), apps[0], "o/m"); err != nil {
+		t.Fatal(err)
+	}
+	err := callModel(context.Background(), apps[1], "o/m")
+	le, ok := errors.AsType[*llm.Error](err)
+	if !ok || le.Kind != llm.KindUpstreamRateLimited || le.RetryAfter < 5*time.Second ||
+		!strings.Contains(le.Message, "key_rate_limit (rpm 6, tpm 0) shared by the replicas") {
+		t.Fatalf("a call whose only key's shared bucket is spent for 10 s, with queue_timeout 2s: %v; want 429 upstream_rate_limited naming the shared key_rate_limit", err)
+	}
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	if n := len(kl.sent["k1"]); n != 1 {
+		t.Errorf("the backend saw k1 %d times, want once", n)
+	}
+}
+
 // bucketDebt is how far shared bucket name's tokens are spent beyond full, on Redis's clock.
 func bucketDebt(t *testing.T, rdb *redis.Client, name string) time.Duration {
 	t.Helper()
