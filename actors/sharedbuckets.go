@@ -70,7 +70,7 @@ func isKeyBucket(name string) bool {
 // keyRefused reports whether the replicas refused call c because its key's shared bucket
 // has no tokens now.
 func keyRefused(b *LeaseBusy, c *call) bool {
-	return c.keyName != "" && b.Scope == "" && b.Wait > 0 &&
+	return c.keyName != "" && b.Scope == "" &&
 		(b.Bucket == KeyRateScope(c.keyName) || b.Bucket == KeyTokenScope(c.keyName))
 }
 
@@ -82,6 +82,7 @@ func (a *providerActor) restKey(c *call, wait time.Duration, now time.Time) {
 	if c.key < 0 || c.key >= ring.Len() {
 		return
 	}
+	wait = max(wait, time.Millisecond) // a wait under the script's millisecond still rests it
 	ring.RateLimited(c.key, wait, now)
 	a.g.log.Debug().Str("provider", a.name).Str("model", c.route.id).Int("key", c.key).Dur("for", wait).
 		Msg("key at its key_rate_limit across the replicas: it rests until its bucket has the tokens")
