@@ -173,6 +173,7 @@ type Gateway struct {
 	nextID   atomic.Uint64
 	draining atomic.Bool
 	leaseGen atomic.Uint64 // counts LeaseNotice calls: a refusal older than a notice is retried
+	started  atomic.Bool   // New has returned: a provider spawned since reads the shared state itself
 
 	idle      chan struct{} // closed by the supervisor once a drain has left nothing running
 	stopped   chan struct{} // closed once the actors have stopped (Shutdown)
@@ -218,6 +219,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.supervisor = pid
 	<-spawned // the supervisor spawns its providers before it handles anything else
+	g.readSharedAtStart()
 	return g, nil
 }
 

@@ -196,7 +196,9 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		for m := range a.models {
 			a.spawnLane(ctx, m)
 		}
-		a.readShared() // what the other replicas decided before this one started
+		if a.g.started.Load() { // added by a reload; those of the start read at New's end
+			a.readShared() // what the other replicas decided before this provider started
+		}
 	case *actor.Stopping:
 		a.stopTimer()
 	}

@@ -31,18 +31,24 @@ import (
 //     call per replica per open period.
 //
 // A replica that starts, or whose shared state answers again after an outage (ReadShared),
-// reads what is in force: every key's cooldown, the breaker's, and the learned lanes.
-// While Redis is away nothing is published: each replica keeps its own rule.
+// reads what is in force: every key's cooldown, the breaker's, and the learned lanes. A
+// learned value read is taken only when lower than this replica's own: while Redis was
+// away this replica may have learned from its own backend's answers what the stored value,
+// older, does not say, and a read must never loosen a cap (growth is heard from the next
+// notice, or learned again by probing). While Redis is away nothing is published: each
+// replica keeps its own rule.
 
 // breakerShared, from Cooled to a provider actor: another replica's breaker opened for d.
 type breakerShared struct{ d time.Duration }
 
 // lanesShared, to a provider actor: scope (ProviderScope, ModelScope) takes lanes, as
-// another replica learned (from names it, for the log).
+// another replica learned (from names it, for the log). lower: taken only if lower than
+// what this replica has (a read, not a notice: see readShared).
 type lanesShared struct {
 	scope string
 	lanes int
 	from  string
+	lower bool
 }
 
 // readShared asks a provider actor to read the shared state in force (ReadShared).
@@ -71,6 +77,16 @@ func (g *Gateway) ReadShared() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
 			g.system.Root.Send(pid, &readShared{})
 		}
+	}
+}
+
+// readSharedAtStart has the providers New spawned read the shared state, once New's
+// fields are all set (an answer makes a provider offer to the supervisor); providers
+// spawned later read it as they start.
+func (g *Gateway) readSharedAtStart() {
+	g.started.Store(true)
+	if g.opts.Shared != nil {
+		g.ReadShared()
 	}
 }
 
@@ -117,7 +133,7 @@ func (a *providerActor) readShared() {
 			return
 		}
 		for s, n := range lanes {
-			g.system.Root.Send(self, &lanesShared{scope: s, lanes: n, from: "the shared state"})
+			g.system.Root.Send(self, &lanesShared{scope: s, lanes: n, from: "the shared state", lower: true})
 		}
 	}()
 }
@@ -168,7 +184,7 @@ func (a *providerActor) scopeLanes(scope string) (l *capacity.Lanes, m int) {
 // takes them (the rebuild tells its policy at its end).
 func (a *providerActor) lanesShared(m *lanesShared, now time.Time) {
 	l, mi := a.scopeLanes(m.scope)
-	if l == nil {
+	if l == nil || m.lower && m.lanes >= l.Effective() {
 		return
 	}
 	ch, changed := l.Adopt(m.lanes, now)
