@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/policy/capacity"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -34,5 +36,58 @@ func TestClaim(t *testing.T) {
 		if !reflect.DeepEqual(got.Scopes, tc.want) || !reflect.DeepEqual(got.Buckets, buckets) {
 			t.Errorf("%s: claim %+v, want scopes %+v and buckets %+v", tc.name, got, tc.want, buckets)
 		}
+	}
+}
+
+// TestLanesSharedRead: learned lanes another replica announces are taken, lower or higher;
+// a value read from the shared state (at start, at a rejoin) only when lower than this
+// replica's own, so a stale read never loosens a cap.
+func TestLanesSharedRead(t *testing.T) {
+	p := testProvider("p", newHeld(), "m")
+	p.Lanes = 4
+	g := newTestGateway(t, 8, 16, p)
+	a := newProviderActor(g, g.slot(0), p, p.Models)
+	now := g.now()
+	a.health = newHealth(p, p.Models, now)
+	a.pol = policy.NewProvider(a.spec())
+	for i, tc := range []struct {
+		lanes int
+		read  bool
+		want  int
+	}{
+		{2, true, 2},  // a read, lower: taken
+		{3, true, 2},  // a read, higher: not taken
+		{3, false, 3}, // a notice, higher: taken
+		{9, false, 4}, // clamped to the configured lanes
+		{1, false, 1}, // a notice, lower
+	} {
+		a.lanesShared(&lanesShared{scope: ProviderScope("p"), lanes: tc.lanes, from: "r2", lower: tc.read}, now)
+		if got := a.pol.EffectiveLanes(); got != tc.want || a.health.lanes.Effective() != tc.want {
+			t.Fatalf("step %d (%d lanes, read %v): effective %d (health %d), want %d", i, tc.lanes, tc.read, got, a.health.lanes.Effective(), tc.want)
+		}
+	}
+	if r := a.health.lanes.Snapshot(now).Reason; r != capacity.Shared {
+		t.Errorf("reason %q, want shared", r)
+	}
+}
+
+// TestClaimKeyBuckets: a call on a key whose key_rate_limit the replicas share claims the
+// key's rpm and, with tokens, its tpm, beside the provider's.
+func TestClaimKeyBuckets(t *testing.T) {
+	p := testProvider("p", newHeld(), "m")
+	p.RateLimit = RateLimit{RPM: 60}
+	p.KeyRateLimit = RateLimit{RPM: 30, TPM: 3000, Burst: 2}
+	g := newTestGateway(t, 8, 16, p)
+	r, _ := g.table.Load().lookup("p/m")
+	key := KeyScope("p", 0, 1)
+	c := &call{route: r, tokens: 120, keyName: key, prio: llm.Interactive}
+	want := []LeaseBucket{{Name: RateScope("p"), PerMinute: 60, Cost: 1},
+		{Name: "rpm/key/p/0/1", PerMinute: 30, Burst: 2, Cost: 1}, {Name: "tpm/key/p/0/1", PerMinute: 3000, Cost: 120}}
+	if got := g.claim(c).Buckets; !reflect.DeepEqual(got, want) {
+		t.Errorf("buckets %+v, want %+v", got, want)
+	}
+	c.keyName = "" // no shared key_rate_limit (no shared state, or no real keys)
+	if got := g.claim(c).Buckets; !reflect.DeepEqual(got, want[:1]) {
+		t.Errorf("without a key name: buckets %+v, want %+v", got, want[:1])
 	}
 }
