@@ -18,8 +18,9 @@ import (
 // Several replicas (SPEC §17). With Options.Shared set, the local policy stays the first
 // gate and the replicas' shared state the second: a call the supervisor granted takes its
 // leases — max_running, its provider's lanes, its model's lanes, its provider's rpm and
-// tpm and its key's key_rate_limit, all in one atomic step — before its backend is opened. The lane actor asks for them off
-// its goroutine and hears the answer as a message, so no actor ever waits on Redis. When
+// tpm and its key's key_rate_limit, all in one atomic step — before its backend is
+// opened. The lane actor asks for them off its goroutine and hears the answer as a
+// message, so no actor ever waits on Redis. When
 // the replicas run a scope full, the call goes back to its place in its provider's queue
 // and the scope's models stop being offered (policy.Provider.Block), so the supervisor
 // grants other models, providers and classes meanwhile; a lane freed on any replica

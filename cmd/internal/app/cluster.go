@@ -62,8 +62,10 @@ func maxRun(cfg *config.Config) (d time.Duration) {
 // replica's own cooldowns and learned lanes come back too; they are in force here already.
 func (s *shared) notify(ev cluster.Event) {
 	g := s.gw.Load()
-	if was := ev.Kind == cluster.Changed && s.redis.Swap(ev.Redis); ev.Redis && !was && g != nil {
-		g.ReadShared() // back from an outage: what was announced meanwhile was not heard
+	if ev.Kind == cluster.Changed {
+		if was := s.redis.Swap(ev.Redis); ev.Redis && !was && g != nil {
+			g.ReadShared() // back from an outage: what was announced meanwhile was not heard
+		}
 	}
 	if g == nil {
 		return
