@@ -194,7 +194,7 @@ func TestReplicasShareLearnedLanes(t *testing.T) {
 	}
 	waitFor(t, "the first replica learning 2 lanes", learned(apps[0], "stated_limit"))
 	waitFor(t, "the other replica adopting them", learned(apps[1], "shared"))
-	late := startReplica(t, s, "r3", yaml, map[string]llm.Backend{"demo": b})
+	late := startReplica(t, s.Addr(), "r3", yaml, map[string]llm.Backend{"demo": b})
 	waitFor(t, "a replica started afterwards reading them", learned(late, "shared"))
 }
 
@@ -227,7 +227,7 @@ func TestReplicasShareBreaker(t *testing.T) {
 	if n := b.seen(); n != 2 {
 		t.Errorf("the backend saw %d calls; want the 2 that opened the breaker", n)
 	}
-	late := startReplica(t, s, "r3", yaml, map[string]llm.Backend{"demo": b})
+	late := startReplica(t, s.Addr(), "r3", yaml, map[string]llm.Backend{"demo": b})
 	waitFor(t, "a replica started afterwards reading it open", open(late))
 }
 
@@ -274,5 +274,43 @@ func TestReplicasChargeRetries(t *testing.T) {
 	// rpm 6: a request is 10 s of the bucket, so two are 20 s, less the time since.
 	waitFor(t, "the retry charged to the shared rpm bucket", func() bool {
 		return bucketDebt(t, rdb, "rpm/demo") > 15*time.Second
+	})
+}
+
+// TestPartitionedReplicaReadsAtRejoin: while one replica is cut off from Redis (the others
+// reach it), another learns that the backend takes 2 lanes and opens its breaker; the
+// notices are lost to the cut replica, which reads both when it reaches Redis again.
+func TestPartitionedReplicaReadsAtRejoin(t *testing.T) {
+	down := &llm.Error{Kind: llm.KindUpstream, Message: "the backend is down"}
+	b := &scriptedBackend{errs: []error{&llm.Error{Kind: llm.KindUpstreamRateLimited, StatedLimit: 2, Message: "2 concurrent calls at most"}, down, down}}
+	yaml := "providers: [{name: demo, kind: fake, lanes: 4, retries: 0, breaker: {failures: 2, open_for: 1m}, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n"
+	backends := map[string]llm.Backend{"demo": b}
+	s := redistest.Start(t)
+	p := redistest.NewProxy(t, s.Addr())
+	r1 := startReplica(t, s.Addr(), "r1", yaml, backends)
+	cut := startReplica(t, p.Addr(), "cut", yaml, backends)
+	redis := func(a *App, want string) func() bool {
+		return func() bool {
+			c := a.Gateway.State().Cluster
+			return c != nil && c.Redis == want && c.ReplicasAlive == 2
+		}
+	}
+	waitFor(t, "both replicas seeing each other", func() bool { return redis(r1, "ok")() && redis(cut, "ok")() })
+	p.SetCut(true)
+	waitFor(t, "the cut replica without Redis", redis(cut, "down"))
+	for range 2 { // the first is refused for capacity, requeued, then fails; the second fails
+		_ = call(context.Background(), r1)
+	}
+	waitFor(t, "the first replica learning 2 lanes and opening its breaker", func() bool {
+		p := r1.Gateway.State().Providers[0]
+		return p.EffectiveLanes == 2 && p.Breaker != nil && p.Breaker.State == "open"
+	})
+	if p := cut.Gateway.State().Providers[0]; p.EffectiveLanes != 4 || p.Breaker != nil && p.Breaker.State != "closed" {
+		t.Fatalf("the cut replica heard what it cannot hear: %d lanes, breaker %+v", p.EffectiveLanes, p.Breaker)
+	}
+	p.SetCut(false)
+	waitFor(t, "the healed replica reading the lanes and the breaker in force", func() bool {
+		p := cut.Gateway.State().Providers[0]
+		return p.EffectiveLanes == 2 && p.EffectiveLanesReason == "shared" && p.Breaker != nil && p.Breaker.State == "open"
 	})
 }

@@ -99,7 +99,7 @@ func replicasOn(t *testing.T, s *redistest.Server, n int, yaml string, backends 
 	t.Helper()
 	var apps []*App
 	for i := range n {
-		apps = append(apps, startReplica(t, s, fmt.Sprintf("r%d", i+1), yaml, backends))
+		apps = append(apps, startReplica(t, s.Addr(), fmt.Sprintf("r%d", i+1), yaml, backends))
 	}
 	waitFor(t, "every replica seeing the others", func() bool {
 		for _, a := range apps {
@@ -112,11 +112,11 @@ func replicasOn(t *testing.T, s *redistest.Server, n int, yaml string, backends 
 	return apps
 }
 
-// startReplica starts replica name of config yaml (without its cluster: section) on
-// redis-server s, drained when the test ends.
-func startReplica(t *testing.T, s *redistest.Server, name, yaml string, backends map[string]llm.Backend) *App {
+// startReplica starts replica name of config yaml (without its cluster: section) on the
+// redis-server at addr, drained when the test ends.
+func startReplica(t *testing.T, addr, name, yaml string, backends map[string]llm.Backend) *App {
 	t.Helper()
-	yaml += fmt.Sprintf("cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: %s}\n", s.Addr(), name)
+	yaml += fmt.Sprintf("cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: %s}\n", addr, name)
 	cfg, err := config.Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
