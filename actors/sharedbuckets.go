@@ -93,8 +93,10 @@ func (a *providerActor) restKey(c *call, wait time.Duration, now time.Time) {
 // provider's it was charged and the retry key's own, which become the ones its usage
 // corrects.
 func (a *providerActor) chargeRetry(c *call, key int) {
-	if c.charged == nil {
-		return // not leased: no shared state, or a call of before the replicas shared it
+	if c.lease == nil {
+		// Not leased: no shared state, or a call of before the replicas shared it. (Not
+		// c.charged: a claim without buckets, no rate_limit, charged nothing yet.)
+		return
 	}
 	c.keyName = a.keyName(c, key)
 	var out []LeaseBucket
@@ -113,8 +115,8 @@ func (a *providerActor) chargeRetry(c *call, key int) {
 // held back.
 func (a *providerActor) chargeKey(c *call) {
 	kb := keyBuckets(a.pv.KeyRateLimit, c.keyName, c.tokens)
-	if c.charged == nil || len(kb) == 0 {
-		return
+	if c.lease == nil || len(kb) == 0 {
+		return // not leased (see chargeRetry), or its key has no shared bucket
 	}
 	c.charged = append(c.charged, kb...)
 	a.adjustShared(charges(kb))

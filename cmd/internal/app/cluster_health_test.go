@@ -314,3 +314,33 @@ func TestPartitionedReplicaReadsAtRejoin(t *testing.T) {
 		return p.EffectiveLanes == 2 && p.EffectiveLanesReason == "shared" && p.Breaker != nil && p.Breaker.State == "open"
 	})
 }
+
+// TestReplicasChargeBatchMembersKeys: a batch member's key is counted in its shared
+// key_rate_limit bucket even when the provider has no rate_limit of its own (its claim then
+// holds no bucket at all): else the other replicas send on the key as if it were unused.
+func TestReplicasChargeBatchMembersKeys(t *testing.T) {
+	_, srv := newKeyedFake(t, fakellm.Options{Models: []string{"m"}})
+	s := redistest.Start(t)
+	apps := replicasOn(t, s, 1, fmt.Sprintf("providers: [{name: o, kind: openai, base_url: %s/v1, keys: [k1], key_rate_limit: {rpm: 6, burst: 1}, lanes: 2, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}]\n", srv.URL), nil)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	members, err := apps[0].Gateway.StartBatch(context.Background(), []string{"o/m"}, llm.Interactive, &llm.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if m.Err != nil {
+			t.Fatalf("member: %v", m.Err)
+		}
+		for {
+			if _, err := m.Stream.Next(); err != nil {
+				break
+			}
+		}
+		_ = m.Stream.Close()
+	}
+	// rpm 6 with a burst of 1: one request is 10 s of the key's bucket.
+	if d := bucketDebt(t, rdb, "rpm/key/o/0/0"); d < 5*time.Second {
+		t.Fatalf("after a batch member ran on k1, its shared key bucket holds %s of debt; one request is 10 s", d)
+	}
+}
