@@ -217,9 +217,8 @@ func (a *providerActor) breakerShared(d time.Duration, now time.Time) {
 	if !h.breaker.OpenedElsewhere(now, d) {
 		return
 	}
-	if a.rebuilding {
-		return // the rebuild's end sets the start cap; its calls wait for the probe
-	}
+	// During a rebuild too, as failure() does: the calls waiting for it move to their
+	// fallbacks or get their 503 now, and the observer hears of the open.
 	if was == breaker.Open {
 		a.pol.SetStartCap(0)
 		return
