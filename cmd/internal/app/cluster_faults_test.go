@@ -5,11 +5,13 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -113,5 +115,57 @@ func hangUpRunning(ctx context.Context, cancel context.CancelFunc, a *App) error
 		if _, err := sv.Stream.Next(); err != nil {
 			return nil
 		}
+	}
+}
+
+// TestCrashOnSharedBreaker: a provider actor that crashes on the news that another replica's
+// breaker opened handles it again in its rebuild, and its waiting call is answered at once
+// (503 until the probe), not left to its queue_timeout.
+func TestCrashOnSharedBreaker(t *testing.T) {
+	s := redistest.Start(t)
+	down := func() error { return &llm.Error{Kind: llm.KindUpstream, Message: "the backend is down"} }
+	failing := &scriptedBackend{errs: []error{down(), down()}}
+	held := newHeldBackend(time.Minute)
+	conf := func(lanes int) string {
+		return fmt.Sprintf("providers: [{name: demo, kind: fake, lanes: %d, retries: 0, breaker: {failures: 2, open_for: 1m}, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n", lanes)
+	}
+	first := startReplica(t, s.Addr(), "r1", conf(2), map[string]llm.Backend{"demo": failing})
+	second := startReplica(t, s.Addr(), "r2", conf(1), map[string]llm.Backend{"demo": held})
+	if err := second.Gateway.InjectFault(actors.Fault{Actor: "provider", On: "breakerShared"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The second replica's one lane runs a held call, and another call waits in its queue.
+	running, err := second.Gateway.Start(ctx, "demo/echo", llm.Interactive, &llm.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Stream.Close()
+	waited := make(chan error, 1)
+	go func() { // exits when Start returns: answered, or ctx's end
+		sv, err := second.Gateway.Start(ctx, "demo/echo", llm.Interactive, &llm.Request{})
+		if err == nil {
+			_ = sv.Stream.Close()
+		}
+		waited <- err
+	}()
+	waitFor(t, "a call waiting on the second replica", func() bool { return second.Gateway.State().Providers[0].Queued == 1 })
+	// The first replica's backend fails twice: its breaker opens and tells the second.
+	for range 2 {
+		if err := call(ctx, first); err == nil {
+			t.Fatal("a call to a backend that is down succeeded")
+		}
+	}
+	select {
+	case err := <-waited:
+		if le, ok := errors.AsType[*llm.Error](err); !ok || le.Kind != llm.KindProviderUnavailable {
+			t.Fatalf("the waiting call: %v, want 503 provider_unavailable until the shared probe", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting call still waited 10 s after the other replica's breaker opened")
+	}
+	if n := second.Gateway.FaultsFired(); n != 1 {
+		t.Fatalf("the fault fired %d times, want once", n)
 	}
 }
