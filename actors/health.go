@@ -464,7 +464,7 @@ func (a *providerActor) learn(c *call, now time.Time, signal string, f func(*cap
 	} else {
 		a.pol.SetEffectiveLanes(ch.To)
 	}
-	a.shareLanes(scope, ch.To)
+	a.shareLanes(scope)
 	a.g.log.Info().Str("provider", a.name).Str("model", model).Int("from", ch.From).Int("to", ch.To).
 		Str("reason", string(ch.Reason)).Str("signal", signal).Msg("effective lanes changed")
 	if o := a.g.opts.Observer; o != nil && model == "" {

@@ -54,6 +54,9 @@ type providerActor struct {
 	// waits on (shared.go); a rebuild forgets them with the policy's blocks.
 	blocks map[int]block
 
+	// pubs is, per scope of learned lanes, its publishing to the shared state (sharedlanes.go).
+	pubs map[string]*lanesPub
+
 	// A rebuild waits for every lane's report before it offers; so does a provider taken
 	// out of service in the middle of one (reportsDue).
 	rebuilding bool
@@ -155,6 +158,10 @@ func (a *providerActor) Receive(ctx actor.Context) {
 	case *lanesShared:
 		now := a.g.now()
 		a.lanesShared(m, now)
+		a.offer(ctx, now)
+	case *lanesPublished:
+		now := a.g.now()
+		a.lanesPublished(m, now)
 		a.offer(ctx, now)
 	case *readShared:
 		a.readShared()
@@ -504,6 +511,8 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		a.breakerShared(m.d, now) // so are the breaker and the learned lanes
 	case *lanesShared:
 		a.lanesShared(m, now)
+	case *lanesPublished:
+		a.lanesPublished(m, now)
 	case *readShared:
 		a.readShared()
 	case *unleased:

@@ -48,8 +48,11 @@ type Shared interface {
 	// replaced by the usage, or a retry's request counted (b.Cost is ignored).
 	Adjust(ctx context.Context, b LeaseBucket, delta int) error
 	// Learn records that scope (ProviderScope, ModelScope) takes lanes lanes and tells every
-	// other replica (Gateway.LanesLearned); Learned reads what is recorded.
-	Learn(ctx context.Context, scope string, lanes int) error
+	// other replica (Gateway.LanesLearned); Learned reads what is recorded. A value lower
+	// than the stored one always replaces it; a higher one only while the stored value is
+	// still was (what this replica last saw stored; 0: none). It returns the value stored
+	// after: lanes, or the stored one that refused it.
+	Learn(ctx context.Context, scope string, lanes, was int) (stored int, err error)
 	Learned(ctx context.Context, scopes []string) (map[string]int, error)
 }
 

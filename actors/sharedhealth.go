@@ -18,9 +18,12 @@ import (
 //
 //   - Learned lanes: every change a replica's learning makes (lower or higher) is
 //     recorded and announced; the others adopt the value, clamped to their configured
-//     lanes. The last learning wins; two replicas learning at once may differ until the
-//     next change, and each caps the whole cluster at its own value (claim), so the
-//     lower one holds.
+//     lanes. Recording is a compare-and-set for growth (Shared.Learn): a cut always
+//     lands, a rise only over the value this replica last saw stored, else the replica
+//     adopts the stored, lower one; one Learn per scope is in flight (sharedlanes.go), so
+//     a replica's values land in its order. Two replicas learning at once may differ
+//     until the next notice, and each caps the whole cluster at its own value (claim),
+//     so the lower one holds.
 //   - The breaker: a replica whose breaker opens publishes it as a shared cooldown lasting
 //     until its probe time, and every replica opens until that same time. Half-open
 //     probing stays per replica: at most one probe per replica goes through at the reopen
@@ -138,11 +141,6 @@ func (a *providerActor) readShared() {
 	}()
 }
 
-// shareLanes publishes lanes this replica learned for scope, off the actor's goroutine.
-func (a *providerActor) shareLanes(scope string, lanes int) {
-	a.share(func(ctx context.Context, sh Shared) error { return sh.Learn(ctx, scope, lanes) }, "learned lanes", scope)
-}
-
 // shareBreaker publishes that this provider's breaker opened for d.
 func (a *providerActor) shareBreaker(d time.Duration) {
 	name := BreakerScope(a.name)
@@ -184,7 +182,13 @@ func (a *providerActor) scopeLanes(scope string) (l *capacity.Lanes, m int) {
 // takes them (the rebuild tells its policy at its end).
 func (a *providerActor) lanesShared(m *lanesShared, now time.Time) {
 	l, mi := a.scopeLanes(m.scope)
-	if l == nil || m.lower && m.lanes >= l.Effective() {
+	if l == nil {
+		return
+	}
+	if a.g.opts.Shared != nil {
+		a.lanesPub(m.scope).known = m.lanes // what the shared state holds: a rise replaces it
+	}
+	if m.lower && m.lanes >= l.Effective() {
 		return
 	}
 	ch, changed := l.Adopt(m.lanes, now)

@@ -89,7 +89,7 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 		lostCall(m.c, "actor", s.g.now()) // the rebuild does not know it: it ran nowhere
 	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow, *reserve, *settle,
 		*reconfigureProvider, *retire, *retireCheck, *leaseFreed, *keyCooled,
-		*breakerShared, *lanesShared, *readShared:
+		*breakerShared, *lanesShared, *lanesPublished, *readShared:
 		root.Send(child, m) // each is harmless twice; a reload's parts carry their whole target
 	case *addModel:
 		m.reply <- fmt.Errorf("internal fault in provider %s while adding models; try again", name)

@@ -99,8 +99,8 @@ func (s *shared) Adjust(ctx context.Context, b actors.LeaseBucket, delta int) er
 	return s.e.Adjust(ctx, cluster.Bucket{Name: b.Name, PerMinute: b.PerMinute, Burst: b.Burst, Cost: max(b.Cost, 1)}, delta)
 }
 
-func (s *shared) Learn(ctx context.Context, scope string, lanes int) error {
-	return s.e.Learn(ctx, scope, lanes)
+func (s *shared) Learn(ctx context.Context, scope string, lanes, was int) (int, error) {
+	return s.e.Learn(ctx, scope, lanes, was)
 }
 
 func (s *shared) Learned(ctx context.Context, scopes []string) (map[string]int, error) {

@@ -77,22 +77,29 @@ func (e *Engine) Cooldowns(ctx context.Context, names []string) (map[string]time
 }
 
 // Learn records that scope takes lanes lanes (a backend's learned capacity, SPEC §11) and
-// tells every replica (Event Learned). The value has no expiry: whoever learns a new one
-// replaces it, and each reader clamps it to its configured lanes.
-func (e *Engine) Learn(ctx context.Context, scope string, lanes int) error {
+// tells every replica (Event Learned), as a compare-and-set for growth: a value lower than
+// the stored one always replaces it; a higher one replaces it only while the stored value
+// is still was, the one this replica last saw stored (0: none seen), else it is refused.
+// It returns the value stored after: lanes, or on a refusal the stored (lower) value the
+// caller should adopt. The value has no expiry; each reader clamps it to its configured
+// lanes.
+func (e *Engine) Learn(ctx context.Context, scope string, lanes, was int) (int, error) {
 	if err := checkName("scope", scope); err != nil {
-		return fmt.Errorf("cluster: %w", err)
+		return 0, fmt.Errorf("cluster: %w", err)
 	}
 	if lanes < 1 {
-		return fmt.Errorf("cluster: learned lanes of %s must be at least 1, got %d", scope, lanes)
+		return 0, fmt.Errorf("cluster: learned lanes of %s must be at least 1, got %d", scope, lanes)
 	}
+	var stored int64
 	err := e.shared(ctx, func(ctx context.Context) error {
-		return lanesScript.Run(ctx, e.rdb, []string{e.ks.lanes(scope)}, lanes, e.ks.events(), e.o.Replica, scope).Err()
+		var err error
+		stored, err = lanesScript.Run(ctx, e.rdb, []string{e.ks.lanes(scope)}, lanes, max(was, 0), e.ks.events(), e.o.Replica, scope).Int64()
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: learn %s: %w", scope, err)
+		return 0, fmt.Errorf("cluster: learn %s: %w", scope, err)
 	}
-	return nil
+	return int(stored), nil
 }
 
 // Learned is the lanes learned for each of scopes (absent: none learned).

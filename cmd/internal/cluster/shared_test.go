@@ -72,23 +72,34 @@ func TestCooldownShared(t *testing.T) {
 	}
 }
 
-// TestLearnedLanesShared: lanes learned on one replica reach the other.
+// TestLearnedLanesShared: lanes learned on one replica reach the other, and growth is a
+// compare-and-set: a cut always lands, a rise only over the value its replica last saw.
 func TestLearnedLanesShared(t *testing.T) {
 	s := startRedis(t)
 	a, _ := newEngine(t, s, "a")
 	b, bev := newEngine(t, s, "b")
 	ctx := context.Background()
-	if err := a.Learn(ctx, "provider/nvidia", 2); err != nil {
-		t.Fatal(err)
+	learn := func(e *Engine, lanes, was, want int) {
+		t.Helper()
+		got, err := e.Learn(ctx, "provider/nvidia", lanes, was)
+		if err != nil || got != want {
+			t.Fatalf("Learn(%d, was %d) = %d, %v; want %d stored", lanes, was, got, err, want)
+		}
 	}
+	learn(a, 8, 0, 8) // nothing stored: taken
 	eventually(t, 5*time.Second, "b told of the learned lanes", func() bool {
-		return bev.has(func(e Event) bool { return e.Kind == Learned && e.Name == "provider/nvidia" && e.Lanes == 2 })
+		return bev.has(func(e Event) bool { return e.Kind == Learned && e.Name == "provider/nvidia" && e.Lanes == 8 })
 	})
+	learn(b, 7, 8, 7) // b cuts
+	learn(a, 4, 8, 4) // a halves, not having heard of b's cut: lower always lands
+	learn(b, 8, 7, 4) // b probes up over the 7 it stored: refused, 4 is what it adopts
+	learn(a, 5, 4, 5) // a grows over what it stored: taken
+	learn(a, 5, 4, 5) // the same again: nothing to change
 	got, err := b.Learned(ctx, []string{"provider/nvidia", "provider/other"})
-	if err != nil || len(got) != 1 || got["provider/nvidia"] != 2 {
+	if err != nil || len(got) != 1 || got["provider/nvidia"] != 5 {
 		t.Errorf("learned %v, %v", got, err)
 	}
-	if err := a.Learn(ctx, "provider/nvidia", 0); err == nil {
+	if _, err := a.Learn(ctx, "provider/nvidia", 0, 5); err == nil {
 		t.Error("0 lanes accepted")
 	}
 }
