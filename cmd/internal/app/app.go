@@ -102,7 +102,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		return nil, fmt.Errorf("start gateway: %w", err)
 	}
 	if a.shared != nil {
-		a.shared.gw.Store(g)
+		a.shared.setGateway(g)
 		if m != nil {
 			m.Register(a.shared.e.Collector())
 		}

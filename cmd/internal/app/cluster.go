@@ -60,20 +60,25 @@ func maxRun(cfg *config.Config) (d time.Duration) {
 
 // notify hands an engine event to the gateway: every kind may mean a slot is free now. A
 // replica's own cooldowns and learned lanes come back too; they are in force here already.
+// Before the gateway is set, a phase change is left to setGateway, which reads once more if
+// Redis answers by then.
 func (s *shared) notify(ev cluster.Event) {
 	g := s.gw.Load()
-	if ev.Kind == cluster.Changed {
-		if was := s.redis.Swap(ev.Redis); ev.Redis && !was && g != nil {
-			g.ReadShared() // back from an outage: what was announced meanwhile was not heard
-		}
-	}
 	if g == nil {
 		return
+	}
+	if ev.Kind == cluster.Changed {
+		if was := s.redis.Swap(ev.Redis); ev.Redis && !was {
+			g.ReadShared() // back from an outage: what was announced meanwhile was not heard
+		}
 	}
 	switch ev.Kind {
 	case cluster.Freed:
 		g.LeaseNotice(ev.Scopes)
 	case cluster.Poll, cluster.Changed:
+		g.LeaseNotice(nil)
+	case cluster.Resubscribed:
+		g.ReadShared() // the notices announced while the subscription was down were lost
 		g.LeaseNotice(nil)
 	case cluster.Cooled:
 		if ev.Replica != s.replica {
@@ -83,6 +88,16 @@ func (s *shared) notify(ev cluster.Event) {
 		if ev.Replica != s.replica {
 			g.LanesLearned(ev.Name, ev.Lanes, "replica "+ev.Replica)
 		}
+	}
+}
+
+// setGateway sends the engine's events to g from now on. A Redis that answered before
+// (at the start, or back from an outage) was not seen by notify: if it answers now and was
+// last seen away, g reads the shared state, as at a rejoin.
+func (s *shared) setGateway(g *actors.Gateway) {
+	s.gw.Store(g)
+	if up := s.e.Health().Redis; up && !s.redis.Swap(true) {
+		g.ReadShared()
 	}
 }
 

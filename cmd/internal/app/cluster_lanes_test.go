@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,40 +98,20 @@ func TestLanesPublishedInOrder(t *testing.T) {
 	}
 	b := &scriptedBackend{errs: []error{stated(3), stated(2)}}
 	s := redistest.Start(t)
-	yaml := "providers: [{name: demo, kind: fake, lanes: 4, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n" +
-		"cluster: {redis: {addr: \"" + s.Addr() + "\"}, lease_ttl: 1s, replica: r1}\n"
-	cfg, err := config.Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	a := &App{log: zerolog.Nop(), opts: Options{Logger: zerolog.Nop(), Backends: map[string]llm.Backend{"demo": b}}}
-	built, err := a.build(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh, err := newShared(ctx, cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	gl := &gatedLearn{shared: sh, calls: make(chan [2]int, 8), release: make(chan struct{})}
-	built.gopts.Shared = gl
-	g, err := actors.New(built.gopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh.gw.Store(g)
+	var gl *gatedLearn
+	g, sh := gatewayOf(t, s.Addr(), "providers: [{name: demo, kind: fake, lanes: 4, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n",
+		map[string]llm.Backend{"demo": b}, func(sh *shared) actors.Shared {
+			gl = &gatedLearn{shared: sh, calls: make(chan [2]int, 8), release: make(chan struct{})}
+			return gl
+		})
 	released := false
 	t.Cleanup(func() {
 		if !released {
-			close(gl.release)
+			close(gl.release) // before the gateway's shutdown, which the Learn would hold
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = g.Shutdown(sctx)
-		sh.gw.Store(nil)
-		_ = sh.e.Close()
 	})
+	sh.setGateway(g)
+	ctx := context.Background()
 	rdb := s.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 	done := make(chan error, 1)
@@ -164,4 +145,44 @@ func TestLanesPublishedInOrder(t *testing.T) {
 		v, err := rdb.Get(ctx, lanesKey).Result()
 		return err == nil && v == "2"
 	})
+}
+
+// gatewayOf starts a gateway of config yaml (without its cluster: section) as replica r1 on
+// the redis-server at addr, its shared state wrap(the real one) (nil: the real one), and
+// stops both when the test ends. The engine's events reach the gateway once the caller
+// calls setGateway.
+func gatewayOf(t *testing.T, addr, yaml string, backends map[string]llm.Backend, wrap func(*shared) actors.Shared) (*actors.Gateway, *shared) {
+	t.Helper()
+	yaml += fmt.Sprintf("cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: r1}\n", addr)
+	cfg, err := config.Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a := &App{log: zerolog.Nop(), opts: Options{Logger: zerolog.Nop(), Backends: backends}}
+	built, err := a.build(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := newShared(ctx, cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	built.gopts.Shared = sh
+	if wrap != nil {
+		built.gopts.Shared = wrap(sh)
+	}
+	g, err := actors.New(built.gopts)
+	if err != nil {
+		_ = sh.e.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = g.Shutdown(sctx)
+		sh.gw.Store(nil)
+		_ = sh.e.Close()
+	})
+	return g, sh
 }

@@ -302,21 +302,35 @@ func (e *Engine) kickLoop() {
 
 // listen hands every notice published by the replicas to Notify. It exits when Close
 // closes the subscription (which closes its channel). go-redis re-subscribes by itself
-// after a lost connection; notices published meanwhile are lost, which Poll covers.
+// after a lost connection, and its confirmation comes on this channel: every one after the
+// first is told as Resubscribed, since notices published meanwhile are lost (Poll covers
+// the leases; the gateway reads the rest).
 func (e *Engine) listen() {
 	defer e.wg.Done()
-	ch := e.ps.Channel(redis.WithChannelHealthCheckInterval(e.t.heartbeat),
+	ch := e.ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(e.t.heartbeat),
 		redis.WithChannelSendTimeout(e.t.op))
-	for msg := range ch {
-		ev, err := decodeEvent(msg.Payload)
-		if err != nil {
-			e.log.Warn().Err(err).Msg("cluster: ignored a notice on the events channel")
-			continue
+	subscribed := false
+	for m := range ch {
+		switch msg := m.(type) {
+		case *redis.Subscription:
+			if msg.Kind != "subscribe" {
+				continue
+			}
+			if subscribed {
+				e.notify(Event{Kind: Resubscribed, Replica: e.o.Replica})
+			}
+			subscribed = true
+		case *redis.Message:
+			ev, err := decodeEvent(msg.Payload)
+			if err != nil {
+				e.log.Warn().Err(err).Msg("cluster: ignored a notice on the events channel")
+				continue
+			}
+			// This replica's own notices come back too: a slot its own acquire reclaimed
+			// may serve one of its waiting calls. A Freed of its own release is then heard
+			// twice (at once, and from here); a notice only ever means "try again".
+			e.notify(ev)
 		}
-		// This replica's own notices come back too: a slot its own acquire reclaimed may
-		// serve one of its waiting calls. A Freed of its own release is then heard twice
-		// (at once, and from here); a notice only ever means "try again".
-		e.notify(ev)
 	}
 }
 

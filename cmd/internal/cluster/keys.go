@@ -72,10 +72,15 @@ const (
 	Poll EventKind = "poll"
 	// Changed: this replica's phase changed (Health has the new one).
 	Changed EventKind = "changed"
+	// Resubscribed: this replica's subscription to the notices dropped and is made again
+	// (Redis itself may never have been away): what was announced meanwhile was not
+	// heard, so the shared state in force should be read.
+	Resubscribed EventKind = "resubscribed"
 )
 
 // Event is one notice to the gateway. Freed, Cooled and Learned come from any replica
-// through Redis pub/sub (and from this one at once); Poll and Changed from this replica.
+// through Redis pub/sub (and from this one at once); Poll, Changed and Resubscribed from
+// this replica.
 type Event struct {
 	Kind    EventKind
 	Replica string        // who sent it

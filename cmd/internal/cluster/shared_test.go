@@ -147,3 +147,33 @@ func TestOutageShares(t *testing.T) {
 	}
 	t.Logf("%d of a burst of 20 right after the switch", got)
 }
+
+// TestResubscribedTold: when only the pub/sub connection drops (Redis answers throughout),
+// go-redis subscribes again and the engine tells it as Resubscribed, once per drop, so the
+// gateway reads what was announced meanwhile; the subscription at the start is not told.
+func TestResubscribedTold(t *testing.T) {
+	s := startRedis(t)
+	a, aev := newEngine(t, s, "a")
+	ctx := context.Background()
+	// The subscription is live once a's own notice comes back through it.
+	if _, err := a.Cool(ctx, "k", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a hearing its own notice", func() bool {
+		return aev.has(func(e Event) bool { return e.Kind == Cooled && e.Name == "k" })
+	})
+	if aev.has(func(e Event) bool { return e.Kind == Resubscribed }) {
+		t.Fatal("the first subscription told as a resubscription")
+	}
+	rdb := s.client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a told it subscribed again", func() bool {
+		return aev.has(func(e Event) bool { return e.Kind == Resubscribed && e.Replica == "a" })
+	})
+	if p := a.Health().Phase; p != Shared {
+		t.Errorf("phase %v after only the subscription dropped, want Shared", p)
+	}
+}
