@@ -39,14 +39,16 @@ import (
 // away this replica may have learned from its own backend's answers what the stored value,
 // older, does not say, and a read must never loosen a cap (growth is heard from the next
 // notice, or learned again by probing). While Redis is away nothing is published: each
-// replica keeps its own rule.
+// replica keeps its own rule; before each read it pushes what it decided meanwhile (its
+// breaker's open period, its keys' cooldowns, a learned cut: sharedrejoin.go).
 
 // breakerShared, from Cooled to a provider actor: another replica's breaker opened for d.
 type breakerShared struct{ d time.Duration }
 
 // lanesShared, to a provider actor: scope (ProviderScope, ModelScope) takes lanes, as
 // another replica learned (from names it, for the log). lower: taken only if lower than
-// what this replica has (a read, not a notice: see readShared).
+// what this replica has (a read, not a notice: see readShared); a read that found nothing
+// stored has lanes 0.
 type lanesShared struct {
 	scope string
 	lanes int
@@ -115,10 +117,15 @@ func (a *providerActor) readShared() {
 			scopes = append(scopes, ModelScope(a.name, a.models[m].Name))
 		}
 	}
-	g, self, name := a.g, a.self, a.name
-	go func() { // exits after two round trips, bounded by sharedTimeout together
+	g, self, name, push := a.g, a.self, a.name, a.rejoinCools(a.g.now())
+	go func() { // exits after len(push)+2 round trips, bounded by sharedTimeout together
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
+		for n, d := range push { // before the read: what this replica decided unheard (sharedrejoin.go)
+			if err := sh.Cool(ctx, n, d); err != nil {
+				g.log.Debug().Err(err).Str("name", n).Msg("cooldown not pushed: the replicas' shared state did not take it")
+			}
+		}
 		cool, err := sh.Cooldowns(ctx, names)
 		if err != nil {
 			g.log.Debug().Err(err).Str("provider", name).Msg("shared cooldowns not read: the replicas' shared state did not answer")
@@ -135,8 +142,8 @@ func (a *providerActor) readShared() {
 			g.log.Debug().Err(err).Str("provider", name).Msg("shared learned lanes not read: the replicas' shared state did not answer")
 			return
 		}
-		for s, n := range lanes {
-			g.system.Root.Send(self, &lanesShared{scope: s, lanes: n, from: "the shared state", lower: true})
+		for _, s := range scopes { // absent: none stored (lanes 0), which a cut of this replica's fills
+			g.system.Root.Send(self, &lanesShared{scope: s, lanes: lanes[s], from: "the shared state", lower: true})
 		}
 	}()
 }
@@ -188,7 +195,10 @@ func (a *providerActor) lanesShared(m *lanesShared, now time.Time) {
 	if a.g.opts.Shared != nil {
 		a.lanesPub(m.scope).known = m.lanes // what the shared state holds: a rise replaces it
 	}
-	if m.lower && m.lanes >= l.Effective() {
+	if m.lower && (m.lanes == 0 || m.lanes >= l.Effective()) { // 0: a read found none stored
+		if sn := l.Snapshot(now); sn.Effective < sn.Lanes && (m.lanes == 0 || m.lanes > sn.Effective) {
+			a.shareLanes(m.scope) // a cut the shared state does not hold (sharedrejoin.go)
+		}
 		return
 	}
 	ch, changed := l.Adopt(m.lanes, now)

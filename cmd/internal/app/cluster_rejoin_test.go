@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/cluster"
 	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
+	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // TestResubscribedReadsCooldowns: when only a replica's pub/sub connection drops (Redis
@@ -71,4 +72,43 @@ func TestRejoinBeforeGatewayRead(t *testing.T) {
 	sh.notify(cluster.Event{Kind: cluster.Changed, Redis: true})  // and the return, no gateway set yet
 	sh.setGateway(g)
 	waitFor(t, "the gateway reading the cooldown in force", func() bool { k := keys(); return len(k) == 2 && k[1] == "cooling" })
+}
+
+// TestRejoinPublishes: a replica cut off from Redis learns that the backend takes 2 lanes
+// and opens its breaker; nothing reaches the other replica then. When it reaches Redis
+// again it pushes both before it reads, and the other replica takes them on. (run_timeout
+// 2s: the outage rule lets a replica that held nothing start calls once every call started
+// before the outage has surely ended.)
+func TestRejoinPublishes(t *testing.T) {
+	down := &llm.Error{Kind: llm.KindUpstream, Message: "the backend is down"}
+	cutB := &scriptedBackend{errs: []error{&llm.Error{Kind: llm.KindUpstreamRateLimited, StatedLimit: 2, Message: "2 concurrent calls at most"}, down, down}}
+	yaml := "providers: [{name: demo, kind: fake, lanes: 4, retries: 0, breaker: {failures: 2, open_for: 1m}, run_timeout: 2s, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n"
+	s := redistest.Start(t)
+	p := redistest.NewProxy(t, s.Addr())
+	r1 := startReplica(t, s.Addr(), "r1", yaml, map[string]llm.Backend{"demo": &scriptedBackend{}})
+	cut := startReplica(t, p.Addr(), "cut", yaml, map[string]llm.Backend{"demo": cutB})
+	redis := func(a *App, want string) func() bool {
+		return func() bool {
+			c := a.Gateway.State().Cluster
+			return c != nil && c.Redis == want && c.ReplicasAlive == 2
+		}
+	}
+	waitFor(t, "both replicas seeing each other", func() bool { return redis(r1, "ok")() && redis(cut, "ok")() })
+	p.SetCut(true)
+	waitFor(t, "the cut replica without Redis", redis(cut, "down"))
+	for range 2 { // the first is refused for capacity, requeued, then fails; the second fails
+		_ = call(context.Background(), cut)
+	}
+	waitFor(t, "the cut replica learning 2 lanes and opening its breaker", func() bool {
+		p := cut.Gateway.State().Providers[0]
+		return p.EffectiveLanes == 2 && p.Breaker != nil && p.Breaker.State == "open"
+	})
+	if p := r1.Gateway.State().Providers[0]; p.EffectiveLanes != 4 || p.Breaker != nil && p.Breaker.State != "closed" {
+		t.Fatalf("r1 heard what the cut replica could not say: %d lanes, breaker %+v", p.EffectiveLanes, p.Breaker)
+	}
+	p.SetCut(false)
+	waitFor(t, "r1 taking on what the healed replica pushed", func() bool {
+		p := r1.Gateway.State().Providers[0]
+		return p.EffectiveLanes == 2 && p.EffectiveLanesReason == "shared" && p.Breaker != nil && p.Breaker.State == "open" && p.Breaker.RetryAfterMs > 30_000
+	})
 }

@@ -1,0 +1,38 @@
+package actors
+
+import "time"
+
+// What a replica pushes to the shared state before it reads it (readShared): while Redis
+// was away (or before this provider read it) its decisions were not published, and a read
+// alone would leave the other replicas unaware of them.
+//
+//   - The breaker, while open: a shared cooldown for the rest of its open period.
+//   - Every key still cooling: a shared cooldown for the rest of its rest.
+//   - Learned lanes: the read itself (lanesShared) republishes this replica's value of a
+//     scope when it is lower than the stored one and below its configured lanes: a cut
+//     learned while away. A rise stored meanwhile by a replica that had seen this one's
+//     older cut is then undone too: a cut always wins, as everywhere else here.
+//
+// Cool never shortens a cooldown in force, so pushing what another replica already
+// published is harmless.
+
+// rejoinCools is, by shared name, how long each cooldown this provider has in force still
+// runs at now: its breaker's, if open, and its cooling keys'.
+func (a *providerActor) rejoinCools(now time.Time) map[string]time.Duration {
+	h := a.health
+	out := map[string]time.Duration{}
+	if d := h.breaker.RetryAfter(now); d > 0 {
+		out[BreakerScope(a.name)] = d
+	}
+	for pl, ring := range h.rings {
+		if !h.keyed[pl] {
+			continue
+		}
+		for k := range ring.Len() {
+			if t, ok := ring.ReadyAt(k); ok && t.After(now) {
+				out[KeyScope(a.name, pl, k)] = t.Sub(now)
+			}
+		}
+	}
+	return out
+}
