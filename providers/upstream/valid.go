@@ -44,9 +44,9 @@ func (v *validator) value(depth int) bool {
 	}
 	switch c := v.b[v.i]; {
 	case c == '{':
-		return v.object(depth + 1)
+		return v.container(depth+1, true)
 	case c == '[':
-		return v.array(depth + 1)
+		return v.container(depth+1, false)
 	case c == '"':
 		return v.str()
 	case c == '-' || c >= '0' && c <= '9':
@@ -61,27 +61,24 @@ func (v *validator) value(depth int) bool {
 	return false
 }
 
-func (v *validator) object(depth int) bool {
+// container checks the object ({ members }) or array ([ values ]) opening at v.i, depth
+// levels down: its items separated by commas up to its closing byte.
+func (v *validator) container(depth int, object bool) bool {
 	if depth > maxDepth {
 		return false
 	}
-	v.i++ // '{'
+	closing := byte(']')
+	if object {
+		closing = '}'
+	}
+	v.i++ // '{' or '['
 	v.space()
-	if v.i < len(v.b) && v.b[v.i] == '}' {
+	if v.i < len(v.b) && v.b[v.i] == closing {
 		v.i++
 		return true
 	}
 	for {
-		if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
-			return false
-		}
-		v.space()
-		if v.i >= len(v.b) || v.b[v.i] != ':' {
-			return false
-		}
-		v.i++
-		v.space()
-		if !v.value(depth) {
+		if object && !v.key() || !v.value(depth) {
 			return false
 		}
 		v.space()
@@ -92,7 +89,7 @@ func (v *validator) object(depth int) bool {
 		case ',':
 			v.i++
 			v.space()
-		case '}':
+		case closing:
 			v.i++
 			return true
 		default:
@@ -101,35 +98,18 @@ func (v *validator) object(depth int) bool {
 	}
 }
 
-func (v *validator) array(depth int) bool {
-	if depth > maxDepth {
+// key checks a member's key and its colon at v.i, and moves to its value.
+func (v *validator) key() bool {
+	if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
 		return false
 	}
-	v.i++ // '['
 	v.space()
-	if v.i < len(v.b) && v.b[v.i] == ']' {
-		v.i++
-		return true
+	if v.i >= len(v.b) || v.b[v.i] != ':' {
+		return false
 	}
-	for {
-		if !v.value(depth) {
-			return false
-		}
-		v.space()
-		if v.i >= len(v.b) {
-			return false
-		}
-		switch v.b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case ']':
-			v.i++
-			return true
-		default:
-			return false
-		}
-	}
+	v.i++
+	v.space()
+	return true
 }
 
 // str checks the string whose opening quote is at v.i.
