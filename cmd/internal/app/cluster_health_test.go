@@ -277,44 +277,6 @@ func TestReplicasChargeRetries(t *testing.T) {
 	})
 }
 
-// TestPartitionedReplicaReadsAtRejoin: while one replica is cut off from Redis (the others
-// reach it), another learns that the backend takes 2 lanes and opens its breaker; the
-// notices are lost to the cut replica, which reads both when it reaches Redis again.
-func TestPartitionedReplicaReadsAtRejoin(t *testing.T) {
-	down := &llm.Error{Kind: llm.KindUpstream, Message: "the backend is down"}
-	b := &scriptedBackend{errs: []error{&llm.Error{Kind: llm.KindUpstreamRateLimited, StatedLimit: 2, Message: "2 concurrent calls at most"}, down, down}}
-	yaml := "providers: [{name: demo, kind: fake, lanes: 4, retries: 0, breaker: {failures: 2, open_for: 1m}, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n"
-	backends := map[string]llm.Backend{"demo": b}
-	s := redistest.Start(t)
-	p := redistest.NewProxy(t, s.Addr())
-	r1 := startReplica(t, s.Addr(), "r1", yaml, backends)
-	cut := startReplica(t, p.Addr(), "cut", yaml, backends)
-	redis := func(a *App, want string) func() bool {
-		return func() bool {
-			c := a.Gateway.State().Cluster
-			return c != nil && c.Redis == want && c.ReplicasAlive == 2
-		}
-	}
-	waitFor(t, "both replicas seeing each other", func() bool { return redis(r1, "ok")() && redis(cut, "ok")() })
-	p.SetCut(true)
-	waitFor(t, "the cut replica without Redis", redis(cut, "down"))
-	for range 2 { // the first is refused for capacity, requeued, then fails; the second fails
-		_ = call(context.Background(), r1)
-	}
-	waitFor(t, "the first replica learning 2 lanes and opening its breaker", func() bool {
-		p := r1.Gateway.State().Providers[0]
-		return p.EffectiveLanes == 2 && p.Breaker != nil && p.Breaker.State == "open"
-	})
-	if p := cut.Gateway.State().Providers[0]; p.EffectiveLanes != 4 || p.Breaker != nil && p.Breaker.State != "closed" {
-		t.Fatalf("the cut replica heard what it cannot hear: %d lanes, breaker %+v", p.EffectiveLanes, p.Breaker)
-	}
-	p.SetCut(false)
-	waitFor(t, "the healed replica reading the lanes and the breaker in force", func() bool {
-		p := cut.Gateway.State().Providers[0]
-		return p.EffectiveLanes == 2 && p.EffectiveLanesReason == "shared" && p.Breaker != nil && p.Breaker.State == "open"
-	})
-}
-
 // TestReplicasChargeBatchMembersKeys: a batch member's key is counted in its shared
 // key_rate_limit bucket even when the provider has no rate_limit of its own (its claim then
 // holds no bucket at all): else the other replicas send on the key as if it were unused.

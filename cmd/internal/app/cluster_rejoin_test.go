@@ -74,19 +74,57 @@ func TestRejoinBeforeGatewayRead(t *testing.T) {
 	waitFor(t, "the gateway reading the cooldown in force", func() bool { k := keys(); return len(k) == 2 && k[1] == "cooling" })
 }
 
+// TestPartitionedReplicaReadsAtRejoin: while one replica is cut off from Redis (the others
+// reach it), another learns that the backend takes 2 lanes and opens its breaker; the
+// notices are lost to the cut replica, which reads both when it reaches Redis again.
+func TestPartitionedReplicaReadsAtRejoin(t *testing.T) {
+	b := learningBackend()
+	yaml := "providers: [{name: demo, kind: fake, lanes: 4, retries: 0, breaker: {failures: 2, open_for: 1m}, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n"
+	r1, cut, p := cutScene(t, yaml, b, b)
+	for range 2 { // the first is refused for capacity, requeued, then fails; the second fails
+		_ = call(context.Background(), r1)
+	}
+	waitFor(t, "the first replica learning 2 lanes and opening its breaker", learnedAndOpen(r1, ""))
+	heardNothing(t, cut, "the cut replica")
+	p.SetCut(false)
+	waitFor(t, "the healed replica reading the lanes and the breaker in force", learnedAndOpen(cut, "shared"))
+}
+
 // TestRejoinPublishes: a replica cut off from Redis learns that the backend takes 2 lanes
 // and opens its breaker; nothing reaches the other replica then. When it reaches Redis
 // again it pushes both before it reads, and the other replica takes them on. (run_timeout
 // 2s: the outage rule lets a replica that held nothing start calls once every call started
 // before the outage has surely ended.)
 func TestRejoinPublishes(t *testing.T) {
-	down := &llm.Error{Kind: llm.KindUpstream, Message: "the backend is down"}
-	cutB := &scriptedBackend{errs: []error{&llm.Error{Kind: llm.KindUpstreamRateLimited, StatedLimit: 2, Message: "2 concurrent calls at most"}, down, down}}
 	yaml := "providers: [{name: demo, kind: fake, lanes: 4, retries: 0, breaker: {failures: 2, open_for: 1m}, run_timeout: 2s, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n"
+	r1, cut, p := cutScene(t, yaml, &scriptedBackend{}, learningBackend())
+	for range 2 { // the first is refused for capacity, requeued, then fails; the second fails
+		_ = call(context.Background(), cut)
+	}
+	waitFor(t, "the cut replica learning 2 lanes and opening its breaker", learnedAndOpen(cut, ""))
+	heardNothing(t, r1, "r1")
+	p.SetCut(false)
+	pushed := learnedAndOpen(r1, "shared")
+	waitFor(t, "r1 taking on what the healed replica pushed", func() bool {
+		return pushed() && r1.Gateway.State().Providers[0].Breaker.RetryAfterMs > 30_000
+	})
+}
+
+// learningBackend states that it takes 2 calls, then fails twice, then serves.
+func learningBackend() *scriptedBackend {
+	down := &llm.Error{Kind: llm.KindUpstream, Message: "the backend is down"}
+	return &scriptedBackend{errs: []error{&llm.Error{Kind: llm.KindUpstreamRateLimited, StatedLimit: 2, Message: "2 concurrent calls at most"}, down, down}}
+}
+
+// cutScene starts replica r1 on a real redis-server and replica cut behind a proxy to it,
+// each of config yaml with its own backend for provider demo, waits until they see each
+// other, and cuts the second off Redis; p.SetCut(false) heals it.
+func cutScene(t *testing.T, yaml string, r1Backend, cutBackend llm.Backend) (r1, cut *App, p *redistest.Proxy) {
+	t.Helper()
 	s := redistest.Start(t)
-	p := redistest.NewProxy(t, s.Addr())
-	r1 := startReplica(t, s.Addr(), "r1", yaml, map[string]llm.Backend{"demo": &scriptedBackend{}})
-	cut := startReplica(t, p.Addr(), "cut", yaml, map[string]llm.Backend{"demo": cutB})
+	p = redistest.NewProxy(t, s.Addr())
+	r1 = startReplica(t, s.Addr(), "r1", yaml, map[string]llm.Backend{"demo": r1Backend})
+	cut = startReplica(t, p.Addr(), "cut", yaml, map[string]llm.Backend{"demo": cutBackend})
 	redis := func(a *App, want string) func() bool {
 		return func() bool {
 			c := a.Gateway.State().Cluster
@@ -96,19 +134,22 @@ func TestRejoinPublishes(t *testing.T) {
 	waitFor(t, "both replicas seeing each other", func() bool { return redis(r1, "ok")() && redis(cut, "ok")() })
 	p.SetCut(true)
 	waitFor(t, "the cut replica without Redis", redis(cut, "down"))
-	for range 2 { // the first is refused for capacity, requeued, then fails; the second fails
-		_ = call(context.Background(), cut)
+	return r1, cut, p
+}
+
+// learnedAndOpen reports whether a's provider runs 2 effective lanes (for reason, unless "")
+// with its breaker open.
+func learnedAndOpen(a *App, reason string) func() bool {
+	return func() bool {
+		p := a.Gateway.State().Providers[0]
+		return p.EffectiveLanes == 2 && (reason == "" || p.EffectiveLanesReason == reason) && p.Breaker != nil && p.Breaker.State == "open"
 	}
-	waitFor(t, "the cut replica learning 2 lanes and opening its breaker", func() bool {
-		p := cut.Gateway.State().Providers[0]
-		return p.EffectiveLanes == 2 && p.Breaker != nil && p.Breaker.State == "open"
-	})
-	if p := r1.Gateway.State().Providers[0]; p.EffectiveLanes != 4 || p.Breaker != nil && p.Breaker.State != "closed" {
-		t.Fatalf("r1 heard what the cut replica could not say: %d lanes, breaker %+v", p.EffectiveLanes, p.Breaker)
+}
+
+// heardNothing fails t unless a's provider still has its 4 lanes and a closed breaker.
+func heardNothing(t *testing.T, a *App, who string) {
+	t.Helper()
+	if p := a.Gateway.State().Providers[0]; p.EffectiveLanes != 4 || p.Breaker != nil && p.Breaker.State != "closed" {
+		t.Fatalf("%s heard what it cannot hear: %d lanes, breaker %+v", who, p.EffectiveLanes, p.Breaker)
 	}
-	p.SetCut(false)
-	waitFor(t, "r1 taking on what the healed replica pushed", func() bool {
-		p := r1.Gateway.State().Providers[0]
-		return p.EffectiveLanes == 2 && p.EffectiveLanesReason == "shared" && p.Breaker != nil && p.Breaker.State == "open" && p.Breaker.RetryAfterMs > 30_000
-	})
 }
