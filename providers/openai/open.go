@@ -126,12 +126,11 @@ func isJSONBody(br *bufio.Reader) bool {
 
 // readComplete reads a whole chat.completion body and returns it as a Complete chunk.
 func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (llm.Chunk, error) {
-	b, err := upstream.ReadAnswerUnchecked(ctx, c.name, r, maxCompletion, c.secrets...)
+	b, err := upstream.ReadAnswer(ctx, c.name, r, maxCompletion, c.secrets...)
 	if err != nil {
 		return llm.Chunk{}, err
 	}
 	// DeepSeek writes blank lines while a request waits in its queue.
-	all := b
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return llm.Chunk{}, c.upstreamError("backend answered 200 with an empty body", nil)
@@ -142,7 +141,7 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (
 		}
 	}
 	if b[0] != '{' {
-		return llm.Chunk{}, c.notObject(all, b)
+		return llm.Chunk{}, c.notObject(b)
 	}
 	var info struct {
 		Choices []struct {
@@ -150,10 +149,10 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (
 		} `json:"choices"`
 		Usage *usageJSON `json:"usage"`
 	}
-	// One pass: Unmarshal checks the whole body is JSON before it decodes any of it.
+	// No json.Valid first: Unmarshal checks the whole body is JSON before it decodes any of it.
 	err = json.Unmarshal(b, &info)
 	if _, broken := errors.AsType[*json.SyntaxError](err); broken {
-		return llm.Chunk{}, c.notObject(all, b)
+		return llm.Chunk{}, c.notObject(b)
 	}
 	if hasBareReasoning(b) {
 		b = renameReasoning(b, "message")
@@ -168,12 +167,8 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (
 	return ch, nil
 }
 
-// notObject is the error for a 200 answer that is not a JSON object (all of it as read, b
-// without its blank lines): truncated, when it is JSON that stops before its end.
-func (c *Client) notObject(all, b []byte) error {
-	if err := upstream.Truncated(c.name, all); err != nil {
-		return err
-	}
+// notObject is the error for a 200 answer b that is not a JSON object.
+func (c *Client) notObject(b []byte) error {
 	return c.upstreamError("backend answered 200 with a body that is not a JSON object: "+c.snippet(b), nil)
 }
 

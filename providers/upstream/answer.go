@@ -20,21 +20,6 @@ import (
 // (llm.KindUpstreamTruncated); a body over max and any other read failure are upstream
 // errors. Errors name provider; secrets are scrubbed from their messages.
 func ReadAnswer(ctx context.Context, provider string, body io.Reader, max int64, secrets ...string) ([]byte, error) {
-	b, err := ReadAnswerUnchecked(ctx, provider, body, max, secrets...)
-	if err != nil {
-		return nil, err
-	}
-	if err := Truncated(provider, b); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// ReadAnswerUnchecked is ReadAnswer without the check that a JSON answer is whole, for a
-// caller that decodes the answer at once: the decoding checks the JSON anyway, and on a
-// syntax error the caller asks Truncated whether the answer was truncated. It saves a pass over
-// every answer.
-func ReadAnswerUnchecked(ctx context.Context, provider string, body io.Reader, max int64, secrets ...string) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(body, max+1))
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -47,18 +32,11 @@ func ReadAnswerUnchecked(ctx context.Context, provider string, body io.Reader, m
 	case int64(len(b)) > max:
 		return nil, &llm.Error{Kind: llm.KindUpstream, Provider: provider,
 			Message: fmt.Sprintf("the answer is larger than %d bytes", max)}
+	case cutJSON(b):
+		return nil, &llm.Error{Kind: llm.KindUpstreamTruncated, Provider: provider,
+			Message: fmt.Sprintf("the answer's JSON stops before its end, after %d bytes", len(b)), Err: io.ErrUnexpectedEOF}
 	}
 	return b, nil
-}
-
-// Truncated is the truncated-answer error for an answer b whose JSON object or array stops before
-// it closes, nil for any other b.
-func Truncated(provider string, b []byte) error {
-	if !cutJSON(b) {
-		return nil
-	}
-	return &llm.Error{Kind: llm.KindUpstreamTruncated, Provider: provider,
-		Message: fmt.Sprintf("the answer's JSON stops before its end, after %d bytes", len(b)), Err: io.ErrUnexpectedEOF}
 }
 
 // cutJSON reports whether b opens a JSON object or array that ends before it closes: what a
