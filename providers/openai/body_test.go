@@ -108,7 +108,11 @@ func TestInspect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		ch := llm.Chunk{Raw: []byte(tt.raw)}
-		inspect(&ch)
+		f, ok := scanFrame(ch.Raw)
+		if !ok {
+			t.Fatalf("scanFrame(%s): not a JSON object", tt.raw)
+		}
+		inspect(&ch, &f)
 		prompt := 0
 		if ch.Usage != nil {
 			prompt = ch.Usage.PromptTokens

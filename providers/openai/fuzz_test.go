@@ -105,3 +105,81 @@ func BenchmarkStreamRelay(b *testing.B) {
 		}
 	}
 }
+
+// FuzzFrame holds scanFrame to the byte searches it replaced, kept here as the reference: on
+// every JSON object it finds the same finish reason and usage object, flags every frame
+// parseError takes for an error, and sees a bare "reasoning" key wherever the searches did.
+func FuzzFrame(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"delta":{"content":"x"},"finish_reason":null}],"usage":null}`,
+		`{"choices":[{"delta":{},"finish_reason" : "length"}]}`,
+		`{"choices":[],"usage" : {"prompt_tokens":5}}`,
+		`{"choices":[{"delta":{"content":"\"usage\":{ \"finish_reason\":\"stop\""}}]}`,
+		`{"error":{"message":"m","code":"rate_limit"}}`, `{"code":"Throttling","message":"m"}`,
+		`{"error_code":18,"error_msg":"m"}`, `{"choices":[],"code":200}`, `{"a":{"code":"x"}}`,
+		`{"choices":[{"delta":{"reasoning":"r"}}]}`, `{"choices":[{"delta":{"reasoning":"r","reasoning_content":"c"}}]}`,
+		`{"x":"reasoning","finish_reason":"st\u006fp"}`, `{"usage":{"prompt_tokens":1},"usage":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, ok := scanFrame(b)
+		if want := len(b) > 0 && b[0] == '{' && json.Valid(b); ok != want {
+			t.Fatalf("scanFrame(%q) ok = %v, want %v", b, ok, want)
+		}
+		if !ok {
+			return
+		}
+		if _, isErr := parseError(b); isErr && !fr.errorish {
+			t.Fatalf("scanFrame(%q) missed an error frame", b)
+		}
+		got, want := llm.Chunk{Raw: b}, llm.Chunk{Raw: b}
+		inspect(&got, &fr)
+		searchInspect(&want)
+		if got.FinishReason != want.FinishReason || got.UsageOnly != want.UsageOnly || (got.Usage == nil) != (want.Usage == nil) {
+			t.Fatalf("scanFrame(%q): finish %q usage-only %v usage %v, the searches found %q %v %v",
+				b, got.FinishReason, got.UsageOnly, got.Usage != nil, want.FinishReason, want.UsageOnly, want.Usage != nil)
+		}
+		if fr.reasoning && !fr.reasoningContent && !hasBareReasoning(b) {
+			t.Fatalf("scanFrame(%q) found a bare reasoning key the searches did not", b)
+		}
+	})
+}
+
+// searchInspect is inspect as it was before scanFrame: a byte search per key.
+func searchInspect(ch *llm.Chunk) {
+	raw := ch.Raw
+	if v := valueAfterKey(raw, `"finish_reason"`); v != nil {
+		if fr, ok := plainString(v); ok {
+			ch.FinishReason = llm.FinishReason(fr)
+		}
+	}
+	if v := valueAfterKey(raw, `"usage"`); len(v) == 0 || v[0] != '{' {
+		return
+	}
+	var info struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   *usageJSON        `json:"usage"`
+	}
+	if json.Unmarshal(raw, &info) != nil || info.Usage == nil {
+		return
+	}
+	ch.Usage = info.Usage.toLLM()
+	ch.UsageOnly = len(info.Choices) == 0
+}
+
+// valueAfterKey returns the bytes after `key:` for the first occurrence of key as an object
+// key, or nil.
+func valueAfterKey(raw []byte, key string) []byte {
+	for off := 0; ; {
+		i := bytes.Index(raw[off:], []byte(key))
+		if i < 0 {
+			return nil
+		}
+		rest := bytes.TrimLeft(raw[off+i+len(key):], " \t\r\n")
+		if len(rest) > 0 && rest[0] == ':' {
+			return bytes.TrimLeft(rest[1:], " \t\r\n")
+		}
+		off += i + len(key)
+	}
+}

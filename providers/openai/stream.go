@@ -108,7 +108,8 @@ func (s *stream) next() (llm.Chunk, error) {
 		if bytes.Equal(data, []byte("[DONE]")) {
 			return llm.Chunk{}, io.EOF
 		}
-		if ev.Type == "error" || mayBeError(data) {
+		f, ok := scanFrame(data)
+		if ev.Type == "error" || f.errorish {
 			if be, ok := parseError(data); ok {
 				return llm.Chunk{}, s.c.bodyError(s.header, be)
 			}
@@ -116,14 +117,14 @@ func (s *stream) next() (llm.Chunk, error) {
 				return llm.Chunk{}, s.c.bodyError(s.header, backendError{msg: s.c.snippet(data)})
 			}
 		}
-		if data[0] != '{' || !upstream.Valid(data) {
+		if !ok {
 			return llm.Chunk{}, s.c.upstreamError("backend sent a stream frame that is not a JSON object: "+s.c.snippet(data), nil)
 		}
 		ch := llm.Chunk{Raw: append([]byte(nil), data...)}
-		if hasBareReasoning(data) {
+		inspect(&ch, &f)
+		if f.reasoning && !f.reasoningContent {
 			ch.Raw = renameReasoning(ch.Raw, "delta")
 		}
-		inspect(&ch)
 		s.chunks++
 		s.finished = s.finished || ch.FinishReason != ""
 		return ch, nil
@@ -148,15 +149,68 @@ func (s *stream) endError(err error) error {
 	return e
 }
 
-// inspect fills the chunk's Usage, UsageOnly and FinishReason from Raw. It only decodes when a
-// cheap scan shows a usage object, which is one chunk per stream; every other chunk costs two
-// byte searches.
-func inspect(ch *llm.Chunk) {
-	raw := ch.Raw
-	if fr, ok := stringAfterKey(raw, `"finish_reason"`); ok {
-		ch.FinishReason = llm.FinishReason(fr)
+// frame is what one pass over a stream frame found of the keys the relay acts on (scanFrame).
+// Quotes inside JSON strings are escaped, so a model writing these words in its text is never
+// taken for a key.
+type frame struct {
+	// errorish: a top-level key parseError may read (error, error_code, error_msg, code), so
+	// the frame may be an error and is decoded to see; almost no frame has one.
+	errorish bool
+	// reasoning, reasoningContent: the keys seen anywhere; a bare "reasoning" is renamed.
+	reasoning, reasoningContent bool
+	// finish, usage: where the value of the first finish_reason and of the first usage key
+	// starts in the frame; 0 when there is none.
+	finish, usage int
+}
+
+// scanFrame checks that data is one JSON object and finds its keys of interest in the same
+// pass (upstream.Scan). Searching the bytes for each key after a separate validation was most
+// of what a relayed chunk cost beyond a bare proxy (docs/benchmarks.md).
+func scanFrame(data []byte) (frame, bool) {
+	var f frame
+	if len(data) == 0 || data[0] != '{' {
+		return f, false
 	}
-	if !objectAfterKey(raw, `"usage"`) {
+	ok := upstream.Scan(data, func(depth, start, end, at int) {
+		switch key := data[start:end]; string(key) {
+		case "finish_reason":
+			if f.finish == 0 {
+				f.finish = at
+			}
+		case "usage":
+			if f.usage == 0 {
+				f.usage = at
+			}
+		case "reasoning":
+			f.reasoning = true
+		case "reasoning_content":
+			f.reasoningContent = true
+		default:
+			f.errorish = f.errorish || depth == 1 && mayNameError(key)
+		}
+	})
+	return f, ok
+}
+
+// mayNameError reports whether encoding/json could decode the top-level key into a field that
+// parseError reads: it matches names without regard to ASCII case, and a key with an escape
+// could spell anything.
+func mayNameError(key []byte) bool {
+	const e = "error"
+	return bytes.EqualFold(key, []byte("code")) || len(key) >= len(e) && bytes.EqualFold(key[:len(e)], []byte(e)) ||
+		bytes.IndexByte(key, '\\') >= 0
+}
+
+// inspect fills the chunk's Usage, UsageOnly and FinishReason from what scanFrame found in
+// ch.Raw. It decodes only a chunk whose usage is an object, which is one chunk per stream.
+func inspect(ch *llm.Chunk, f *frame) {
+	raw := ch.Raw
+	if f.finish > 0 {
+		if fr, ok := plainString(raw[f.finish:]); ok {
+			ch.FinishReason = llm.FinishReason(fr)
+		}
+	}
+	if f.usage == 0 || raw[f.usage] != '{' {
 		return
 	}
 	var info struct {
@@ -170,32 +224,9 @@ func inspect(ch *llm.Chunk) {
 	ch.UsageOnly = len(info.Choices) == 0
 }
 
-// valueAfterKey returns the bytes after `key:` (whitespace skipped) for the first occurrence of
-// key as an object key, or nil. Quotes inside JSON strings are escaped, so an unescaped key
-// with its colon can only be a real key.
-func valueAfterKey(raw []byte, key string) []byte {
-	for off := 0; ; {
-		i := bytes.Index(raw[off:], []byte(key))
-		if i < 0 {
-			return nil
-		}
-		rest := bytes.TrimLeft(raw[off+i+len(key):], " \t\r\n")
-		if len(rest) > 0 && rest[0] == ':' {
-			return bytes.TrimLeft(rest[1:], " \t\r\n")
-		}
-		off += i + len(key)
-	}
-}
-
-func objectAfterKey(raw []byte, key string) bool {
-	v := valueAfterKey(raw, key)
-	return len(v) > 0 && v[0] == '{'
-}
-
-// stringAfterKey returns the value of key when it is a plain string (no escapes), as
-// finish_reason values are.
-func stringAfterKey(raw []byte, key string) (string, bool) {
-	v := valueAfterKey(raw, key)
+// plainString returns the JSON string at the start of v when it has no escapes, as
+// finish_reason values do not.
+func plainString(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}

@@ -8,8 +8,17 @@ package upstream
 //
 // Like encoding/json it does not check that strings are UTF-8, and it refuses values nested
 // deeper than encoding/json's limit of 10,000.
-func Valid(b []byte) bool {
-	v := validator{b: b}
+func Valid(b []byte) bool { return Scan(b, nil) }
+
+// Scan is Valid that also shows visit, when not nil, every object member in document order,
+// before its value is checked: its depth (1 for the members of a top-level object), where its
+// key lies in b (b[key:end], as written between the quotes, escapes not decoded), and the
+// index in b of its value's first byte. It lets a relay find the keys it looks for in the
+// pass that checks the frame, instead of searching the bytes again for each. What visit saw
+// of an invalid b means nothing. (Indexes rather than slices keep visit, and b, on the
+// caller's stack.)
+func Scan(b []byte, visit func(depth, key, end, at int)) bool {
+	v := validator{b: b, visit: visit}
 	v.space()
 	if !v.value(0) {
 		return false
@@ -22,19 +31,26 @@ func Valid(b []byte) bool {
 const maxDepth = 10000
 
 type validator struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	visit func(depth, key, end, at int)
 }
 
 func (v *validator) space() {
-	for v.i < len(v.b) {
-		switch v.b[v.i] {
-		case ' ', '\t', '\r', '\n':
-			v.i++
-		default:
-			return
-		}
+	// Inlined: between tokens there is usually no whitespace at all.
+	if v.i < len(v.b) && v.b[v.i] > ' ' {
+		return
 	}
+	v.spaces()
+}
+
+//go:noinline
+func (v *validator) spaces() {
+	b, i := v.b, v.i
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	v.i = i
 }
 
 // value checks the value at v.i, depth levels down, and moves past it.
@@ -78,7 +94,7 @@ func (v *validator) container(depth int, object bool) bool {
 		return true
 	}
 	for {
-		if object && !v.key() || !v.value(depth) {
+		if object && !v.key(depth) || !v.value(depth) {
 			return false
 		}
 		v.space()
@@ -98,24 +114,45 @@ func (v *validator) container(depth int, object bool) bool {
 	}
 }
 
-// key checks a member's key and its colon at v.i, and moves to its value.
-func (v *validator) key() bool {
+// key checks a member's key and its colon at v.i, and moves to its value, telling visit.
+func (v *validator) key(depth int) bool {
+	start := v.i
 	if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
 		return false
 	}
+	end := v.i - 1 // the closing quote
 	v.space()
 	if v.i >= len(v.b) || v.b[v.i] != ':' {
 		return false
 	}
 	v.i++
 	v.space()
+	if v.visit != nil && v.i < len(v.b) {
+		v.visit(depth, start+1, end, v.i)
+	}
 	return true
 }
+
+// plain marks the bytes a string holds as they are: not its quote, not a backslash, not a
+// control character. str skips runs of them with one table lookup a byte.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // str checks the string whose opening quote is at v.i.
 func (v *validator) str() bool {
 	for v.i++; v.i < len(v.b); v.i++ {
-		switch c := v.b[v.i]; {
+		b, i := v.b, v.i
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if v.i = i; i >= len(b) {
+			return false
+		}
+		switch c := b[i]; {
 		case c == '"':
 			v.i++
 			return true
