@@ -134,3 +134,26 @@ func BenchmarkAdmission(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdmissionLatency is one client's admission cycle, start to close, one after the
+// other: its ns/op is the wall time a lone call (c=1) spends in admission, where
+// BenchmarkAdmission's clients overlap their hops. Each hop wakes an actor's worker, so this
+// counts hand-offs as much as CPU.
+func BenchmarkAdmissionLatency(b *testing.B) {
+	g, ids := benchGateway(b, 1, 1)
+	ctx := context.Background()
+	req := &llm.Request{Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}}
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		sv, err := g.Start(ctx, ids[0], llm.Interactive, req)
+		if err != nil {
+			b.Fatalf("start: %v", err)
+		}
+		if _, err := sv.Stream.Next(); err != io.EOF {
+			b.Fatalf("next: %v", err)
+		}
+		_ = sv.Stream.Close()
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/cycle")
+}
