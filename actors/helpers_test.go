@@ -78,14 +78,19 @@ func (s *heldStream) Close() error {
 	return nil
 }
 
+// patience is how long a test waits for what must happen soon (an answer, a state) before it
+// fails: what these waits catch is "never", so the bound is generous, for a machine loaded
+// with other test runs under -race, where 2 s was once not enough.
+const patience = 10 * time.Second
+
 // next waits for the backend to see a call.
 func (b *heldBackend) next(t *testing.T) *heldCall {
 	t.Helper()
 	select {
 	case c := <-b.opened:
 		return c
-	case <-time.After(5 * time.Second):
-		t.Fatal("backend saw no call within 5s")
+	case <-time.After(patience):
+		t.Fatalf("backend saw no call within %v", patience)
 		return nil
 	}
 }
@@ -154,8 +159,8 @@ func recv(t *testing.T, ch chan result) result {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("no answer within 5s")
+	case <-time.After(patience):
+		t.Fatalf("no answer within %v", patience)
 		return result{}
 	}
 }
@@ -179,7 +184,7 @@ func drain(t *testing.T, s llm.Stream) (text string, err error) {
 // waitState polls /admin/state until cond holds or 2s pass.
 func waitState(t *testing.T, g *Gateway, what string, cond func(AdminState) bool) AdminState {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		st := g.State()
 		if cond(st) {

@@ -182,7 +182,7 @@ func TestReloadRemovedProviderFinishesRunningAndQueued(t *testing.T) {
 		return !listed && idle(s)
 	})
 	// Its provider actor and its lane stopped.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(patience)
 	for actorCount(g) != before-2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("actors: %d before, %d after the removed provider stopped (want %d)", before, actorCount(g), before-2)
@@ -242,7 +242,7 @@ func TestReloadAddsProvidersModelsAndRemovesModels(t *testing.T) {
 	}
 	st := waitState(t, g, "idle", idle)
 	// The removed model's lane stops once its call is done, with its request actor.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(patience)
 	for actorCount(g) != before-2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("actors: %d before the removed model's call ended, %d after (want %d)", before, actorCount(g), before-2)
