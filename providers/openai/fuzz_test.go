@@ -119,6 +119,9 @@ func FuzzFrame(f *testing.F) {
 		`{"error_code":18,"error_msg":"m"}`, `{"choices":[],"code":200}`, `{"a":{"code":"x"}}`,
 		`{"choices":[{"delta":{"reasoning":"r"}}]}`, `{"choices":[{"delta":{"reasoning":"r","reasoning_content":"c"}}]}`,
 		`{"x":"reasoning","finish_reason":"st\u006fp"}`, `{"usage":{"prompt_tokens":1},"usage":null}`,
+		`{"choices":[],"usage":{"prompt_tokens":1},"Usage":{"prompt_tokens":2}}`, `{"choices":{},"usage":{"prompt_tokens":1}}`,
+		`{"a":{"usage":{"x":1}},"usage":{"prompt_tokens":3},"choices":null}`, `{"\u0075sage":{"prompt_tokens":4},"usage":{}}`,
+		`{"choices":[ ],"usage":{"prompt_tokens":"many"}}`, `{"finish_reason":{"finish_reason":"stop"}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -158,9 +158,15 @@ type frame struct {
 	errorish bool
 	// reasoning, reasoningContent: the keys seen anywhere; a bare "reasoning" is renamed.
 	reasoning, reasoningContent bool
-	// finish, usage: where the value of the first finish_reason and of the first usage key
-	// starts in the frame; 0 when there is none.
-	finish, usage int
+	// finish, usage: the first finish_reason and the first usage member, anywhere, in
+	// document order (Key 0: none).
+	finish, usage upstream.Member
+	// topUsage, topChoices: the top-level usage and choices members, and how many there were.
+	topUsage, topChoices   upstream.Member
+	nTopUsage, nTopChoices int
+	// oddTop: a top-level key that encoding/json could also take for usage or choices (it
+	// matches names without regard to case, and an escape could spell anything).
+	oddTop bool
 }
 
 // scanFrame checks that data is one JSON object and finds its keys of interest in the same
@@ -171,22 +177,35 @@ func scanFrame(data []byte) (frame, bool) {
 	if len(data) == 0 || data[0] != '{' {
 		return f, false
 	}
-	ok := upstream.Scan(data, func(depth, start, end, at int) {
-		switch key := data[start:end]; string(key) {
+	first := func(seen *upstream.Member, m upstream.Member) {
+		if seen.Key == 0 || m.Key < seen.Key { // nested members come before their parent
+			*seen = m
+		}
+	}
+	ok := upstream.Scan(data, func(m upstream.Member) {
+		key := data[m.Key:m.KeyEnd]
+		switch string(key) {
 		case "finish_reason":
-			if f.finish == 0 {
-				f.finish = at
-			}
+			first(&f.finish, m)
 		case "usage":
-			if f.usage == 0 {
-				f.usage = at
+			first(&f.usage, m)
+			if m.Depth == 1 {
+				f.topUsage, f.nTopUsage = m, f.nTopUsage+1
+			}
+		case "choices":
+			if m.Depth == 1 {
+				f.topChoices, f.nTopChoices = m, f.nTopChoices+1
 			}
 		case "reasoning":
 			f.reasoning = true
 		case "reasoning_content":
 			f.reasoningContent = true
 		default:
-			f.errorish = f.errorish || depth == 1 && mayNameError(key)
+			if m.Depth == 1 {
+				f.errorish = f.errorish || mayNameError(key)
+				f.oddTop = f.oddTop || bytes.EqualFold(key, []byte("usage")) || bytes.EqualFold(key, []byte("choices")) ||
+					bytes.IndexByte(key, '\\') >= 0
+			}
 		}
 	})
 	return f, ok
@@ -202,22 +221,60 @@ func mayNameError(key []byte) bool {
 }
 
 // inspect fills the chunk's Usage, UsageOnly and FinishReason from what scanFrame found in
-// ch.Raw. It decodes only a chunk whose usage is an object, which is one chunk per stream.
+// ch.Raw. Only a chunk whose first usage member is an object has usage to decode, which is
+// one chunk per stream; of that one it decodes the usage object alone, as the whole chunk
+// decoded into {choices, usage} would give it.
 func inspect(ch *llm.Chunk, f *frame) {
 	raw := ch.Raw
-	if f.finish > 0 {
-		if fr, ok := plainString(raw[f.finish:]); ok {
+	if f.finish.Key > 0 {
+		if fr, ok := plainString(raw[f.finish.At:f.finish.End]); ok {
 			ch.FinishReason = llm.FinishReason(fr)
 		}
 	}
-	if f.usage == 0 || raw[f.usage] != '{' {
+	if f.usage.Key == 0 || raw[f.usage.At] != '{' {
 		return
 	}
+	if f.oddTop || f.nTopUsage > 1 || f.nTopChoices > 1 {
+		decodeUsage(ch) // encoding/json's own rules for the keys it would take
+		return
+	}
+	if f.nTopUsage == 0 || raw[f.topUsage.At] != '{' {
+		return // no usage object at the top, where a chunk's usage is
+	}
+	usageOnly := true
+	if f.nTopChoices == 1 {
+		var ok bool
+		if usageOnly, ok = emptyOrNull(raw[f.topChoices.At:f.topChoices.End]); !ok {
+			return // choices that are not an array: not a chunk's shape, so no usage from it
+		}
+	}
+	var u usageJSON
+	if json.Unmarshal(raw[f.topUsage.At:f.topUsage.End], &u) != nil {
+		return
+	}
+	ch.Usage, ch.UsageOnly = u.toLLM(), usageOnly
+}
+
+// emptyOrNull reports whether the JSON value v (an array or null for ok) has no items.
+func emptyOrNull(v []byte) (empty, ok bool) {
+	switch {
+	case string(v) == "null":
+		return true, true
+	case v[0] != '[':
+		return false, false
+	}
+	rest := bytes.TrimLeft(v[1:], " \t\r\n")
+	return rest[0] == ']', true
+}
+
+// decodeUsage is inspect's usage by a decode of the whole chunk, for the odd chunk whose keys
+// only encoding/json can read as it would.
+func decodeUsage(ch *llm.Chunk) {
 	var info struct {
 		Choices []json.RawMessage `json:"choices"`
 		Usage   *usageJSON        `json:"usage"`
 	}
-	if json.Unmarshal(raw, &info) != nil || info.Usage == nil {
+	if json.Unmarshal(ch.Raw, &info) != nil || info.Usage == nil {
 		return
 	}
 	ch.Usage = info.Usage.toLLM()

@@ -10,14 +10,14 @@ package upstream
 // deeper than encoding/json's limit of 10,000.
 func Valid(b []byte) bool { return Scan(b, nil) }
 
-// Scan is Valid that also shows visit, when not nil, every object member in document order,
-// before its value is checked: its depth (1 for the members of a top-level object), where its
-// key lies in b (b[key:end], as written between the quotes, escapes not decoded), and the
-// index in b of its value's first byte. It lets a relay find the keys it looks for in the
-// pass that checks the frame, instead of searching the bytes again for each. What visit saw
-// of an invalid b means nothing. (Indexes rather than slices keep visit, and b, on the
-// caller's stack.)
-func Scan(b []byte, visit func(depth, key, end, at int)) bool {
+// Scan is Valid that also shows visit, when not nil, every object member once its value is
+// checked: its depth (1 for the members of a top-level object), where its key lies in b
+// (b[m.Key:m.KeyEnd], as written between the quotes, escapes not decoded) and where its value
+// does (b[m.At:m.End]). Members of one object come in document order, each after the members
+// nested in its value. It lets a relay find the keys it looks for in the pass that checks
+// the frame, instead of searching the bytes again for each. What visit saw of an invalid b
+// means nothing. (Indexes rather than slices keep visit, and b, on the caller's stack.)
+func Scan(b []byte, visit func(Member)) bool {
 	v := validator{b: b, visit: visit}
 	v.space()
 	if !v.value(0) {
@@ -33,7 +33,12 @@ const maxDepth = 10000
 type validator struct {
 	b     []byte
 	i     int
-	visit func(depth, key, end, at int)
+	visit func(Member)
+}
+
+// Member is one object member Scan saw: see Scan.
+type Member struct {
+	Depth, Key, KeyEnd, At, End int
 }
 
 func (v *validator) space() {
@@ -94,8 +99,17 @@ func (v *validator) container(depth int, object bool) bool {
 		return true
 	}
 	for {
-		if object && !v.key(depth) || !v.value(depth) {
+		m := Member{Depth: depth}
+		if object && !v.key(&m) {
 			return false
+		}
+		m.At = v.i
+		if !v.value(depth) {
+			return false
+		}
+		if object && v.visit != nil {
+			m.End = v.i
+			v.visit(m)
 		}
 		v.space()
 		if v.i >= len(v.b) {
@@ -114,22 +128,20 @@ func (v *validator) container(depth int, object bool) bool {
 	}
 }
 
-// key checks a member's key and its colon at v.i, and moves to its value, telling visit.
-func (v *validator) key(depth int) bool {
-	start := v.i
+// key checks a member's key and its colon at v.i, noting the key's place in m, and moves to
+// its value.
+func (v *validator) key(m *Member) bool {
+	m.Key = v.i + 1
 	if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
 		return false
 	}
-	end := v.i - 1 // the closing quote
+	m.KeyEnd = v.i - 1 // the closing quote
 	v.space()
 	if v.i >= len(v.b) || v.b[v.i] != ':' {
 		return false
 	}
 	v.i++
 	v.space()
-	if v.visit != nil && v.i < len(v.b) {
-		v.visit(depth, start+1, end, v.i)
-	}
 	return true
 }
 
