@@ -201,23 +201,34 @@ func scanFrame(data []byte) (frame, bool) {
 		case "reasoning_content":
 			f.reasoningContent = true
 		default:
-			if m.Depth == 1 {
-				f.errorish = f.errorish || mayNameError(key)
-				f.oddTop = f.oddTop || bytes.EqualFold(key, []byte("usage")) || bytes.EqualFold(key, []byte("choices")) ||
-					bytes.IndexByte(key, '\\') >= 0
+			if m.Depth == 1 && (m.Escaped || mayMatter(key)) {
+				f.errorish = f.errorish || m.Escaped || mayNameError(key)
+				f.oddTop = f.oddTop || m.Escaped || bytes.EqualFold(key, []byte("usage")) || bytes.EqualFold(key, []byte("choices"))
 			}
 		}
 	})
 	return f, ok
 }
 
-// mayNameError reports whether encoding/json could decode the top-level key into a field that
-// parseError reads: it matches names without regard to ASCII case, and a key with an escape
-// could spell anything.
+// mayMatter is the cheap first look at a top-level key scanFrame has no case for: only one
+// starting with c, e or u, in either case, can spell code, error… or a variant of usage or
+// choices.
+func mayMatter(key []byte) bool {
+	if len(key) < 4 {
+		return false
+	}
+	switch key[0] | 0x20 {
+	case 'c', 'e', 'u':
+		return true
+	}
+	return false
+}
+
+// mayNameError reports whether encoding/json could decode the top-level key, escape-free, into
+// a field that parseError reads: it matches names without regard to ASCII case.
 func mayNameError(key []byte) bool {
 	const e = "error"
-	return bytes.EqualFold(key, []byte("code")) || len(key) >= len(e) && bytes.EqualFold(key[:len(e)], []byte(e)) ||
-		bytes.IndexByte(key, '\\') >= 0
+	return bytes.EqualFold(key, []byte("code")) || len(key) >= len(e) && bytes.EqualFold(key[:len(e)], []byte(e))
 }
 
 // inspect fills the chunk's Usage, UsageOnly and FinishReason from what scanFrame found in

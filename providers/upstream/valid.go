@@ -34,11 +34,15 @@ type validator struct {
 	b     []byte
 	i     int
 	visit func(Member)
+	// escaped: the last string checked held an escape (str sets it, key reads it).
+	escaped bool
 }
 
-// Member is one object member Scan saw: see Scan.
+// Member is one object member Scan saw: see Scan. Escaped: its key holds an escape, so it
+// may spell a name its bytes do not.
 type Member struct {
 	Depth, Key, KeyEnd, At, End int
+	Escaped                     bool
 }
 
 func (v *validator) space() {
@@ -132,10 +136,11 @@ func (v *validator) container(depth int, object bool) bool {
 // its value.
 func (v *validator) key(m *Member) bool {
 	m.Key = v.i + 1
+	v.escaped = false
 	if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
 		return false
 	}
-	m.KeyEnd = v.i - 1 // the closing quote
+	m.KeyEnd, m.Escaped = v.i-1, v.escaped // the closing quote
 	v.space()
 	if v.i >= len(v.b) || v.b[v.i] != ':' {
 		return false
@@ -146,7 +151,7 @@ func (v *validator) key(m *Member) bool {
 }
 
 // plain marks the bytes a string holds as they are: not its quote, not a backslash, not a
-// control character. str skips runs of them with one table lookup a byte.
+// control character.
 var plain = func() (t [256]bool) {
 	for c := 0x20; c < 256; c++ {
 		t[c] = c != '"' && c != '\\'
@@ -154,23 +159,33 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// str checks the string whose opening quote is at v.i.
+// plainRun returns the index of the first byte at or after i that is not plain. (Word-at-a-
+// time tests did worse: most strings in a stream frame are shorter than two words. So did
+// one loop with its own stack in place of these functions per grammar rule.)
+func plainRun(b []byte, i int) int {
+	t := &plain
+	for i < len(b) && t[b[i]] {
+		i++
+	}
+	return i
+}
+
+// str checks the string whose opening quote is at v.i, and notes in v.escaped whether it
+// holds an escape.
 func (v *validator) str() bool {
 	for v.i++; v.i < len(v.b); v.i++ {
-		b, i := v.b, v.i
-		for i < len(b) && plain[b[i]] {
-			i++
-		}
-		if v.i = i; i >= len(b) {
+		i := plainRun(v.b, v.i)
+		if v.i = i; i >= len(v.b) {
 			return false
 		}
-		switch c := b[i]; {
+		switch c := v.b[i]; {
 		case c == '"':
 			v.i++
 			return true
 		case c < 0x20:
 			return false
 		case c == '\\':
+			v.escaped = true
 			v.i++
 			if v.i >= len(v.b) {
 				return false
