@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 
-.PHONY: run build vet test loadtest bench bench-relay bench-admission bench-inflight bench-calls fuzz clis screenshots clean
+.PHONY: run build vet test loadtest bench bench-relay bench-admission bench-inflight bench-calls bench-instructions fuzz clis screenshots clean
 
 run:
 	$(GO) run ./cmd/tollgate $(ARGS)
@@ -66,6 +66,12 @@ bench-admission:
 bench-calls:
 	$(GO) test -run '^$$' -bench 'BenchmarkRelay' -benchtime 3000x -count 2 ./cmd/internal/app/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeldCalls' -benchtime 1x -count 2 ./cmd/internal/app/
+
+# Issue 15: the instructions one relayed call costs, Tollgate's and a bare proxy's, counted by
+# valgrind's callgrind (not timed, so the machine's load does not move them); needs valgrind.
+# ARGS='200 1200 30' also lists the 30 functions a stream costs most beyond the proxy's.
+bench-instructions:
+	GO=$(GO) bash .ci/instructions $(ARGS)
 
 # Every fuzz target for FUZZTIME each (a duration, or a count such as 100000x), or only those
 # of PKGS="providers/sse httpapi". A target fails when an input fails it; .ci/fuzz explains

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -29,7 +30,14 @@ import (
 //
 // The proxy/ cases put a bare httputil.ReverseProxy where the gateway is: what is left of
 // a case's figures once its proxy/ twin's are taken away is the gateway's own.
+//
+// TOLLGATE_RELAY_GC=binary gives the process the binary's collector settings (TuneGC: the
+// heap floor), as .ci/instructions does: without them the benchmark's small heap makes the
+// collector run every few hundred calls, and its work swamps a count of one call's.
 func BenchmarkRelay(b *testing.B) {
+	if os.Getenv("TOLLGATE_RELAY_GC") == "binary" {
+		TuneGC()
+	}
 	for _, c := range []struct {
 		name   string
 		stream bool
