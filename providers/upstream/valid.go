@@ -11,7 +11,8 @@ package upstream
 func Valid(b []byte) bool { return Scan(b, nil) }
 
 // Scan is Valid that also shows visit, when not nil, every object member once its value is
-// checked: its depth (1 for the members of a top-level object), where its key lies in b
+// checked: its depth (how many objects and arrays hold it, 1 for the members of a top-level
+// object), where its key lies in b
 // (b[m.Key:m.KeyEnd], as written between the quotes, escapes not decoded) and where its value
 // does (b[m.At:m.End]). Members of one object come in document order, each after the members
 // nested in its value. It lets a relay find the keys it looks for in the pass that checks
@@ -53,6 +54,8 @@ func (v *validator) space() {
 	v.spaces()
 }
 
+// spaces is space's loop, kept out of line so that space itself stays small enough to inline.
+//
 //go:noinline
 func (v *validator) spaces() {
 	b, i := v.b, v.i

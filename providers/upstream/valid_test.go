@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,5 +36,30 @@ func BenchmarkValid(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestScanMembers: Scan shows each object member with its depth (the containers around it,
+// arrays too), key and value, members of one object in document order, each after the
+// members nested in its value; arrays' items are not members; an invalid document is refused.
+func TestScanMembers(t *testing.T) {
+	doc := `{"a":1, "b" : {"c":[{"d":"x"}],"e\"f":null},"g":[1,2]}`
+	var got []string
+	ok := Scan([]byte(doc), func(m Member) {
+		got = append(got, fmt.Sprintf("%d %s=%s esc=%v", m.Depth, doc[m.Key:m.KeyEnd], doc[m.At:m.End], m.Escaped))
+	})
+	want := []string{
+		`1 a=1 esc=false`,
+		`4 d="x" esc=false`,
+		`2 c=[{"d":"x"}] esc=false`,
+		`2 e\"f=null esc=true`,
+		`1 b={"c":[{"d":"x"}],"e\"f":null} esc=false`,
+		`1 g=[1,2] esc=false`,
+	}
+	if !ok || !slices.Equal(got, want) {
+		t.Fatalf("Scan = %v:\n%s\nwant\n%s", ok, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if Scan([]byte(`{"a":1,}`), func(Member) {}) {
+		t.Fatal("Scan took an invalid document")
 	}
 }
