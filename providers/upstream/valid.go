@@ -12,9 +12,8 @@ func Valid(b []byte) bool { return Scan(b, nil) }
 
 // Scan is Valid that also shows visit, when not nil, every object member once its value is
 // checked: its depth (how many objects and arrays hold it, 1 for the members of a top-level
-// object), where its key lies in b
-// (b[m.Key:m.KeyEnd], as written between the quotes, escapes not decoded) and where its value
-// does (b[m.At:m.End]). Members of one object come in document order, each after the members
+// object), where its key lies in b (b[m.Key:m.KeyEnd], as written between the quotes,
+// escapes not decoded) and where its value does (b[m.At:m.End]). Members of one object come in document order, each after the members
 // nested in its value. It lets a relay find the keys it looks for in the pass that checks
 // the frame, instead of searching the bytes again for each. What visit saw of an invalid b
 // means nothing. (Indexes rather than slices keep visit, and b, on the caller's stack.)
