@@ -186,3 +186,39 @@ func valueAfterKey(raw []byte, key string) []byte {
 		off += i + len(key)
 	}
 }
+
+// FuzzCompletion holds scanCompletion to the whole decode it spares: on every input it says
+// whether it is JSON as encoding/json does, and where it takes the fast path its finish
+// reason and usage are the decode's.
+func FuzzCompletion(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
+		`{"choices":[{"finish_reason":null}],"usage":null}`, `{"choices":[{"finish_reason":"length"},{"finish_reason":"stop"}]}`,
+		`{"choices":[{}],"usage":{"prompt_tokens":"x"}}`, `{"choices":[5]}`, `{"choices":{},"usage":{"prompt_tokens":1}}`,
+		`{"Choices":[{"finish_reason":"stop"}]}`, `{"choices":[{"Finish_Reason":"stop"}]}`, `{"choices":[{"finish_reason":"st\u006fp"}]}`,
+		`{"choices":[{"finish_reason":"a","finish_reason":"b"}]}`, `{"choices":[{"x":{"finish_reason":"deep"}}],"usage":{"d":{"finish_reason":1}}}`,
+		`{"choices":[ { "finish_reason" : "stop" } ] , "usage" : { } }`, `{"usage":{},"usage":{"prompt_tokens":2},"choices":[{}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 || b[0] != '{' {
+			return // readComplete refuses these before it looks
+		}
+		facts, fast, valid := scanCompletion(b)
+		if valid != json.Valid(b) {
+			t.Fatalf("scanCompletion(%q) valid = %v, encoding/json says %v", b, valid, !valid)
+		}
+		if !fast {
+			return
+		}
+		want, ok := decodeCompletion(b)
+		if !ok {
+			t.Fatalf("scanCompletion(%q) took the fast path where the decode fails", b)
+		}
+		if facts.finish != want.finish || (facts.usage == nil) != (want.usage == nil) ||
+			facts.usage != nil && *facts.usage != *want.usage {
+			t.Fatalf("scanCompletion(%q) = %q %+v, the decode says %q %+v", b, facts.finish, facts.usage, want.finish, want.usage)
+		}
+	})
+}

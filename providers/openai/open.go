@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 
@@ -143,26 +141,20 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (
 	if b[0] != '{' {
 		return llm.Chunk{}, c.notObject(b)
 	}
-	var info struct {
-		Choices []struct {
-			FinishReason llm.FinishReason `json:"finish_reason"`
-		} `json:"choices"`
-		Usage *usageJSON `json:"usage"`
-	}
-	// No json.Valid first: Unmarshal checks the whole body is JSON before it decodes any of it.
-	err = json.Unmarshal(b, &info)
-	if _, broken := errors.AsType[*json.SyntaxError](err); broken {
+	facts, fast, valid := scanCompletion(b)
+	if !valid {
 		return llm.Chunk{}, c.notObject(b)
+	}
+	known := fast
+	if !fast {
+		facts, known = decodeCompletion(b)
 	}
 	if hasBareReasoning(b) {
 		b = renameReasoning(b, "message")
 	}
 	ch := llm.Chunk{Raw: b, Complete: true}
-	if err == nil { // else JSON of another shape than a chat.completion's: relayed as it is
-		ch.Usage = info.Usage.toLLM()
-		if len(info.Choices) > 0 {
-			ch.FinishReason = info.Choices[0].FinishReason
-		}
+	if known { // else JSON of another shape than a chat.completion's: relayed as it is
+		ch.Usage, ch.FinishReason = facts.usage, facts.finish
 	}
 	return ch, nil
 }

@@ -83,6 +83,9 @@ func stringEnd(b []byte, i int) int {
 	return len(b)
 }
 
+// ValueEnd is the index just past the JSON value that starts at b[i], in a b that Valid takes.
+func ValueEnd(b []byte, i int) int { return valueEnd(b, i) }
+
 // valueEnd is the index just past the value that starts at i.
 func valueEnd(b []byte, i int) int {
 	switch b[i] {
