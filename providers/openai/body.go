@@ -35,15 +35,13 @@ func requestBody(req *llm.Request) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode model: %w", err)
 	}
-	body, err := upstream.SetMember(req.Body, "model", func([]byte) []byte { return model })
+	edits := []upstream.Edit{{Key: "model", Value: func([]byte) []byte { return model }}}
+	if wantUsage {
+		edits = append(edits, upstream.Edit{Key: "stream_options", Value: includeUsage})
+	}
+	body, err := upstream.SetMembers(req.Body, edits...)
 	if err != nil {
 		return nil, fmt.Errorf("request body: %w", err)
-	}
-	if wantUsage {
-		body, err = upstream.SetMember(body, "stream_options", includeUsage)
-		if err != nil {
-			return nil, fmt.Errorf("request body: %w", err)
-		}
 	}
 	return body, nil
 }

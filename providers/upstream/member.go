@@ -119,34 +119,56 @@ func valueEnd(b []byte, i int) int {
 // SetMember returns a copy of obj with every value of key replaced by f(old value), or with
 // key:f(nil) added when key is absent. Everything else is kept byte for byte.
 func SetMember(obj []byte, key string, f func(old []byte) []byte) ([]byte, error) {
+	return SetMembers(obj, Edit{Key: key, Value: f})
+}
+
+// Edit is one change SetMembers makes: every value of Key replaced by Value(old value), or
+// Key:Value(nil) added when Key is absent.
+type Edit struct {
+	Key   string
+	Value func(old []byte) []byte
+}
+
+// SetMembers is SetMember for several keys, each named once, in one pass: the object is
+// checked, walked and copied once however many members change (a coding agent's request body
+// is hundreds of KB, and each pass reads all of it). Absent keys are added last, in the
+// edits' order, as SetMember one key after the other would.
+func SetMembers(obj []byte, edits ...Edit) ([]byte, error) {
 	ms, err := members(obj)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]byte, 0, len(obj)+64)
 	last := 0
-	found := false
+	found := make([]bool, len(edits))
 	for _, m := range ms {
-		if !m.is(obj, key) {
+		for e, ed := range edits {
+			if !m.is(obj, ed.Key) {
+				continue
+			}
+			found[e] = true
+			out = append(out, obj[last:m.start]...)
+			out = append(out, ed.Value(obj[m.start:m.end])...)
+			last = m.end
+			break
+		}
+	}
+	n := len(ms)
+	for e, ed := range edits {
+		if found[e] {
 			continue
 		}
-		found = true
-		out = append(out, obj[last:m.start]...)
-		out = append(out, f(obj[m.start:m.end])...)
-		last = m.end
+		// Absent: append it as the last member, where a person would have written it.
+		end := bytes.LastIndexByte(obj, '}')
+		out = append(out, obj[last:end]...)
+		if n > 0 {
+			out = append(out, ',')
+		}
+		k, _ := json.Marshal(ed.Key)
+		out = append(out, k...)
+		out = append(out, ':')
+		out = append(out, ed.Value(nil)...)
+		last, n = end, n+1
 	}
-	if found {
-		return append(out, obj[last:]...), nil
-	}
-	// Absent: append it as the last member, where a person would have written it.
-	end := bytes.LastIndexByte(obj, '}')
-	k, _ := json.Marshal(key)
-	out = append(out, obj[:end]...)
-	if len(ms) > 0 {
-		out = append(out, ',')
-	}
-	out = append(out, k...)
-	out = append(out, ':')
-	out = append(out, f(nil)...)
-	return append(out, obj[end:]...), nil
+	return append(out, obj[last:]...), nil
 }

@@ -39,6 +39,32 @@ func FuzzSetMember(f *testing.F) {
 	})
 }
 
+// FuzzSetMembers: changing two members in one pass gives the bytes that changing them one after
+// the other does, and fails where that fails.
+func FuzzSetMembers(f *testing.F) {
+	f.Add([]byte(`{"model":"a","messages":[],"stream":true}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(` { "stream_options" : {"include_usage":false} , "model" : null, "model": 2 } `))
+	f.Add([]byte(`{"x":1}`))
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		model := func([]byte) []byte { return []byte(`"m"`) }
+		opts := func(old []byte) []byte {
+			if old == nil {
+				return []byte(`{"was":null}`)
+			}
+			return append(append([]byte(`{"was":`), old...), '}')
+		}
+		one, err1 := SetMembers(obj, Edit{Key: "model", Value: model}, Edit{Key: "stream_options", Value: opts})
+		two, err2 := SetMember(obj, "model", model)
+		if err2 == nil {
+			two, err2 = SetMember(two, "stream_options", opts)
+		}
+		if (err1 == nil) != (err2 == nil) || !bytes.Equal(one, two) {
+			t.Fatalf("SetMembers(%q) = %q, %v; one after the other: %q, %v", obj, one, err1, two, err2)
+		}
+	})
+}
+
 func compact(b []byte) []byte {
 	var out bytes.Buffer
 	if json.Compact(&out, b) != nil {

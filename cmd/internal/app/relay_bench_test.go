@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -12,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,18 +40,20 @@ func BenchmarkRelay(b *testing.B) {
 	if os.Getenv("TOLLGATE_RELAY_GC") == "binary" {
 		TuneGC()
 	}
+	line := func(stream bool) string {
+		return fmt.Sprintf(`{"model":"bench/m","stream":%t,"messages":[{"role":"user","content":"hello there"}]}`, stream)
+	}
 	for _, c := range []struct {
-		name   string
-		stream bool
-		serve  func(*testing.B, string) string
+		name  string
+		body  string
+		serve func(*testing.B, string) string
 	}{
-		{"non-stream", false, gatewayTo}, {"stream", true, gatewayTo},
-		{"proxy/non-stream", false, proxyTo}, {"proxy/stream", true, proxyTo},
+		{"non-stream", line(false), gatewayTo}, {"stream", line(true), gatewayTo}, {"agent", agentRequest(b), gatewayTo},
+		{"proxy/non-stream", line(false), proxyTo}, {"proxy/stream", line(true), proxyTo}, {"proxy/agent", agentRequest(b), proxyTo},
 	} {
-		stream := c.stream
+		body := c.body
 		b.Run(c.name, func(b *testing.B) {
 			base := c.serve(b, benchFake(b))
-			body := fmt.Sprintf(`{"model":"bench/m","stream":%t,"messages":[{"role":"user","content":"hello there"}]}`, stream)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 			defer client.CloseIdleConnections()
 			b.ReportAllocs()
@@ -68,6 +72,21 @@ func BenchmarkRelay(b *testing.B) {
 			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
+}
+
+// agentRequest is a coding agent's streaming request: 40 turns of source code, about 200 KB,
+// where the other cases send a line (the "agent" cases).
+func agentRequest(b *testing.B) string {
+	msgs := make([]map[string]string, 40)
+	for i := range msgs {
+		msgs[i] = map[string]string{"role": []string{"user", "assistant"}[i%2],
+			"content": strings.Repeat("func main() {\n\tfmt.Println(\"hello, world\")\n}\n", 100)}
+	}
+	body, err := json.Marshal(map[string]any{"model": "bench/m", "stream": true, "messages": msgs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(body)
 }
 
 // cpuTime is the CPU time (user and system) this process has used: the steadier figure on a
