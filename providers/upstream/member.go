@@ -30,37 +30,31 @@ func (m member) is(obj []byte, key string) bool {
 	return json.Unmarshal(raw, &k) == nil && k == key
 }
 
-// members lists the top-level members of the JSON object obj. The standard library checks
-// that obj is JSON; the walk over it then only has to find where each member starts and ends,
-// which it does without allocating (a json.Decoder's tokens cost dozens of allocations per
-// request body, on every call the gateway relays).
+// members lists the top-level members of the JSON object obj, in the one pass that checks obj
+// is JSON (Scan), without allocating more than the list (a json.Decoder's tokens cost dozens
+// of allocations per request body, on every call the gateway relays; a separate walk after
+// the check read a coding agent's request body twice).
 func members(obj []byte) ([]member, error) {
-	if !Valid(obj) {
+	out := make([]member, 0, 8)
+	valid := Scan(obj, func(m Member) {
+		if m.Depth == 1 {
+			out = append(out, member{keyStart: m.Key - 1, keyEnd: m.KeyEnd + 1, start: m.At, end: m.End})
+		}
+	})
+	if !valid {
 		var v json.RawMessage
 		if err := json.Unmarshal(obj, &v); err != nil {
 			return nil, err // says what is wrong and where
 		}
 		return nil, errors.New("not valid JSON")
 	}
-	i := skipSpace(obj, 0)
-	if obj[i] != '{' {
+	if obj[skipSpace(obj, 0)] != '{' {
 		return nil, errors.New("not a JSON object")
-	}
-	out := make([]member, 0, 8)
-	for i = skipSpace(obj, i+1); obj[i] != '}'; i = skipSpace(obj, i) {
-		if obj[i] == ',' {
-			i = skipSpace(obj, i+1)
-		}
-		m := member{keyStart: i, keyEnd: stringEnd(obj, i)}
-		m.start = skipSpace(obj, skipSpace(obj, m.keyEnd)+1) // past the ':'
-		m.end = valueEnd(obj, m.start)
-		out = append(out, m)
-		i = m.end
 	}
 	return out, nil
 }
 
-// The walkers below take valid JSON (members checked it) and an index into it.
+// The walkers below take valid JSON and an index into it.
 
 // skipSpace is the index of the first byte at or after i that is not JSON whitespace.
 func skipSpace(b []byte, i int) int {
