@@ -98,13 +98,13 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 			err.Param = fmt.Sprintf("models[%d]", i)
 			return nil, err
 		}
-		if err := g.refusing(r); err != nil {
+		if err := g.refusing(&r); err != nil {
 			return nil, err
 		}
 		breq := *req
 		breq.Model = r.model
 		c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
-			reply: make(chan admitResult, 1), tokens: g.estimate(r, req), batch: true}
+			reply: make(chan admitResult, 1), tokens: g.estimate(&r, req), batch: true}
 		b.members = append(b.members, c)
 		b.by[r.p] = append(b.by[r.p], c)
 	}

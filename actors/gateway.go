@@ -286,7 +286,7 @@ func capsOf(o *Options) *caps {
 func (g *Gateway) limits() policy.Limits { return g.caps.Load().limits }
 
 // refusing is the answer to a call the gateway refuses before any actor sees it, or nil.
-func (g *Gateway) refusing(r route) error {
+func (g *Gateway) refusing(r *route) error {
 	switch {
 	case g.draining.Load():
 		return &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down and admits no new requests"}

@@ -174,37 +174,48 @@ func (s *stream) open() error {
 			s.hint, _ = inner.(interface{ Buffered() bool })
 			return nil
 		}
-		if s.ctx.Err() != nil {
-			err = s.explain(err) // before finish: finishing cancels the context
-			s.finishLocked()
-			return err
-		}
-		s.failed = err // the ending's to record, unless the provider records it when asked
-		ans := s.ask(err)
-		switch {
-		case ans.retry:
-			if ans.backoff {
-				s.backoffs++
-			}
-			s.key, s.failed = ans.key, nil
-			if !s.wait(ans.wait) {
-				err = s.explain(err)
-				s.finishLocked()
-				return err
-			}
-		case ans.requeue:
-			next := s.c.again(policy.ID(s.g.nextID.Add(1)), s.attempts)
-			s.finishLocked()
-			return &requeued{next: next}
-		default:
-			if ans.err != nil {
-				err = ans.err
-			}
-			err = s.explain(err)
-			s.finishLocked()
+		// The decision is a call of its own so that its locals are not in this frame while
+		// the next attempt waits for the backend (the stack of the HTTP server's connection
+		// goroutine, docs/benchmarks.md).
+		if err := s.afterFailure(err); err != nil {
 			return err
 		}
 	}
+}
+
+// afterFailure decides what follows a failed attempt, with s.mu held: nil for another
+// attempt (after its wait), else the error that ends this start, which has finished the
+// call (a *requeued for a capacity refusal).
+func (s *stream) afterFailure(err error) error {
+	if s.ctx.Err() != nil {
+		err = s.explain(err) // before finish: finishing cancels the context
+		s.finishLocked()
+		return err
+	}
+	s.failed = err // the ending's to record, unless the provider records it when asked
+	ans := s.ask(err)
+	switch {
+	case ans.retry:
+		if ans.backoff {
+			s.backoffs++
+		}
+		s.key, s.failed = ans.key, nil
+		if s.wait(ans.wait) {
+			return nil
+		}
+		err = s.explain(err)
+	case ans.requeue:
+		next := s.c.again(policy.ID(s.g.nextID.Add(1)), s.attempts)
+		s.finishLocked()
+		return &requeued{next: next}
+	default:
+		if ans.err != nil {
+			err = ans.err
+		}
+		err = s.explain(err)
+	}
+	s.finishLocked()
+	return err
 }
 
 // requeued ends a start whose call goes back to its queue: the backend refused it for

@@ -22,24 +22,21 @@ import (
 // model's fallbacks in order, each entering that model's admission with the call's original
 // arrival and priority. A fallback's own fallbacks are never followed, so there are no loops.
 func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Served, error) {
-	t := g.table.Load()
-	r, ok := t.resolve(model, req)
-	if !ok {
-		return llm.Served{}, g.notFound(model)
+	// The routes live in chain, not in this frame: the backend call runs below it, on the
+	// HTTP server's connection goroutine, whose stack should stay in its first 8 KiB while
+	// calls are held (docs/benchmarks.md, issue 15).
+	chain, err := g.chain(model, req)
+	if err != nil {
+		return llm.Served{}, err
 	}
 	arrived := g.now()
-	chain := []route{r}
-	for _, id := range r.fallback {
-		if fr, ok := t.lookup(id); ok && fr.id != r.id {
-			chain = append(chain, fr)
-		}
-	}
 	var sv llm.Served
-	for i, cand := range chain {
+	for i := range chain {
+		cand := &chain[i]
 		if i > 0 {
 			sv.Fallbacks = append(sv.Fallbacks, chain[i-1].id)
 			if o := g.opts.Observer; o != nil {
-				o.FellBack(r.id, cand.id)
+				o.FellBack(chain[0].id, cand.id)
 			}
 		}
 		sv.Model, sv.Provider = cand.id, cand.provider
@@ -48,15 +45,32 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 			sv.Stream = s
 			return sv, nil
 		}
-		if i == len(chain)-1 || ctx.Err() != nil || !r.fallsBack(err) {
+		if i == len(chain)-1 || ctx.Err() != nil || !chain[0].fallsBack(err) {
 			return sv, err
 		}
 	}
 	return sv, nil // unreachable: the last candidate returns
 }
 
+// chain is the routes a call on model goes through in turn: the model its id or route
+// picks, then that model's fallbacks.
+func (g *Gateway) chain(model string, req *llm.Request) ([]route, error) {
+	t := g.table.Load()
+	r, ok := t.resolve(model, req)
+	if !ok {
+		return nil, g.notFound(model)
+	}
+	chain := append(make([]route, 0, 1+len(r.fallback)), r)
+	for _, id := range r.fallback {
+		if fr, ok := t.lookup(id); ok && fr.id != r.id {
+			chain = append(chain, fr)
+		}
+	}
+	return chain, nil
+}
+
 // fallsBack reports whether a failure of the call on r's model sends it to r's fallbacks.
-func (r route) fallsBack(err error) bool {
+func (r *route) fallsBack(err error) bool {
 	switch k := llm.KindOf(err); {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return false
@@ -75,13 +89,13 @@ func (r route) fallsBack(err error) bool {
 // serve admits the call on one model and opens it: its attempts and retries happen in open,
 // and a capacity refusal sends it back to the head of its queue, as often as its provider
 // allows. It adds its queue wait and attempts to sv.
-func (g *Gateway) serve(ctx context.Context, r route, prio llm.Priority, req *llm.Request, arrived time.Time, sv *llm.Served) (*stream, error) {
+func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *llm.Request, arrived time.Time, sv *llm.Served) (*stream, error) {
 	if err := g.refusing(r); err != nil {
 		return nil, err
 	}
 	breq := *req
 	breq.Model = r.model
-	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
+	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: *r, prio: prio,
 		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req)}
 	for {
 		res, err := g.admit(ctx, c)
@@ -139,7 +153,7 @@ func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 // estimate is what the call is charged in the tpm buckets before it runs (SPEC §10): its
 // estimated prompt plus its output cap, at most the model's context window; 0 when no
 // bucket of its provider counts tokens, so that the estimate costs nothing there.
-func (g *Gateway) estimate(r route, req *llm.Request) int {
+func (g *Gateway) estimate(r *route, req *llm.Request) int {
 	if !r.counts {
 		return 0
 	}
