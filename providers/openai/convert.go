@@ -11,11 +11,11 @@ import (
 // the messages as deltas, then a usage-only chunk when the completion had usage. This decodes
 // and re-encodes, which is fine on a path that only misbehaving backends take. On anything
 // unexpected the completion is relayed as it is.
-func completionToChunks(ch llm.Chunk) []llm.Chunk {
+func completionToChunks(ch *llm.Chunk) []llm.Chunk {
 	var top map[string]json.RawMessage
 	var choices []map[string]json.RawMessage
 	if json.Unmarshal(ch.Raw, &top) != nil || json.Unmarshal(top["choices"], &choices) != nil {
-		return []llm.Chunk{ch}
+		return []llm.Chunk{*ch}
 	}
 	for _, choice := range choices {
 		if msg, ok := choice["message"]; ok {

@@ -44,27 +44,29 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 	if err != nil {
 		return nil, err
 	}
-	var br *bufio.Reader // a stream's, shared with the SSE reader, not wrapped twice
-	var whole io.Reader = resp.Body
-	if req.Stream {
-		br = bufio.NewReaderSize(resp.Body, sse.BufferSize)
-		whole = br
+	return c.answer(ctx, req, resp, cancel)
+}
+
+// answer reads the start of a 2xx answer to req: the whole body, or a stream's first chunk.
+// It is a call of its own so that its locals are not in open's frame while the call waits
+// for the backend's headers (the stack of the HTTP server's connection goroutine,
+// docs/benchmarks.md). cancel ends the call's context once the body is closed.
+func (c *Client) answer(ctx context.Context, req *llm.Request, resp *http.Response, cancel context.CancelFunc) (llm.Stream, error) {
+	if !req.Stream {
+		return c.whole(ctx, resp, cancel, resp.Body, false)
 	}
-	if !req.Stream || isJSONBody(br) {
+	br := bufio.NewReaderSize(resp.Body, sse.BufferSize) // shared with the SSE reader
+	if isJSONBody(br) {
 		// Qianfan and DashScope answer a stream request they refuse with a plain JSON
 		// error body; reading it whole turns that into an error from Open.
-		defer cancel()
-		defer resp.Body.Close()
-		ch, err := c.readComplete(ctx, resp.Header, whole)
-		if err != nil {
-			return nil, err
-		}
-		quota := c.quota(resp.Header)
-		if req.Stream { // a backend that ignored "stream": give the client chunks anyway
-			return &chunkList{chunks: completionToChunks(ch), quota: quota}, nil
-		}
-		return &chunkList{chunks: []llm.Chunk{ch}, quota: quota}, nil
+		return c.whole(ctx, resp, cancel, br, true)
 	}
+	return c.startStream(ctx, resp, cancel, br)
+}
+
+// startStream reads a stream's first chunk from br, on resp's body, so that an error the
+// backend sends first comes back from Open.
+func (c *Client) startStream(ctx context.Context, resp *http.Response, cancel context.CancelFunc, br *bufio.Reader) (llm.Stream, error) {
 	s := &stream{c: c, ctx: ctx, cancel: cancel, header: resp.Header, body: resp.Body, r: sse.NewReaderLimit(br, c.maxEvent)}
 	first, err := s.next()
 	if err != nil && err != io.EOF {
@@ -77,6 +79,23 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 		s.err = io.EOF // [DONE] before any chunk: an empty answer, but a clean one
 	}
 	return s, nil
+}
+
+// whole reads a whole answer from r (resp's body, or a reader on it) and closes the body;
+// a stream request's answer (stream set: a backend that ignored "stream") is given to the
+// client as chunks anyway.
+func (c *Client) whole(ctx context.Context, resp *http.Response, cancel context.CancelFunc, r io.Reader, stream bool) (llm.Stream, error) {
+	defer cancel()
+	defer resp.Body.Close()
+	l := &chunkList{chunks: make([]llm.Chunk, 1)}
+	if err := c.readComplete(ctx, resp.Header, r, &l.chunks[0]); err != nil {
+		return nil, err
+	}
+	if stream {
+		l.chunks = completionToChunks(&l.chunks[0])
+	}
+	l.quota = c.quota(resp.Header)
+	return l, nil
 }
 
 // post sends body to path with key and returns a 2xx answer; any other status is an
@@ -122,28 +141,28 @@ func isJSONBody(br *bufio.Reader) bool {
 	}
 }
 
-// readComplete reads a whole chat.completion body and returns it as a Complete chunk.
-func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (llm.Chunk, error) {
+// readComplete reads a whole chat.completion body into ch, as a Complete chunk.
+func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader, ch *llm.Chunk) error {
 	b, err := upstream.ReadAnswer(ctx, c.name, r, maxCompletion, c.secrets...)
 	if err != nil {
-		return llm.Chunk{}, err
+		return err
 	}
 	// DeepSeek writes blank lines while a request waits in its queue.
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
-		return llm.Chunk{}, c.upstreamError("backend answered 200 with an empty body", nil)
+		return c.upstreamError("backend answered 200 with an empty body", nil)
 	}
 	if mayBeError(b) {
 		if be, ok := parseError(b); ok {
-			return llm.Chunk{}, c.bodyError(h, be)
+			return c.bodyError(h, be)
 		}
 	}
 	if b[0] != '{' {
-		return llm.Chunk{}, c.notObject(b)
+		return c.notObject(b)
 	}
 	facts, fast, valid := scanCompletion(b)
 	if !valid {
-		return llm.Chunk{}, c.notObject(b)
+		return c.notObject(b)
 	}
 	known := fast
 	if !fast {
@@ -152,11 +171,11 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader) (
 	if hasBareReasoning(b) {
 		b = renameReasoning(b, "message")
 	}
-	ch := llm.Chunk{Raw: b, Complete: true}
+	*ch = llm.Chunk{Raw: b, Complete: true}
 	if known { // else JSON of another shape than a chat.completion's: relayed as it is
 		ch.Usage, ch.FinishReason = facts.usage, facts.finish
 	}
-	return ch, nil
+	return nil
 }
 
 // notObject is the error for a 200 answer b that is not a JSON object.

@@ -36,10 +36,9 @@ func (s *stream) Quota() llm.Quota { return s.c.quota(s.header) }
 
 // Next returns the next chunk, io.EOF after [DONE], or the error that ended the stream.
 func (s *stream) Next() (llm.Chunk, error) {
-	if s.pending != nil {
-		ch := *s.pending
+	if p := s.pending; p != nil {
 		s.pending = nil
-		return ch, nil
+		return *p, nil
 	}
 	if s.err != nil {
 		return llm.Chunk{}, s.err
