@@ -53,38 +53,48 @@ func parseChat(body []byte) (*llm.Request, *apiError) {
 		return nil, a
 	}
 	req.Body = trimmed
+	if a := checkChat(req); a != nil {
+		return nil, a
+	}
+	return req, nil
+}
+
+// checkChat checks the fields of a decoded chat request that the gateway relies on. It is
+// apart from parseChat so that its locals are not in the frame above the JSON decoder, on
+// the HTTP server's connection goroutine (docs/benchmarks.md).
+func checkChat(req *llm.Request) *apiError {
 	switch {
 	case req.Model == "":
 		a := invalid("model", "missing required field: model (a model id such as \"demo/echo\"; GET /v1/models lists them)")
-		return nil, &a
+		return &a
 	case len(req.Messages) == 0:
 		a := invalid("messages", "missing required field: messages (a non-empty array of chat messages)")
-		return nil, &a
+		return &a
 	case req.StreamOptions != nil && !req.Stream:
 		a := invalid("stream_options", "stream_options is only allowed when stream is true")
-		return nil, &a
+		return &a
 	}
 	if a := checkChatRanges(req); a != nil {
-		return nil, a
+		return a
 	}
 	for i, m := range req.Messages {
 		switch m.Role {
 		case "system", "developer", "user", "assistant", "tool":
 		case "":
 			a := invalid(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("messages[%d].role is missing", i))
-			return nil, &a
+			return &a
 		default:
 			a := invalid(fmt.Sprintf("messages[%d].role", i),
 				fmt.Sprintf("messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role))
-			return nil, &a
+			return &a
 		}
 	}
-	return req, nil
+	return nil
 }
 
 // servedHeaders sets the SPEC §3 headers every chat answer carries: the queue wait, and the
 // model that served the call with the backend attempts it took (when a model was chosen).
-func servedHeaders(h http.Header, sv llm.Served) {
+func servedHeaders(h http.Header, sv *llm.Served) {
 	h.Set("X-Gateway-Queue-Ms", strconv.FormatInt(sv.QueueWait.Milliseconds(), 10))
 	if sv.Model != "" {
 		h.Set("X-Gateway-Model", sv.Model)
@@ -109,7 +119,7 @@ type record struct {
 }
 
 // served records what the gateway said about the call.
-func (r *record) served(sv llm.Served) {
+func (r *record) served(sv *llm.Served) {
 	r.queue, r.attempts, r.fallbacks = sv.QueueWait, sv.Attempts, sv.Fallbacks
 	if sv.Provider != "" {
 		r.provider = sv.Provider

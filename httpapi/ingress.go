@@ -29,46 +29,82 @@ type ingress struct {
 }
 
 // serve is the handler of one ingress format.
+//
+// It runs on the HTTP server's connection goroutine, and so do the admission and the
+// backend call below it: reading the request, making the call and answering a failure are
+// calls of their own so that no frame holds the locals of another step while the call is
+// held (the goroutine's stack stays in its first 8 KiB, as a bare proxy's does;
+// docs/benchmarks.md).
 func (s *Server) serve(in *ingress) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		claimLog(w)
 		rec := &record{start: s.opts.Now(), id: requestID(r.Context()), route: in.route}
 		r, rec.span = s.startSpan(r, in.route)
 		defer s.logChat(rec)
+		if req, prio, ok := s.request(w, r, in, rec); ok {
+			s.call(w, r, in, req, prio, rec)
+		}
+	}
+}
 
-		prio, body, aerr := s.readRequest(w, r)
-		var req *llm.Request
-		if aerr == nil {
-			req, aerr = in.parse(body, r)
-		}
-		if aerr != nil {
-			rec.fail(*aerr)
-			w.Header().Set("X-Gateway-Queue-Ms", "0")
-			in.fail(w, *aerr)
-			return
-		}
-		req.Task = r.Header.Get("X-Gateway-Task")
-		rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
-		s.describeRequest(rec.span, req, prio)
+// request reads and parses the request of format in, or answers why it cannot.
+func (s *Server) request(w http.ResponseWriter, r *http.Request, in *ingress, rec *record) (*llm.Request, llm.Priority, bool) {
+	prio, body, aerr := s.readRequest(w, r)
+	var req *llm.Request
+	if aerr == nil {
+		req, aerr = in.parse(body, r)
+	}
+	if aerr != nil {
+		invalidRequest(w, in, aerr, rec)
+		return nil, prio, false
+	}
+	req.Task = r.Header.Get("X-Gateway-Task")
+	rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
+	s.describeRequest(rec.span, req, prio)
+	return req, prio, true
+}
 
-		admitAt := s.opts.Now()
-		sv, err := s.opts.Gateway.Start(r.Context(), req.Model, prio, req)
-		s.queueSpan(r.Context(), admitAt, sv, err)
-		rec.served(sv)
-		servedHeaders(w.Header(), sv)
-		if err != nil {
-			if a, ok := s.answerError(r, err, rec); ok {
-				in.fail(w, a)
-			}
-			return
+// invalidRequest answers a request that could not be read or parsed with a, in format in.
+func invalidRequest(w http.ResponseWriter, in *ingress, a *apiError, rec *record) {
+	rec.fail(*a)
+	w.Header().Set("X-Gateway-Queue-Ms", "0")
+	in.fail(w, *a)
+}
+
+// call makes the call req and relays its answer, or the failure that ended it.
+func (s *Server) call(w http.ResponseWriter, r *http.Request, in *ingress, req *llm.Request, prio llm.Priority, rec *record) {
+	st := s.start(w, r, in, req, prio, rec)
+	if st == nil {
+		return
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil && rec.code == "" {
+			s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
 		}
-		st := sv.Stream
-		defer func() {
-			if cerr := st.Close(); cerr != nil && rec.code == "" {
-				s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
-			}
-		}()
-		in.relay(s, s.writeDeadlines(w), r, st, req, rec)
+	}()
+	in.relay(s, s.writeDeadlines(w), r, st, req, rec)
+}
+
+// start admits the call req and notes how it was served; a call that does not start is
+// answered here, and start returns nil. Apart from call, its frame is gone by the time the
+// relay writes the answer's headers, the deepest point of a stream (docs/benchmarks.md).
+func (s *Server) start(w http.ResponseWriter, r *http.Request, in *ingress, req *llm.Request, prio llm.Priority, rec *record) llm.Stream {
+	admitAt := s.opts.Now()
+	sv, err := s.opts.Gateway.Start(r.Context(), req.Model, prio, req)
+	s.queueSpan(r.Context(), admitAt, &sv, err)
+	rec.served(&sv)
+	servedHeaders(w.Header(), &sv)
+	if err != nil {
+		s.fail(w, r, in, err, rec)
+		return nil
+	}
+	return sv.Stream
+}
+
+// fail answers a call that did not start with err, in format in.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, in *ingress, err error, rec *record) {
+	if a, ok := s.answerError(r, err, rec); ok {
+		in.fail(w, a)
 	}
 }
 
@@ -77,28 +113,40 @@ func (s *Server) serve(in *ingress) httprouter.Handle {
 func decodeObject(body []byte, v any) ([]byte, *apiError) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		if len(trimmed) == 0 || !json.Valid(trimmed) {
-			a := invalid("", "request body is not valid JSON: expected a JSON object")
-			return nil, &a
-		}
-		a := invalid("", "request body must be a JSON object")
-		return nil, &a
+		return nil, notObject(trimmed)
 	}
 	if err := json.Unmarshal(trimmed, v); err != nil {
-		var te *json.UnmarshalTypeError
-		var se *json.SyntaxError
-		var a apiError
-		switch {
-		case errors.As(err, &te) && te.Field != "":
-			a = typeMismatch(te) // the JSON type wanted, never the Go type
-		case errors.As(err, &se):
-			a = invalid("", fmt.Sprintf("request body is not valid JSON: %v (at byte %d)", se, se.Offset))
-		default:
-			a = invalid("", "request body: "+err.Error())
-		}
-		return nil, &a
+		return nil, decodeError(err)
 	}
 	return trimmed, nil
+}
+
+// notObject is the error for a trimmed request body that does not start a JSON object.
+func notObject(trimmed []byte) *apiError {
+	if len(trimmed) == 0 || !json.Valid(trimmed) {
+		a := invalid("", "request body is not valid JSON: expected a JSON object")
+		return &a
+	}
+	a := invalid("", "request body must be a JSON object")
+	return &a
+}
+
+// decodeError is the error for a request body json.Unmarshal refused with err. It is apart
+// from decodeObject, which stays a small frame above the decoder on the HTTP server's
+// connection goroutine (docs/benchmarks.md).
+func decodeError(err error) *apiError {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	var a apiError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		a = typeMismatch(te) // the JSON type wanted, never the Go type
+	case errors.As(err, &se):
+		a = invalid("", fmt.Sprintf("request body is not valid JSON: %v (at byte %d)", se, se.Offset))
+	default:
+		a = invalid("", "request body: "+err.Error())
+	}
+	return &a
 }
 
 // invalidf is invalid with a formatted message.

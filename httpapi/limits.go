@@ -23,26 +23,36 @@ func (s *Server) limits(next http.Handler) http.Handler {
 		if s.opts.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
 			r.Body = newTimedBody(w, r.Body, s.opts.BodyTimeout)
 		}
-		if max := s.opts.MaxHeaderBytes; max > 0 {
-			if n := headerBytes(r); n > max {
-				s.refuse(w, r, apiError{status: http.StatusRequestHeaderFieldsTooLarge, code: "request_header_too_large",
-					typ:     "invalid_request_error",
-					message: fmt.Sprintf("the request line and headers are %d bytes, over the limit of %d (max_header_bytes)", n, max)})
-				return
-			}
-		}
-		if len(r.TransferEncoding) > 0 {
-			// Go's server drops a Content-Length sent with Transfer-Encoding and reads on: a
-			// proxy in front that framed the request by Content-Length would then see its
-			// next request smuggled in. A handler cannot tell whether Content-Length came
-			// too (it is gone), so every Transfer-Encoding is refused; clients send JSON
-			// bodies with Content-Length (every OpenAI and Anthropic SDK does).
-			a := invalid("Transfer-Encoding", "Transfer-Encoding is not accepted on requests: send the body with a Content-Length header")
-			s.refuse(w, r, a)
+		if s.refused(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refused refuses a request whose framing or size the gateway does not accept, and says
+// whether it did. It is apart from the handler above so that its answers are not in a frame
+// that stays below every call on the HTTP server's connection goroutine (docs/benchmarks.md).
+func (s *Server) refused(w http.ResponseWriter, r *http.Request) bool {
+	if max := s.opts.MaxHeaderBytes; max > 0 {
+		if n := headerBytes(r); n > max {
+			s.refuse(w, r, apiError{status: http.StatusRequestHeaderFieldsTooLarge, code: "request_header_too_large",
+				typ:     "invalid_request_error",
+				message: fmt.Sprintf("the request line and headers are %d bytes, over the limit of %d (max_header_bytes)", n, max)})
+			return true
+		}
+	}
+	if len(r.TransferEncoding) > 0 {
+		// Go's server drops a Content-Length sent with Transfer-Encoding and reads on: a
+		// proxy in front that framed the request by Content-Length would then see its
+		// next request smuggled in. A handler cannot tell whether Content-Length came
+		// too (it is gone), so every Transfer-Encoding is refused; clients send JSON
+		// bodies with Content-Length (every OpenAI and Anthropic SDK does).
+		a := invalid("Transfer-Encoding", "Transfer-Encoding is not accepted on requests: send the body with a Content-Length header")
+		s.refuse(w, r, a)
+		return true
+	}
+	return false
 }
 
 // refuse answers a request the limits turned away and closes its connection: whatever the

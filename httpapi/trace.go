@@ -83,7 +83,7 @@ func (s *Server) describeRequest(span trace.Span, req *llm.Request, prio llm.Pri
 
 // queueSpan records the wait for admission as a child of the request's span: from when
 // Start was called to when the call started or was turned away.
-func (s *Server) queueSpan(ctx context.Context, from time.Time, sv llm.Served, err error) {
+func (s *Server) queueSpan(ctx context.Context, from time.Time, sv *llm.Served, err error) {
 	if s.opts.Tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
 		return // no tracer, or the request's span was sampled out: so would its child be
 	}
