@@ -149,3 +149,65 @@ func TestEstimatePromptTokens(t *testing.T) {
 		t.Errorf("LastUserText %q, HasImages %v", r.LastUserText(), r.HasImages())
 	}
 }
+
+// FuzzContentString holds a string content's decoding (plainString's where it takes the
+// literal as it is) to what encoding/json decodes.
+func FuzzContentString(f *testing.F) {
+	for _, s := range []string{`"hi"`, `"a\nb"`, `"é"`, "\"\xff\"", "\"a\\n\xffb\"", `"a\/b"`, `"\ud83d\ude00"`,
+		`"\ud83d"`, `"\u00e9\t\"q\""`, `""`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want string
+		if json.Unmarshal(data, &want) != nil {
+			return
+		}
+		var c Content
+		if err := json.Unmarshal(data, &c); err != nil || c.Text != want || c.Parts != nil {
+			t.Fatalf("content %q decoded to %q, %v; encoding/json: %q", data, c.Text, err, want)
+		}
+	})
+}
+
+func TestContentString(t *testing.T) {
+	for in, want := range map[string]string{
+		`"hello there"`:   "hello there",
+		`""`:              "",
+		`"日本語"`:           "日本語",
+		`"a\nb\t\"c\"\\"`: "a\nb\t\"c\"\\",
+		`"\u00e9"`:        "é",
+		`"a\/b"`:          "a/b",    // escapes: encoding/json decodes them
+		`"\ud83d\ude00"`:  "😀",      // a surrogate pair: likewise
+		`"\ud83d"`:        "\ufffd", // half of one: replaced, as encoding/json does
+		"\"\xff\"":        "\ufffd", // not UTF-8: likewise
+	} {
+		var c Content
+		if err := json.Unmarshal([]byte(in), &c); err != nil || c.Text != want {
+			t.Errorf("content %s decoded to %q, %v; want %q", in, c.Text, err, want)
+		}
+	}
+}
+
+func TestPlainString(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{`"hello there"`, "hello there", true},
+		{`""`, "", true},
+		{`"日本語"`, "日本語", true},
+		{`"a\nb"`, "", false},   // an escape: encoding/json decodes it
+		{`"\u00e9"`, "", false}, // likewise
+		{"\"\xff\"", "", false}, // not UTF-8: encoding/json replaces it
+		{"\"a\tb\"", "", false}, // a control character: not JSON
+		{`"a"b"`, "", false},    // not one string
+		{`"`, "", false},        // not a string at all
+		{`hello`, "", false},    // likewise
+	} {
+		got, ok := plainString([]byte(tt.in))
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("plainString(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"unicode/utf8"
 )
 
 // Request is an OpenAI Chat Completions request as the gateway hands it to a backend. The
@@ -125,6 +126,10 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 		*c = Content{}
 		return nil
 	case data[0] == '"':
+		if s, ok := plainString(data); ok {
+			*c = Content{Text: s}
+			return nil
+		}
 		var s string
 		if err := json.Unmarshal(data, &s); err != nil {
 			return err
@@ -143,6 +148,28 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	return typeError(data, reflect.TypeFor[Content]())
+}
+
+// plainString returns the text of the JSON string literal data when it has nothing to
+// decode (no escape, no control character, valid UTF-8), as encoding/json's own shortcut
+// does. A text without line breaks or quotes is like that, and needs no second
+// json.Unmarshal started here, inside the request's decoder: that was the deepest point of
+// parsing a request on the HTTP server's connection goroutine (docs/benchmarks.md), besides
+// its cost.
+func plainString(data []byte) (string, bool) {
+	if len(data) < 2 || data[0] != '"' || data[len(data)-1] != '"' {
+		return "", false
+	}
+	text := data[1 : len(data)-1]
+	for _, b := range text {
+		if b == '\\' || b == '"' || b < ' ' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(text) {
+		return "", false // encoding/json replaces what is not UTF-8
+	}
+	return string(text), true
 }
 
 // typeError is the error of a value of the wrong JSON type. As an *json.UnmarshalTypeError
