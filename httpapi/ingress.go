@@ -33,8 +33,8 @@ type ingress struct {
 // It runs on the HTTP server's connection goroutine, and so do the admission and the
 // backend call below it: reading the request, making the call and answering a failure are
 // calls of their own so that no frame holds the locals of another step while the call is
-// held (the goroutine's stack stays in its first 8 KiB, as a bare proxy's does;
-// docs/benchmarks.md).
+// held. That keeps a held non-streaming call's goroutine in its first 8 KiB of stack, as a
+// bare proxy's; a stream's still grows past it at its first flush (docs/benchmarks.md).
 func (s *Server) serve(in *ingress) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		claimLog(w)
