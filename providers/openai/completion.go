@@ -52,8 +52,8 @@ func scanCompletion(b []byte) (facts completionFacts, fast, valid bool) {
 	}
 	// Exactly one choice, an object: '[', its one item, ']'.
 	cs := b[choices.At:choices.End]
-	first := skipJSONSpace(cs, 1)
-	if cs[0] != '[' || cs[first] != '{' || cs[skipJSONSpace(cs, upstream.ValueEnd(cs, first))] != ']' {
+	first := upstream.SkipSpace(cs, 1)
+	if cs[0] != '[' || cs[first] != '{' || cs[upstream.SkipSpace(cs, upstream.ValueEnd(cs, first))] != ']' {
 		return facts, false, true
 	}
 	// A finish_reason at depth 3 inside the choices belongs to that one choice.
@@ -100,12 +100,4 @@ func decodeCompletion(b []byte) (facts completionFacts, ok bool) {
 		facts.finish = info.Choices[0].FinishReason
 	}
 	return facts, true
-}
-
-// skipJSONSpace is the index of the first byte at or after i that is not JSON whitespace.
-func skipJSONSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
 }

@@ -273,8 +273,7 @@ func emptyOrNull(v []byte) (empty, ok bool) {
 	case v[0] != '[':
 		return false, false
 	}
-	rest := bytes.TrimLeft(v[1:], " \t\r\n")
-	return rest[0] == ']', true
+	return v[upstream.SkipSpace(v, 1)] == ']', true
 }
 
 // decodeUsage is inspect's usage by a decode of the whole chunk, for the odd chunk whose keys

@@ -80,6 +80,9 @@ func stringEnd(b []byte, i int) int {
 // ValueEnd is the index just past the JSON value that starts at b[i], in a b that Valid takes.
 func ValueEnd(b []byte, i int) int { return valueEnd(b, i) }
 
+// SkipSpace is the index of the first byte at or after b[i] that is not JSON whitespace.
+func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
+
 // valueEnd is the index just past the value that starts at i.
 func valueEnd(b []byte, i int) int {
 	switch b[i] {
