@@ -125,8 +125,7 @@ func TestReplicasCorrectTPMFromUsage(t *testing.T) {
 	_, srv := newKeyedFake(t, fakellm.Options{Models: []string{"m"}, Chunks: 3})
 	s := redistest.Start(t)
 	apps := replicasOn(t, s, 2, fmt.Sprintf("providers: [{name: o, kind: openai, base_url: %s/v1, rate_limit: {tpm: 600000}, lanes: 2, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}]\n", srv.URL), nil)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := s.Client()
 	// 100,000 tokens at 600,000 a minute are 10 s of the bucket: its capacity (a tenth of a
 	// minute), and debt while the estimate stands.
 	maxTokens := 100000
@@ -234,22 +233,7 @@ func TestReplicasShareBreaker(t *testing.T) {
 // TestRejoinReadsCooldowns: a replica whose shared state answers again after an outage
 // reads the cooldowns in force, which it may not have heard announced meanwhile.
 func TestRejoinReadsCooldowns(t *testing.T) {
-	_, srv := newKeyedFake(t, fakellm.Options{Models: []string{"m"}})
-	s := redistest.Start(t)
-	apps := replicasOn(t, s, 1, fmt.Sprintf("providers: [{name: o, kind: openai, base_url: %s/v1, keys: [k1, k2], lanes: 2, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}]\n", srv.URL), nil)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	// A cooldown another replica set while this one did not hear: in Redis, never announced.
-	if err := rdb.Set(context.Background(), "{tollgate}:cool:key/o/0/1", "1", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	cooling := func() bool {
-		ks := apps[0].Gateway.State().Providers[0].Keys
-		return len(ks) == 2 && ks[1].State == "cooling"
-	}
-	if cooling() {
-		t.Fatal("the key cools before anything said so")
-	}
+	apps, _, cooling := unheardCooldown(t)
 	sh := apps[0].shared
 	sh.notify(cluster.Event{Kind: cluster.Changed, Redis: false}) // the outage, as the engine tells it
 	sh.notify(cluster.Event{Kind: cluster.Changed, Redis: true})  // and the rejoin
@@ -263,8 +247,7 @@ func TestReplicasChargeRetries(t *testing.T) {
 	s := redistest.Start(t)
 	apps := replicasOn(t, s, 2, "providers: [{name: demo, kind: fake, lanes: 2, retries: 1, rate_limit: {rpm: 6, burst: 5}, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n",
 		map[string]llm.Backend{"demo": b})
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := s.Client()
 	if err := call(context.Background(), apps[0]); err != nil {
 		t.Fatalf("a call whose retry succeeds: %v", err)
 	}
@@ -284,8 +267,7 @@ func TestReplicasChargeBatchMembersKeys(t *testing.T) {
 	_, srv := newKeyedFake(t, fakellm.Options{Models: []string{"m"}})
 	s := redistest.Start(t)
 	apps := replicasOn(t, s, 1, fmt.Sprintf("providers: [{name: o, kind: openai, base_url: %s/v1, keys: [k1], key_rate_limit: {rpm: 6, burst: 1}, lanes: 2, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}]\n", srv.URL), nil)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := s.Client()
 	members, err := apps[0].Gateway.StartBatch(context.Background(), []string{"o/m"}, llm.Interactive, &llm.Request{})
 	if err != nil {
 		t.Fatal(err)

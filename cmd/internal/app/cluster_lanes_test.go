@@ -37,7 +37,6 @@ func TestLanesRiseRefusedAfterCut(t *testing.T) {
 		return c1 != nil && c2 != nil && c1.ReplicasAlive == 2 && c2.ReplicasAlive == 2
 	})
 	rdb := s.Client()
-	t.Cleanup(func() { _ = rdb.Close() })
 	lanes := func(a *App, n int, reason string) func() bool {
 		return func() bool {
 			p := a.Gateway.State().Providers[0]
@@ -113,7 +112,6 @@ func TestLanesPublishedInOrder(t *testing.T) {
 	sh.setGateway(g)
 	ctx := context.Background()
 	rdb := s.Client()
-	t.Cleanup(func() { _ = rdb.Close() })
 	done := make(chan error, 1)
 	go func() { // exits when its call ends
 		sv, err := g.Start(ctx, "demo/echo", llm.Interactive, &llm.Request{})

@@ -16,24 +16,9 @@ import (
 // answers throughout), what was announced meanwhile is lost to it; when go-redis
 // subscribes again, the replica reads the cooldowns in force.
 func TestResubscribedReadsCooldowns(t *testing.T) {
-	_, srv := newKeyedFake(t, fakellm.Options{Models: []string{"m"}})
-	s := redistest.Start(t)
-	apps := replicasOn(t, s, 1, fmt.Sprintf("providers: [{name: o, kind: openai, base_url: %s/v1, keys: [k1, k2], lanes: 2, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}]\n", srv.URL), nil)
+	apps, s, cooling := unheardCooldown(t)
 	rdb := s.Client()
-	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	// A cooldown another replica set while this one's subscription was down: in Redis, its
-	// notice lost.
-	if err := rdb.Set(ctx, "{tollgate}:cool:key/o/0/1", "1", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	cooling := func() bool {
-		ks := apps[0].Gateway.State().Providers[0].Keys
-		return len(ks) == 2 && ks[1].State == "cooling"
-	}
-	if cooling() {
-		t.Fatal("the key cools before anything said so")
-	}
 	if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +28,28 @@ func TestResubscribedReadsCooldowns(t *testing.T) {
 	}
 }
 
+// unheardCooldown is one replica of a provider with two keys, and a cooldown of its second
+// key that another replica left in Redis without this one hearing of it (a notice lost to an
+// outage or a dropped subscription). cooling reports whether the replica rests that key; it
+// does not yet.
+func unheardCooldown(t *testing.T) ([]*App, *redistest.Server, func() bool) {
+	t.Helper()
+	_, srv := newKeyedFake(t, fakellm.Options{Models: []string{"m"}})
+	s := redistest.Start(t)
+	apps := replicasOn(t, s, 1, fmt.Sprintf("providers: [{name: o, kind: openai, base_url: %s/v1, keys: [k1, k2], lanes: 2, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}]\n", srv.URL), nil)
+	if err := s.Client().Set(context.Background(), "{tollgate}:cool:key/o/0/1", "1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cooling := func() bool {
+		ks := apps[0].Gateway.State().Providers[0].Keys
+		return len(ks) == 2 && ks[1].State == "cooling"
+	}
+	if cooling() {
+		t.Fatal("the key cools before anything said so")
+	}
+	return apps, s, cooling
+}
+
 // TestRejoinBeforeGatewayRead: Redis leaves and returns after the gateway's start read but
 // before the engine's events reach the gateway; the rejoin is not swallowed: once they do
 // (setGateway), the gateway reads the cooldowns in force.
@@ -50,7 +57,6 @@ func TestRejoinBeforeGatewayRead(t *testing.T) {
 	_, srv := newKeyedFake(t, fakellm.Options{Models: []string{"m"}})
 	s := redistest.Start(t)
 	rdb := s.Client()
-	t.Cleanup(func() { _ = rdb.Close() })
 	cool := func(key string) {
 		t.Helper()
 		if err := rdb.Set(context.Background(), "{tollgate}:cool:"+key, "1", time.Minute).Err(); err != nil {
