@@ -150,8 +150,8 @@ func TestEstimatePromptTokens(t *testing.T) {
 	}
 }
 
-// FuzzContentString holds a string content's decoding (plainString's where it takes the
-// literal as it is) to what encoding/json decodes.
+// FuzzContentString holds a string content's decoding (StringValue's) to what encoding/json
+// decodes.
 func FuzzContentString(f *testing.F) {
 	for _, s := range []string{`"hi"`, `"a\nb"`, `"é"`, "\"\xff\"", "\"a\\n\xffb\"", `"a\/b"`, `"\ud83d\ude00"`,
 		`"\ud83d"`, `"\u00e9\t\"q\""`, `""`} {
@@ -184,30 +184,6 @@ func TestContentString(t *testing.T) {
 		var c Content
 		if err := json.Unmarshal([]byte(in), &c); err != nil || c.Text != want {
 			t.Errorf("content %s decoded to %q, %v; want %q", in, c.Text, err, want)
-		}
-	}
-}
-
-func TestPlainString(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		want string
-		ok   bool
-	}{
-		{`"hello there"`, "hello there", true},
-		{`""`, "", true},
-		{`"日本語"`, "日本語", true},
-		{`"a\nb"`, "", false},   // an escape: encoding/json decodes it
-		{`"\u00e9"`, "", false}, // likewise
-		{"\"\xff\"", "", false}, // not UTF-8: encoding/json replaces it
-		{"\"a\tb\"", "", false}, // a control character: not JSON
-		{`"a"b"`, "", false},    // not one string
-		{`"`, "", false},        // not a string at all
-		{`hello`, "", false},    // likewise
-	} {
-		got, ok := plainString([]byte(tt.in))
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("plainString(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
 	}
 }

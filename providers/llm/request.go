@@ -6,8 +6,8 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
-	"unicode/utf8"
 )
 
 // Request is an OpenAI Chat Completions request as the gateway hands it to a backend. The
@@ -126,13 +126,9 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 		*c = Content{}
 		return nil
 	case data[0] == '"':
-		if s, ok := plainString(data); ok {
-			*c = Content{Text: s}
-			return nil
-		}
-		var s string
-		if err := json.Unmarshal(data, &s); err != nil {
-			return err
+		s, ok := StringValue(data)
+		if !ok {
+			return errLiteral
 		}
 		*c = Content{Text: s}
 		return nil
@@ -150,27 +146,9 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 	return typeError(data, reflect.TypeFor[Content]())
 }
 
-// plainString returns the text of the JSON string literal data when it has nothing to
-// decode (no escape, no control character, valid UTF-8), as encoding/json's own shortcut
-// does. A text without line breaks or quotes is like that, and needs no second
-// json.Unmarshal started here, inside the request's decoder: that was the deepest point of
-// parsing a request on the HTTP server's connection goroutine (docs/benchmarks.md), besides
-// its cost.
-func plainString(data []byte) (string, bool) {
-	if len(data) < 2 || data[0] != '"' || data[len(data)-1] != '"' {
-		return "", false
-	}
-	text := data[1 : len(data)-1]
-	for _, b := range text {
-		if b == '\\' || b == '"' || b < ' ' {
-			return "", false
-		}
-	}
-	if !utf8.Valid(text) {
-		return "", false // encoding/json replaces what is not UTF-8
-	}
-	return string(text), true
-}
+// errLiteral is an UnmarshalJSON's error for a string that is not a well-formed literal,
+// which a decoder never passes (it checks the whole document first).
+var errLiteral = errors.New("not a well-formed JSON string literal")
 
 // typeError is the error of a value of the wrong JSON type. As an *json.UnmarshalTypeError
 // it gets its field's path from the decoder that called UnmarshalJSON, and whoever reports
@@ -213,9 +191,9 @@ func (s *Stop) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	if len(data) > 0 && data[0] == '"' {
-		var one string
-		if err := json.Unmarshal(data, &one); err != nil {
-			return err
+		one, ok := StringValue(data)
+		if !ok {
+			return errLiteral
 		}
 		*s = Stop{one}
 		return nil
