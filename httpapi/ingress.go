@@ -121,6 +121,19 @@ func decodeObject(body []byte, v any) ([]byte, *apiError) {
 	return trimmed, nil
 }
 
+// stringValue is what json.Unmarshal would put in a string from raw, a value the request's
+// decoder has checked (a json.RawMessage it filled): the text of a JSON string, "" for null;
+// ok is false for every other value. The Responses and Messages forms hold a string or an
+// array in many places, and a coding agent's contents are whole files: this asks which one
+// without a json.Unmarshal that checks the whole value again and then fails on an array.
+func stringValue(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if string(raw) == "null" {
+		return "", true
+	}
+	return llm.StringValue(raw)
+}
+
 // notObject is the error for a trimmed request body that does not start a JSON object.
 func notObject(trimmed []byte) *apiError {
 	if len(trimmed) == 0 || !json.Valid(trimmed) {

@@ -179,8 +179,7 @@ func systemMessage(req *llm.Request, param string, raw json.RawMessage) *apiErro
 
 // messageBlocks reads a content value: a string is one text block.
 func messageBlocks(param string, raw json.RawMessage) ([]messagesBlock, *apiError) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if s, ok := stringValue(raw); ok {
 		return []messagesBlock{{Type: "text", Text: s}}, nil
 	}
 	var blocks []messagesBlock

@@ -104,29 +104,3 @@ func FuzzParseChat(f *testing.F) {
 		}
 	})
 }
-
-// BenchmarkParseChat decodes and checks a coding agent's request: 40 turns of source code,
-// about 200 KB, where a chat's own benchmarks send a line. A proxy only copies these bytes;
-// the gateway decodes every message (go test -run '^$' -bench BenchmarkParseChat -benchmem
-// ./httpapi/; MB/s is of request body).
-func BenchmarkParseChat(b *testing.B) {
-	var msgs []map[string]string
-	for i := range 40 {
-		role := "user"
-		if i%2 == 1 {
-			role = "assistant"
-		}
-		msgs = append(msgs, map[string]string{"role": role, "content": strings.Repeat("func main() {\n\tfmt.Println(\"hello, world\")\n}\n", 100)})
-	}
-	body, err := json.Marshal(map[string]any{"model": "p/m", "stream": true, "messages": msgs})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, a := parseChat(body); a != nil {
-			b.Fatal(a)
-		}
-	}
-}

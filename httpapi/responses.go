@@ -170,8 +170,8 @@ func instructionsMessage(req *llm.Request, raw json.RawMessage) *apiError {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, ok := stringValue(raw)
+	if !ok {
 		return invalidf("instructions", "instructions must be a string")
 	}
 	if s != "" {
@@ -183,27 +183,37 @@ func instructionsMessage(req *llm.Request, raw json.RawMessage) *apiError {
 // inputItems translates input: a string is one user message; an array holds messages,
 // function calls and their outputs, and reasoning items.
 func inputItems(req *llm.Request, raw json.RawMessage) *apiError {
-	var text string
-	if json.Unmarshal(raw, &text) == nil {
+	if text, ok := stringValue(raw); ok {
 		req.Messages = append(req.Messages, llm.Message{Role: "user", Content: llm.Content{Text: text}})
 		return nil
 	}
-	var items []json.RawMessage
+	var items []responsesItem
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return invalidf("input", "input must be a string or an array of input items")
+		return badItem(raw)
 	}
 	var t translation
-	for i, rawItem := range items {
-		var it responsesItem
-		if err := json.Unmarshal(rawItem, &it); err != nil {
-			return invalidf(fmt.Sprintf("input[%d]", i), "input[%d] is not a valid input item: %v", i, err)
-		}
-		if err := t.item(i, &it); err != nil {
+	for i := range items {
+		if err := t.item(i, &items[i]); err != nil {
 			return err
 		}
 	}
 	req.Messages = append(req.Messages, t.flush()...)
 	return nil
+}
+
+// badItem is the error for an input that does not decode as input items: it decodes them one
+// by one to name the one at fault, which only a refused request pays.
+func badItem(raw json.RawMessage) *apiError {
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) == nil {
+		for i, rawItem := range items {
+			var it responsesItem
+			if err := json.Unmarshal(rawItem, &it); err != nil {
+				return invalidf(fmt.Sprintf("input[%d]", i), "input[%d] is not a valid input item: %v", i, err)
+			}
+		}
+	}
+	return invalidf("input", "input must be a string or an array of input items")
 }
 
 // translation collects chat messages from input items: consecutive function calls, and the
@@ -340,8 +350,7 @@ func contentParts(c llm.Content) []llm.Part {
 // messageContent translates a message's content: a string, or input_text / output_text /
 // refusal / input_image parts.
 func messageContent(param string, raw json.RawMessage) (llm.Content, *apiError) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if s, ok := stringValue(raw); ok {
 		return llm.Content{Text: s}, nil
 	}
 	var parts []responsesPart
@@ -376,8 +385,7 @@ func outputText(param string, raw json.RawMessage) (string, *apiError) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if s, ok := stringValue(raw); ok {
 		return s, nil
 	}
 	c, err := messageContent(param, raw)
@@ -450,8 +458,7 @@ func responsesToolChoice(raw json.RawMessage) (json.RawMessage, *apiError) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var mode string
-	if json.Unmarshal(raw, &mode) == nil {
+	if mode, ok := stringValue(raw); ok {
 		switch mode {
 		case "auto", "none", "required":
 			return raw, nil
