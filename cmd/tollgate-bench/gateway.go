@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"time"
 
@@ -103,8 +104,10 @@ func writeProfile(name, path string) error {
 }
 
 // dumpOnSignal writes the goroutine and heap profiles as they are now to dir each time the
-// process gets SIGUSR1 (tollgate.goroutine.txt, tollgate.heap-now.pprof), to look inside a
-// benchmark while it holds its calls; the returned stop ends that.
+// process gets SIGUSR1 (tollgate.goroutine.txt, tollgate.heap-now.pprof), then an execution
+// trace of the second that follows (tollgate.trace), to look inside a benchmark while it
+// holds its calls; the returned stop ends that. `go tool trace -pprof=sched` turns the trace
+// into where goroutines waited for a CPU, by the stack that made them runnable.
 func dumpOnSignal(dir string) (stop func()) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGUSR1)
@@ -120,8 +123,23 @@ func dumpOnSignal(dir string) (stop func()) {
 					f.Close()
 				}
 				_ = writeProfile("heap", dir+"/tollgate.heap-now.pprof")
+				writeTrace(dir+"/tollgate.trace", time.Second)
 			}
 		}
 	}()
 	return func() { signal.Stop(sig); close(done) }
+}
+
+// writeTrace records the runtime's execution trace for d into path; errors leave no trace.
+func writeTrace(path string, d time.Duration) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if trace.Start(f) != nil {
+		return
+	}
+	time.Sleep(d) // the span recorded, not a synchronization
+	trace.Stop()
 }
