@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -64,6 +65,25 @@ func TestParseInflight(t *testing.T) {
 			t.Errorf("%q: error %v, want one with %q", tt.args, err, tt.err)
 		case tt.err == "" && len(o.groups) != tt.groups:
 			t.Errorf("%q: %d groups, want %d", tt.args, len(o.groups), tt.groups)
+		}
+	}
+}
+
+// TestSaturation: the note appears once the proxy's own median call waits longer than the
+// p99 allowance, and not before.
+func TestSaturation(t *testing.T) {
+	for _, tt := range []struct {
+		added50 time.Duration
+		note    bool
+	}{
+		{3 * time.Millisecond, false},
+		{maxAddedP99, false},
+		{maxAddedP99 + time.Millisecond, true},
+		{500 * time.Millisecond, true},
+	} {
+		n := saturation(figures{added50: tt.added50})
+		if (n != "") != tt.note || tt.note && !strings.Contains(n, fmt.Sprintf("%+.1f ms", float64(tt.added50)/msPerDuration)) {
+			t.Errorf("added p50 %v: note %q, want one: %v", tt.added50, n, tt.note)
 		}
 	}
 }
