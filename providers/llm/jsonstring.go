@@ -23,100 +23,93 @@ func StringValue(data []byte) (s string, ok bool) {
 		return "", false
 	}
 	text := data[1 : len(data)-1]
-	plain := plainRun(text)
-	if plain == len(text) {
+	i := plainRun(text)
+	if i == len(text) {
 		return string(text), true // nothing to decode, as is usual for short values
 	}
-	var b strings.Builder
-	b.Grow(len(text)) // the decoded text is never longer than its literal
-	for i := 0; ; {
-		b.Write(text[i : i+plain])
-		if i += plain; i == len(text) {
-			return b.String(), true
+	// Escapes decode shorter than they are written; only a byte that is not UTF-8 grows (to
+	// U+FFFD's three bytes), and the builder makes room for that.
+	var out strings.Builder
+	out.Grow(len(text))
+	out.Write(text[:i])
+	for i < len(text) {
+		c := text[i]
+		switch {
+		case plainASCII[c]:
+			n := plainRun(text[i:])
+			out.Write(text[i : i+n])
+			i += n
+		case c == '\\' && i+1 < len(text) && unescape[text[i+1]] != 0:
+			out.WriteByte(unescape[text[i+1]])
+			i += 2
+		case c == '\\':
+			r, n := unicodeEscape(text[i:])
+			if n == 0 {
+				return "", false
+			}
+			out.WriteRune(r)
+			i += n
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(text[i:])
+			if r == utf8.RuneError && size == 1 {
+				out.WriteRune(utf8.RuneError) // not UTF-8: replaced, as encoding/json does
+			} else {
+				out.Write(text[i : i+size])
+			}
+			i += size
+		default:
+			return "", false // a quote or a control character
 		}
-		n := decodeOne(&b, text[i:])
-		if n == 0 {
-			return "", false
-		}
-		i += n
-		plain = plainRun(text[i:])
 	}
+	return out.String(), true
 }
 
-// plainRun is how many bytes text starts with that stand for themselves in a literal:
-// printable ASCII other than a quote or a backslash.
+// plainASCII marks the bytes that stand for themselves in a string literal: printable ASCII
+// other than a quote or a backslash.
+var plainASCII = func() (t [256]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// unescape maps the letter of a one-letter escape to the character it stands for; 0 for
+// every other byte.
+var unescape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// plainRun is how many bytes text starts with that stand for themselves.
 func plainRun(text []byte) int {
 	for i, c := range text {
-		if c < ' ' || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+		if !plainASCII[c] {
 			return i
 		}
 	}
 	return len(text)
 }
 
-// decodeOne writes what the escape or the non-ASCII character text starts with stands for
-// and returns how many bytes of text it took; 0 when text starts with something a string
-// literal cannot hold (a quote, a control character, a bad escape).
-func decodeOne(b *strings.Builder, text []byte) int {
-	c := text[0]
-	if c >= utf8.RuneSelf {
-		r, size := utf8.DecodeRune(text)
-		if r == utf8.RuneError && size == 1 {
-			b.WriteRune(utf8.RuneError) // not UTF-8: replaced, as encoding/json does
-		} else {
-			b.Write(text[:size])
-		}
-		return size
-	}
-	if c != '\\' || len(text) < 2 {
-		return 0
-	}
-	if c := escaped(text[1]); c != 0 {
-		b.WriteByte(c)
-		return 2
-	}
-	if text[1] != 'u' {
-		return 0
+// unicodeEscape returns the character the \u escape text starts with stands for and how many
+// bytes of text it took; 0 bytes when text does not start with one.
+func unicodeEscape(text []byte) (rune, int) {
+	if len(text) < 6 || text[1] != 'u' {
+		return 0, 0
 	}
 	r := hex4(text[2:])
 	if r < 0 {
-		return 0
+		return 0, 0
 	}
 	if !utf16.IsSurrogate(r) {
-		b.WriteRune(r)
-		return 6
+		return r, 6
 	}
 	// A surrogate pair is two escapes; a half alone, or a pair that does not decode, is
 	// replaced and the escape after it read on its own, as encoding/json does.
 	if len(text) >= 12 && text[6] == '\\' && text[7] == 'u' {
 		if r2 := hex4(text[8:]); r2 >= 0 {
 			if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-				b.WriteRune(dec)
-				return 12
+				return dec, 12
 			}
 		}
 	}
-	b.WriteRune(utf8.RuneError)
-	return 6
-}
-
-// escaped is the character a one-letter escape stands for; 0 when c starts no such escape.
-func escaped(c byte) byte {
-	switch c {
-	case '"', '\\', '/':
-		return c
-	case 'b':
-		return '\b'
-	case 'f':
-		return '\f'
-	case 'n':
-		return '\n'
-	case 'r':
-		return '\r'
-	case 't':
-		return '\t'
-	}
-	return 0
+	return utf8.RuneError, 6
 }
 
 // hex4 is the value of the four hex digits text starts with; -1 when it does not.

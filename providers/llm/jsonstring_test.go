@@ -61,14 +61,22 @@ func FuzzStringValue(f *testing.F) {
 	})
 }
 
-// BenchmarkStringValue decodes a file's worth of source code, escapes and all.
+// BenchmarkStringValue decodes a file's worth of source code, where an escape comes every
+// few bytes, and of prose, where one comes at the end of a paragraph.
 func BenchmarkStringValue(b *testing.B) {
-	lit, _ := json.Marshal(strings.Repeat("func main() {\n\tfmt.Println(\"hello, world\")\n}\n", 100))
-	b.SetBytes(int64(len(lit)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, ok := StringValue(lit); !ok {
-			b.Fatal("not decoded")
-		}
+	for _, bc := range []struct{ name, text string }{
+		{"code", strings.Repeat("func main() {\n\tfmt.Println(\"hello, world\")\n}\n", 100)},
+		{"prose", strings.Repeat("A gateway admits a call when its lanes are free, and queues it otherwise.\n", 70)},
+	} {
+		lit, _ := json.Marshal(bc.text)
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(lit)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := StringValue(lit); !ok {
+					b.Fatal("not decoded")
+				}
+			}
+		})
 	}
 }
