@@ -43,15 +43,20 @@ func BenchmarkRelay(b *testing.B) {
 	line := func(stream bool) string {
 		return fmt.Sprintf(`{"model":"bench/m","stream":%t,"messages":[{"role":"user","content":"hello there"}]}`, stream)
 	}
+	const chat = "/v1/chat/completions"
 	for _, c := range []struct {
-		name  string
-		body  string
-		serve func(*testing.B, string) string
+		name, path, body string
+		serve            func(*testing.B, string) string
 	}{
-		{"non-stream", line(false), gatewayTo}, {"stream", line(true), gatewayTo}, {"agent", agentRequest(b), gatewayTo},
-		{"proxy/non-stream", line(false), proxyTo}, {"proxy/stream", line(true), proxyTo}, {"proxy/agent", agentRequest(b), proxyTo},
+		{"non-stream", chat, line(false), gatewayTo}, {"stream", chat, line(true), gatewayTo}, {"agent", chat, agentRequest(b), gatewayTo},
+		{"proxy/non-stream", chat, line(false), proxyTo}, {"proxy/stream", chat, line(true), proxyTo}, {"proxy/agent", chat, agentRequest(b), proxyTo},
+		// A coding agent's stream in its own API, beside the chat stream's case: Responses
+		// relayed as sent to the openai backend's own /v1/responses (each event checked and
+		// read), Messages translated to chat for it and back.
+		{"responses", "/v1/responses", `{"model":"bench/m","stream":true,"store":false,"input":"hello there"}`, gatewayTo},
+		{"messages", "/v1/messages", `{"model":"bench/m","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello there"}]}`, gatewayTo},
 	} {
-		body := c.body
+		path, body := c.path, c.body
 		b.Run(c.name, func(b *testing.B) {
 			base := c.serve(b, benchFake(b))
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
@@ -59,7 +64,7 @@ func BenchmarkRelay(b *testing.B) {
 			b.ReportAllocs()
 			cpu0 := cpuTime(b)
 			for b.Loop() {
-				resp, err := client.Post(base+"/v1/chat/completions", "application/json", bytes.NewBufferString(body))
+				resp, err := client.Post(base+path, "application/json", bytes.NewBufferString(body))
 				if err != nil {
 					b.Fatal(err)
 				}
