@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -219,6 +220,31 @@ func FuzzCompletion(f *testing.F) {
 		if facts.finish != want.finish || (facts.usage == nil) != (want.usage == nil) ||
 			facts.usage != nil && *facts.usage != *want.usage {
 			t.Fatalf("scanCompletion(%q) = %q %+v, the decode says %q %+v", b, facts.finish, facts.usage, want.finish, want.usage)
+		}
+	})
+}
+
+// FuzzEvent holds decodeEvent to json.Unmarshal into a responsesEvent: the same event, and an
+// error exactly when encoding/json gives one.
+func FuzzEvent(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"response.output_text.delta","sequence_number":5,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi \"x\"\n"}`,
+		`{"type":"response.completed","sequence_number":9,"response":{"id":"r","object":"response","status":"completed","output":[{"type":"message"}],"usage":{"input_tokens":5,"input_tokens_details":{"cached_tokens":1},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":1},"total_tokens":7}}}`,
+		`{"type":"response.failed","response":{"object":"response","status":"failed","error":{"code":"server_error","message":"m"}}}`,
+		`{"type":"error","code":"rate_limit_exceeded","message":"slow down"}`, `{"type":null,"delta":null,"response":null}`,
+		`{"Type":"x"}`, `{"type":"a","type":"b"}`, `{"t\u0079pe":"x"}`, `{"delta":5}`, `{"response":{"usage":{"input_tokens":"x"}}}`,
+		`{"response":[]}`, `[]`, `null`, ` {"type":"x"}`, `{"reſponse":{"status":"failed"}}`, `{"code":"\ud83d"}`, "{\"message\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got, want responsesEvent
+		gerr, werr := decodeEvent(b, &got), json.Unmarshal(b, &want)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("decodeEvent(%q) error %v; encoding/json: %v", b, gerr, werr)
+		}
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("decodeEvent(%q) = %+v; encoding/json: %+v", b, got, want)
 		}
 	})
 }

@@ -157,7 +157,7 @@ func (e *responsesEvents) Fill(out []llm.Chunk) ([]llm.Chunk, error) {
 		return out, le
 	}
 	var re responsesEvent
-	if err := json.Unmarshal(ev.Data, &re); err != nil {
+	if err := decodeEvent(ev.Data, &re); err != nil {
 		return out, e.c.upstreamError("backend sent a stream event that is not JSON: "+e.c.snippet(ev.Data), err)
 	}
 	e.events++
