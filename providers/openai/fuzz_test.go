@@ -123,6 +123,7 @@ func FuzzFrame(f *testing.F) {
 		`{"choices":[],"usage":{"prompt_tokens":1},"Usage":{"prompt_tokens":2}}`, `{"choices":{},"usage":{"prompt_tokens":1}}`,
 		`{"a":{"usage":{"x":1}},"usage":{"prompt_tokens":3},"choices":null}`, `{"\u0075sage":{"prompt_tokens":4},"usage":{}}`,
 		`{"choices":[ ],"usage":{"prompt_tokens":"many"}}`, `{"finish_reason":{"finish_reason":"stop"}}`,
+		`{"x\"finish_reason":"stop"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -173,15 +174,17 @@ func searchInspect(ch *llm.Chunk) {
 }
 
 // valueAfterKey returns the bytes after `key:` for the first occurrence of key as an object
-// key, or nil.
+// key, or nil. In valid JSON a key's opening quote follows '{' or ',' (white space aside); a
+// quote that follows a backslash is inside a string, as in the key "x\"finish_reason".
 func valueAfterKey(raw []byte, key string) []byte {
 	for off := 0; ; {
 		i := bytes.Index(raw[off:], []byte(key))
 		if i < 0 {
 			return nil
 		}
+		before := bytes.TrimRight(raw[:off+i], " \t\r\n")
 		rest := bytes.TrimLeft(raw[off+i+len(key):], " \t\r\n")
-		if len(rest) > 0 && rest[0] == ':' {
+		if len(before) > 0 && (before[len(before)-1] == '{' || before[len(before)-1] == ',') && len(rest) > 0 && rest[0] == ':' {
 			return bytes.TrimLeft(rest[1:], " \t\r\n")
 		}
 		off += i + len(key)
