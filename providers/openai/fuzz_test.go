@@ -107,9 +107,10 @@ func BenchmarkStreamRelay(b *testing.B) {
 	}
 }
 
-// FuzzFrame holds scanFrame to the byte searches it replaced, kept here as the reference: on
-// every JSON object it finds the same finish reason and usage object, flags every frame
-// parseError takes for an error, and sees a bare "reasoning" key wherever the searches did.
+// FuzzFrame holds scanFrame to the references it replaced: on every JSON object it finds the
+// finish reason the byte search kept here finds, the usage encoding/json's decode of the whole
+// chunk finds (decodeUsage), flags every frame parseError takes for an error, and sees a bare
+// "reasoning" key only where the searches did.
 func FuzzFrame(f *testing.F) {
 	for _, s := range []string{
 		`{"choices":[{"delta":{"content":"x"},"finish_reason":null}],"usage":null}`,
@@ -123,7 +124,8 @@ func FuzzFrame(f *testing.F) {
 		`{"choices":[],"usage":{"prompt_tokens":1},"Usage":{"prompt_tokens":2}}`, `{"choices":{},"usage":{"prompt_tokens":1}}`,
 		`{"a":{"usage":{"x":1}},"usage":{"prompt_tokens":3},"choices":null}`, `{"\u0075sage":{"prompt_tokens":4},"usage":{}}`,
 		`{"choices":[ ],"usage":{"prompt_tokens":"many"}}`, `{"finish_reason":{"finish_reason":"stop"}}`,
-		`{"x\"finish_reason":"stop"}`,
+		`{"x\"finish_reason":"stop"}`, `{"choices":[],"usage":null,"usage":{"prompt_tokens":1}}`,
+		`{"choices":[{"delta":{},"usage":null}],"usage":{"prompt_tokens":2}}`, `{"x":{"usage":1},"Usage":{"prompt_tokens":3}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -138,12 +140,13 @@ func FuzzFrame(f *testing.F) {
 		if _, isErr := parseError(b); isErr && !fr.errorish {
 			t.Fatalf("scanFrame(%q) missed an error frame", b)
 		}
-		got, want := llm.Chunk{Raw: b}, llm.Chunk{Raw: b}
+		got, want := llm.Chunk{Raw: b}, llm.Chunk{Raw: b, FinishReason: searchFinish(b)}
 		inspect(&got, &fr)
-		searchInspect(&want)
-		if got.FinishReason != want.FinishReason || got.UsageOnly != want.UsageOnly || (got.Usage == nil) != (want.Usage == nil) {
-			t.Fatalf("scanFrame(%q): finish %q usage-only %v usage %v, the searches found %q %v %v",
-				b, got.FinishReason, got.UsageOnly, got.Usage != nil, want.FinishReason, want.UsageOnly, want.Usage != nil)
+		decodeUsage(&want)
+		if got.FinishReason != want.FinishReason || got.UsageOnly != want.UsageOnly || (got.Usage == nil) != (want.Usage == nil) ||
+			got.Usage != nil && *got.Usage != *want.Usage {
+			t.Fatalf("scanFrame(%q): finish %q usage-only %v usage %+v; the search's finish %q, the decode's %v %+v",
+				b, got.FinishReason, got.UsageOnly, got.Usage, want.FinishReason, want.UsageOnly, want.Usage)
 		}
 		if fr.reasoning && !fr.reasoningContent && !hasBareReasoning(b) {
 			t.Fatalf("scanFrame(%q) found a bare reasoning key the searches did not", b)
@@ -151,26 +154,14 @@ func FuzzFrame(f *testing.F) {
 	})
 }
 
-// searchInspect is inspect as it was before scanFrame: a byte search per key.
-func searchInspect(ch *llm.Chunk) {
-	raw := ch.Raw
+// searchFinish is the finish reason as inspect found it before scanFrame: by a byte search.
+func searchFinish(raw []byte) llm.FinishReason {
 	if v := valueAfterKey(raw, `"finish_reason"`); v != nil {
 		if fr, ok := plainString(v); ok {
-			ch.FinishReason = llm.FinishReason(fr)
+			return llm.FinishReason(fr)
 		}
 	}
-	if v := valueAfterKey(raw, `"usage"`); len(v) == 0 || v[0] != '{' {
-		return
-	}
-	var info struct {
-		Choices []json.RawMessage `json:"choices"`
-		Usage   *usageJSON        `json:"usage"`
-	}
-	if json.Unmarshal(raw, &info) != nil || info.Usage == nil {
-		return
-	}
-	ch.Usage = info.Usage.toLLM()
-	ch.UsageOnly = len(info.Choices) == 0
+	return ""
 }
 
 // valueAfterKey returns the bytes after `key:` for the first occurrence of key as an object

@@ -157,9 +157,8 @@ type frame struct {
 	errorish bool
 	// reasoning, reasoningContent: the keys seen anywhere; a bare "reasoning" is renamed.
 	reasoning, reasoningContent bool
-	// finish, usage: the first finish_reason and the first usage member, anywhere, in
-	// document order (Key 0: none).
-	finish, usage upstream.Member
+	// finish: the first finish_reason member, anywhere, in document order (Key 0: none).
+	finish upstream.Member
 	// topUsage, topChoices: the top-level usage and choices members, and how many there were.
 	topUsage, topChoices   upstream.Member
 	nTopUsage, nTopChoices int
@@ -187,7 +186,6 @@ func scanFrame(data []byte) (frame, bool) {
 		case "finish_reason":
 			first(&f.finish, m)
 		case "usage":
-			first(&f.usage, m)
 			if m.Depth == 1 {
 				f.topUsage, f.nTopUsage = m, f.nTopUsage+1
 			}
@@ -231,9 +229,10 @@ func mayNameError(key []byte) bool {
 }
 
 // inspect fills the chunk's Usage, UsageOnly and FinishReason from what scanFrame found in
-// ch.Raw. Only a chunk whose first usage member is an object has usage to decode, which is
-// one chunk per stream; of that one it decodes the usage object alone, as the whole chunk
-// decoded into {choices, usage} would give it.
+// ch.Raw, as the whole chunk decoded into {choices, usage} would give them. Only a chunk with
+// a top-level usage object has usage to decode, which is one chunk per stream; of that one it
+// decodes the usage object alone. A usage member nested elsewhere (in a choice, in a
+// backend's own extension) is not the chunk's and says nothing either way.
 func inspect(ch *llm.Chunk, f *frame) {
 	raw := ch.Raw
 	if f.finish.Key > 0 {
@@ -241,15 +240,16 @@ func inspect(ch *llm.Chunk, f *frame) {
 			ch.FinishReason = llm.FinishReason(fr)
 		}
 	}
-	if f.usage.Key == 0 || raw[f.usage.At] != '{' {
-		return
-	}
-	if f.oddTop || f.nTopUsage > 1 || f.nTopChoices > 1 {
-		decodeUsage(ch) // encoding/json's own rules for the keys it would take
+	if f.oddTop || f.nTopUsage > 1 {
+		decodeUsage(ch) // encoding/json's own rules for the keys it would take (the last one)
 		return
 	}
 	if f.nTopUsage == 0 || raw[f.topUsage.At] != '{' {
 		return // no usage object at the top, where a chunk's usage is
+	}
+	if f.nTopChoices > 1 {
+		decodeUsage(ch)
+		return
 	}
 	usageOnly := true
 	if f.nTopChoices == 1 {
