@@ -23,6 +23,7 @@ func TestStringValue(t *testing.T) {
 		{`"\ud83d\u0041"`, "\ufffdA", true},       // a high half before no low one
 		{"\"\xff\"", "\ufffd", true},              // not UTF-8: likewise
 		{"\"a\\n\xe2\x82\"", "a\n\ufffd\ufffd", true},
+		{"\"\xff\xfe\"", "\ufffd\ufffd", true},
 		{"\"a\tb\"", "", false}, // a control character: not JSON
 		{`"a"b"`, "", false},    // not one string
 		{`"a\"`, "", false},     // the closing quote escaped
