@@ -109,9 +109,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, in *ingress, err e
 }
 
 // decodeObject decodes a request body that must be one JSON object into v and returns the
-// body trimmed of surrounding white space. Errors name the field whose type is wrong.
+// body trimmed of surrounding white space: JSON's own (RFC 8259 §2), not Unicode's, which
+// would take a form feed or a no-break space around the object for valid JSON. Errors name
+// the field whose type is wrong.
 func decodeObject(body []byte, v any) ([]byte, *apiError) {
-	trimmed := bytes.TrimSpace(body)
+	trimmed := bytes.Trim(body, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, notObject(trimmed)
 	}
