@@ -141,14 +141,19 @@ func isJSONBody(br *bufio.Reader) bool {
 	}
 }
 
+// jsonSpace is JSON's white space (RFC 8259 §2), the only bytes a backend's JSON may have
+// around its value; bytes.TrimSpace would also take Unicode's (\v, \f, U+0085, U+00A0, ...).
+const jsonSpace = " \t\r\n"
+
 // readComplete reads a whole chat.completion body into ch, as a Complete chunk.
 func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader, ch *llm.Chunk) error {
 	b, err := upstream.ReadAnswer(ctx, c.name, r, maxCompletion, c.secrets...)
 	if err != nil {
 		return err
 	}
-	// DeepSeek writes blank lines while a request waits in its queue.
-	b = bytes.TrimSpace(b)
+	// DeepSeek writes blank lines while a request waits in its queue. JSON's white space
+	// only, as in a stream frame (jsonSpace).
+	b = bytes.Trim(b, jsonSpace)
 	if len(b) == 0 {
 		return c.upstreamError("backend answered 200 with an empty body", nil)
 	}

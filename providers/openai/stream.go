@@ -100,7 +100,9 @@ func (s *stream) next() (llm.Chunk, error) {
 		if err != nil {
 			return llm.Chunk{}, s.endError(err)
 		}
-		data := bytes.TrimSpace(ev.Data)
+		// JSON's white space only: a frame with a form feed or a no-break space around its
+		// object is not JSON, and is refused rather than trimmed into a frame that is.
+		data := bytes.Trim(ev.Data, jsonSpace)
 		if len(data) == 0 {
 			continue
 		}
