@@ -124,7 +124,8 @@ func FuzzFrame(f *testing.F) {
 		`{"choices":[],"usage":{"prompt_tokens":1},"Usage":{"prompt_tokens":2}}`, `{"choices":{},"usage":{"prompt_tokens":1}}`,
 		`{"a":{"usage":{"x":1}},"usage":{"prompt_tokens":3},"choices":null}`, `{"\u0075sage":{"prompt_tokens":4},"usage":{}}`,
 		`{"choices":[ ],"usage":{"prompt_tokens":"many"}}`, `{"finish_reason":{"finish_reason":"stop"}}`,
-		`{"x\"finish_reason":"stop"}`, `{"choices":[],"usage":null,"usage":{"prompt_tokens":1}}`,
+		`{"x\"finish_reason":"stop"}`, `{"choices":[{"finish_reason":"st\u006fp"}]}`, "{\"choices\":[{\"finish_reason\":\"\xff\"}]}",
+		`{"choices":[],"usage":null,"usage":{"prompt_tokens":1}}`,
 		`{"choices":[{"delta":{},"usage":null}],"usage":{"prompt_tokens":2}}`, `{"x":{"usage":1},"Usage":{"prompt_tokens":3}}`,
 	} {
 		f.Add([]byte(s))
@@ -154,14 +155,14 @@ func FuzzFrame(f *testing.F) {
 	})
 }
 
-// searchFinish is the finish reason as inspect found it before scanFrame: by a byte search.
+// searchFinish is the finish reason as inspect found it before scanFrame, by a byte search
+// for the key, with its string value decoded by encoding/json.
 func searchFinish(raw []byte) llm.FinishReason {
-	if v := valueAfterKey(raw, `"finish_reason"`); v != nil {
-		if fr, ok := plainString(v); ok {
-			return llm.FinishReason(fr)
-		}
+	var fr string
+	if v := valueAfterKey(raw, `"finish_reason"`); v != nil && len(v) > 0 && v[0] == '"' {
+		_ = json.NewDecoder(bytes.NewReader(v)).Decode(&fr)
 	}
-	return ""
+	return llm.FinishReason(fr)
 }
 
 // valueAfterKey returns the bytes after `key:` for the first occurrence of key as an object

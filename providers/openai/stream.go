@@ -238,7 +238,9 @@ func mayNameError(key []byte) bool {
 func inspect(ch *llm.Chunk, f *frame) {
 	raw := ch.Raw
 	if f.finish.Key > 0 {
-		if fr, ok := plainString(raw[f.finish.At:f.finish.End]); ok {
+		// As encoding/json decodes it: an escape or a byte that is not UTF-8 in it must not
+		// make the reason vanish, and a stream ending after it look cut off.
+		if fr, ok := llm.StringValue(raw[f.finish.At:f.finish.End]); ok {
 			ch.FinishReason = llm.FinishReason(fr)
 		}
 	}
@@ -293,7 +295,7 @@ func decodeUsage(ch *llm.Chunk) {
 }
 
 // plainString returns the JSON string at the start of v when it has no escapes, as
-// finish_reason values do not.
+// finish_reason values almost never do (scanCompletion leaves the others to the decode).
 func plainString(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
