@@ -224,7 +224,10 @@ func mayMatter(key []byte) bool {
 }
 
 // mayNameError reports whether encoding/json could decode the top-level key, escape-free, into
-// a field that parseError reads: it matches names without regard to ASCII case.
+// a field whose presence makes parseError take the frame for an error (error, error_code,
+// code; the prefix also takes error_msg): it matches names without regard to case. The
+// fields that only shape the error (message, choices) need no look: without one of these
+// there is no error to shape.
 func mayNameError(key []byte) bool {
 	const e = "error"
 	return bytes.EqualFold(key, []byte("code")) || len(key) >= len(e) && bytes.EqualFold(key[:len(e)], []byte(e))
