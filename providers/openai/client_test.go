@@ -575,3 +575,26 @@ func TestHeaderTimeoutSparesWholeAnswers(t *testing.T) {
 		t.Errorf("Next = %+v, %v", ch, err)
 	}
 }
+
+// TestErrorIn200Keys: a 200 whose body is an error is that error however encoding/json reads
+// its keys, not only as written in lower case.
+func TestErrorIn200Keys(t *testing.T) {
+	for _, body := range []string{
+		`{"code":"Throttling","message":"slow"}`,
+		`{"Code":"Throttling","Message":"slow"}`,
+		`{"\u0063ode":"Throttling","message":"slow"}`,
+		`{"ERROR":{"message":"slow","code":"rate_limit_exceeded"}}`,
+	} {
+		srv := replayServer(t, 200, http.Header{"Content-Type": {"application/json"}}, []byte(body), 1<<10)
+		c := newTestClient(t, KindOpenAI, srv.URL, "sk-x")
+		s, err := c.Open(context.Background(), userRequest(false))
+		if err == nil {
+			_ = s.Close()
+			t.Errorf("%s: answered as a completion", body)
+			continue
+		}
+		if k := llm.KindOf(err); k != llm.KindUpstreamRateLimited {
+			t.Errorf("%s: kind %v (%v), want upstream_rate_limited", body, k, err)
+		}
+	}
+}

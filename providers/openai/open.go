@@ -171,6 +171,12 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader, c
 	}
 	known := fast
 	if !fast {
+		// An error whose keys only encoding/json's rules name ("Code", "\u0063ode") passes
+		// mayBeError's byte search; it never has a completion's shape, so it is looked for
+		// here, where only answers of an unusual shape come.
+		if be, ok := parseError(b); ok {
+			return c.bodyError(h, be)
+		}
 		facts, known = decodeCompletion(b)
 	}
 	if hasBareReasoning(b) {
