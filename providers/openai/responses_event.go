@@ -20,8 +20,9 @@ const (
 
 var eventKeys = [nEventKeys]string{"type", "code", "message", "delta", "response"}
 
-// decodeEvent is json.Unmarshal(data, ev) for a Responses stream event, the same answer and
-// the same error or none, in one pass over the event (upstream.Scan) and a decode of its
+// decodeEvent decodes a Responses stream event into ev, which it overwrites, as
+// json.Unmarshal into a zero responsesEvent would: the same event and an error exactly when
+// that gives one, in one pass over the event (upstream.Scan) and a decode of its
 // response object, which only the events that start and end a response carry. A delta event
 // decoded whole cost as much as the rest of relaying it (docs/benchmarks.md), and a stream is
 // mostly deltas. An event whose keys only encoding/json's own rules read as it does (a key
