@@ -48,24 +48,39 @@ func BenchmarkHeldCalls(b *testing.B) {
 			before := func() runtime.MemStats { return memNow() }
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
+			// The calls end before the servers close (b.Cleanup), also when the case fails:
+			// a server's Close waits for the calls it still holds, for an hour.
+			defer wg.Wait()
+			defer cancel()
+			ended := make(chan error, 1) // the first call that ended while it should be held
 			call := func() {
 				defer wg.Done()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", bytes.NewBufferString(body))
 				req.Header.Set("Content-Type", "application/json")
-				if resp, err := client.Do(req); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
+				resp, err := client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
 					_ = resp.Body.Close()
+					if err == nil {
+						err = fmt.Errorf("status %d, the answer ended", resp.StatusCode)
+					}
+				}
+				if ctx.Err() == nil {
+					select {
+					case ended <- err:
+					default:
+					}
 				}
 			}
 			wg.Add(1)
 			go call() // exits when ctx is cancelled below
-			waitHeld(b, fake, 1)
+			waitHeld(b, fake, 1, ended)
 			m0, g0 := before(), runtime.NumGoroutine()
 			for range b.N * held {
 				wg.Add(1)
 				go call() // exits when ctx is cancelled below
 			}
-			waitHeld(b, fake, int64(b.N*held+1))
+			waitHeld(b, fake, int64(b.N*held+1), ended)
 			m1, g1 := memNow(), runtime.NumGoroutine()
 			if path := os.Getenv("TOLLGATE_HELD_STACKS"); path != "" {
 				writeProfile(b, "goroutine", path, 2)
@@ -78,8 +93,6 @@ func BenchmarkHeldCalls(b *testing.B) {
 			b.ReportMetric(float64(m1.StackInuse-m0.StackInuse)/n, "stack-B/call")
 			b.ReportMetric(float64(m1.HeapObjects-m0.HeapObjects)/n, "objects/call")
 			b.ReportMetric(float64(g1-g0)/n, "goroutines/call")
-			cancel()
-			wg.Wait()
 		})
 	}
 }
@@ -104,10 +117,15 @@ func memNow() runtime.MemStats {
 	return m
 }
 
-// waitHeld waits until the fake backend holds n calls.
-func waitHeld(b *testing.B, fake *fakellm.Server, n int64) {
+// waitHeld waits until the fake backend holds n calls; a call that ended fails at once.
+func waitHeld(b *testing.B, fake *fakellm.Server, n int64, ended <-chan error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for fake.Stats().Concurrent < n {
+		select {
+		case err := <-ended:
+			b.Fatalf("a call ended while the backend should hold it: %v", err)
+		default:
+		}
 		if time.Now().After(deadline) {
 			b.Fatalf("the backend holds %d calls, want %d", fake.Stats().Concurrent, n)
 		}
