@@ -335,21 +335,41 @@ func TestFailedRuns(t *testing.T) {
 	}
 }
 
+// TestRunTimeout: a deadline that passes while the CLI hangs in the middle of its answer
+// ends the stream with context.DeadlineExceeded and leaves nothing of its process group.
+// The deadline passes once Open has returned: a clock started before Open raced the fake
+// CLI's start-up, which on a loaded machine took more than 200 ms, and then more than 1 s.
 func TestRunTimeout(t *testing.T) {
 	b := fakeCLI(t, KindCodex, "hang", nil, 0)
-	// Long enough for the fake CLI to start on a loaded machine (at 200 ms Open itself
-	// sometimes ran out of time), short enough to keep the test quick.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
+	ctx, pass := manualDeadline()
+	defer pass()
 	s, err := b.Open(ctx, userRequest("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	pass()
 	if _, err := drain(t, s); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want context.DeadlineExceeded", err)
 	}
 	s.Close()
 	requireGroupGone(t, pgidOf(t, s))
+}
+
+// manualDeadline returns a context whose deadline passes when pass is called: its Done
+// closes and its Err is context.DeadlineExceeded from then on, as a deadline's would be.
+func manualDeadline() (ctx context.Context, pass func()) {
+	inner, cancel := context.WithCancel(context.Background())
+	return passedDeadline{inner}, cancel
+}
+
+// passedDeadline is manualDeadline's context: its inner context is cancelled by pass.
+type passedDeadline struct{ context.Context }
+
+func (d passedDeadline) Err() error {
+	if d.Context.Err() != nil {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func TestOpenRejects(t *testing.T) {
