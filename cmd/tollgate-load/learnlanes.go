@@ -30,8 +30,15 @@ const (
 	llSettle = 100
 )
 
+// learnSetup's calls take about 80 ms at the backend. The gateway counts a lane busy from
+// its grant until its release is processed, a few milliseconds either side of the call the
+// backend sees, and more under -race on a loaded machine: with 30 ms calls those margins
+// let 7 lanes read all busy (a probe's successes) while the backend never held more than
+// its 6, so the probes climbed to 8 unrefused, in 2 of 18 runs beside four busy loops.
+// Calls long beside the gateway's own bookkeeping, as real LLM calls are, keep a probe
+// above the limit a call the backend sees and refuses.
 func learnSetup() setup {
-	b := fakellm.Options{Latency: 10 * time.Millisecond, Chunks: 4, ChunkInterval: 5 * time.Millisecond,
+	b := fakellm.Options{Latency: 60 * time.Millisecond, Chunks: 4, ChunkInterval: 5 * time.Millisecond,
 		MaxConcurrent: llHidden, BusyStyle: fakellm.BusyStated}
 	return setup{name: "8 lanes configured, the backend takes 3", maxRunning: 64, maxAdmitted: 128, providers: []provider{
 		{name: "hidden", lanes: llConfigured, queueLength: 64, queueTimeout: time.Minute, backend: b,
