@@ -248,8 +248,13 @@ providers:
 // A card's scroll follows new text while the reader is at its end, and stays put once they
 // scroll up.
 func TestConsoleCardScrollFollowsOnlyNearTheEnd(t *testing.T) {
+	// The answer outlasts the deadlines of the five steps that follow the send, so it cannot
+	// end before the test has seen the scroll unless a step has failed already (at 6.4 s it
+	// left those steps a margin a loaded machine could use up). The stop ends it.
+	const phrase, perSecond = "Lanes, queues and caps keep every backend within what it can take. ", 150
+	repeats := int(5*stepTimeout.Seconds()*perSecond)/len(fake.Tokenize(phrase)) + 1
 	plain := heldFake("plain", nil, map[string]fake.Script{
-		"long": {Reply: strings.Repeat("Lanes, queues and caps keep every backend within what it can take. ", 80), TokensPerSecond: 150},
+		"long": {Reply: strings.Repeat(phrase, repeats), TokensPerSecond: perSecond},
 	})
 	gw := startGateway(t, "providers: [{name: plain, kind: fake, models: [{id: long}]}]", map[string]llm.Backend{"plain": plain})
 	p := openConsole(t, gw.URL, "en-US", "parallel")
