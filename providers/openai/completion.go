@@ -1,9 +1,7 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -40,11 +38,11 @@ func scanCompletion(b []byte) (facts completionFacts, fast, valid bool) {
 			choices, nChoices = m, nChoices+1
 		case m.Depth == 1:
 			// encoding/json matches names without regard to case.
-			odd = odd || bytes.EqualFold(key, []byte("usage")) || bytes.EqualFold(key, []byte("choices"))
+			odd = odd || foldsTo(key, "usage", "choices")
 		case string(key) == "finish_reason": // depth 3: a member of an object in an array
 			finish, nFinish = m, nFinish+1
 		default:
-			odd = odd || bytes.EqualFold(key, []byte("finish_reason"))
+			odd = odd || foldsTo(key, "finish_reason")
 		}
 	})
 	if !valid || odd || nUsage > 1 || nChoices != 1 || nFinish > 1 {
@@ -60,9 +58,9 @@ func scanCompletion(b []byte) (facts completionFacts, fast, valid bool) {
 	if nFinish == 1 && finish.At > choices.At && finish.End < choices.End {
 		v := b[finish.At:finish.End]
 		if string(v) != "null" {
-			s, ok := plainString(v)
-			if !ok || !utf8.ValidString(s) {
-				return facts, false, true // escaped, not UTF-8 or not a string: encoding/json's to say
+			s, ok := llm.StringValue(v)
+			if !ok {
+				return facts, false, true // not a string: encoding/json's to say
 			}
 			facts.finish = llm.FinishReason(s)
 		}

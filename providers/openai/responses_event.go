@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -42,7 +41,7 @@ func decodeEvent(data []byte, ev *responsesEvent) error {
 			odd = true
 		case k >= 0 && at[k].Key == 0:
 			at[k] = m
-		case k >= 0 || mayBeEventKey(key):
+		case k >= 0 || foldsTo(key, eventKeys[:]...):
 			odd = true // twice, or another spelling encoding/json would take
 		}
 	})
@@ -80,23 +79,4 @@ func eventKey(key []byte) int {
 		}
 	}
 	return -1
-}
-
-// mayBeEventKey reports whether encoding/json would take key, not written as any of
-// eventKeys, for one of them: it matches names without regard to case, as bytes.EqualFold
-// does. Every name starts with a letter that only its own two cases fold to, so one byte
-// rules out most keys.
-func mayBeEventKey(key []byte) bool {
-	if len(key) == 0 {
-		return false
-	}
-	switch key[0] | 0x20 {
-	case 't', 'c', 'm', 'd', 'r':
-		for _, name := range eventKeys {
-			if bytes.EqualFold(key, []byte(name)) {
-				return true
-			}
-		}
-	}
-	return false
 }

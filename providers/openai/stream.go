@@ -202,7 +202,7 @@ func scanFrame(data []byte) (frame, bool) {
 		default:
 			if m.Depth == 1 && (m.Escaped || mayMatter(key)) {
 				f.errorish = f.errorish || m.Escaped || mayNameError(key)
-				f.oddTop = f.oddTop || m.Escaped || bytes.EqualFold(key, []byte("usage")) || bytes.EqualFold(key, []byte("choices"))
+				f.oddTop = f.oddTop || m.Escaped || foldsTo(key, "usage", "choices")
 			}
 		}
 	})
@@ -295,19 +295,6 @@ func decodeUsage(ch *llm.Chunk) {
 	}
 	ch.Usage = info.Usage.toLLM()
 	ch.UsageOnly = len(info.Choices) == 0
-}
-
-// plainString returns the JSON string at the start of v when it has no escapes, as
-// finish_reason values almost never do (scanCompletion leaves the others to the decode).
-func plainString(v []byte) (string, bool) {
-	if len(v) < 2 || v[0] != '"' {
-		return "", false
-	}
-	end := bytes.IndexAny(v[1:], `"\`)
-	if end < 0 || v[1+end] != '"' {
-		return "", false
-	}
-	return string(v[1 : 1+end]), true
 }
 
 // usageJSON is OpenAI's usage object with the details the gateway logs. DeepSeek reports
