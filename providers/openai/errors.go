@@ -43,13 +43,6 @@ type backendError struct {
 	qianfan        int // Qianfan v1 error_code, 0 when absent
 }
 
-// mayBeError is the cheap pre-check run on every stream frame: only frames containing one of
-// these keys are decoded. Inside JSON strings quotes are escaped, so a model writing the word
-// "error" in its text does not trigger a decode.
-func mayBeError(b []byte) bool {
-	return bytes.Contains(b, []byte(`"error`)) || bytes.Contains(b, []byte(`"code"`))
-}
-
 // parseError reports whether the JSON object b is an error and what it says. A frame with
 // choices is a chunk, whatever else it carries.
 func parseError(b []byte) (backendError, bool) {

@@ -157,11 +157,6 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader, c
 	if len(b) == 0 {
 		return c.upstreamError("backend answered 200 with an empty body", nil)
 	}
-	if mayBeError(b) {
-		if be, ok := parseError(b); ok {
-			return c.bodyError(h, be)
-		}
-	}
 	if b[0] != '{' {
 		return c.notObject(b)
 	}
@@ -171,9 +166,9 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader, c
 	}
 	known := fast
 	if !fast {
-		// An error whose keys only encoding/json's rules name ("Code", "\u0063ode") passes
-		// mayBeError's byte search; it never has a completion's shape, so it is looked for
-		// here, where only answers of an unusual shape come.
+		// An error body (Qianfan's, DashScope's, a 200 from a proxy) never has a
+		// completion's shape, so only an answer of an unusual shape is decoded to see
+		// whether it is one, by encoding/json's rules for its keys ("Code", "\u0063ode").
 		if be, ok := parseError(b); ok {
 			return c.bodyError(h, be)
 		}
