@@ -25,7 +25,7 @@ vet:
 
 # The fault-tagged build adds the panic-injection seam (actors/faults_inject.go) and the tests
 # and load scenario that use it; production builds have no such seam.
-FAULT_TESTS := 'TestCrash|TestRepeated|TestSupervision|TestActorFaults'
+FAULT_TESTS := 'TestCrash|TestRepeated|TestSupervision|TestSupervisorBudget|TestActorFaults'
 
 test: vet
 	$(GO) test -race -count=1 -timeout 14m ./...

@@ -350,9 +350,24 @@ func (g *Gateway) Drain() { g.draining.Store(true) }
 // Draining reports whether Drain was called.
 func (g *Gateway) Draining() bool { return g.draining.Load() }
 
+// OutOfService names the providers taken out of service after their actors failed past
+// their restart budget, and counts the providers still serving; retired ones are neither.
+func (g *Gateway) OutOfService() (down []string, serving int) {
+	for _, sl := range g.allSlots() {
+		switch {
+		case sl.retired.Load():
+		case sl.down.Load():
+			down = append(down, sl.name)
+		default:
+			serving++
+		}
+	}
+	return down, serving
+}
+
 // Failed returns why the gateway can no longer admit anything, or nil: the supervisor's
-// restart budget ran out (a fault that repeats). Its callers should drain and exit so that
-// whatever runs the process starts a fresh one.
+// restart budget ran out (a fault that repeats). cmd/tollgate then drains and exits with
+// status 1, so that whatever runs the process starts a fresh one.
 func (g *Gateway) Failed() error {
 	select {
 	case <-g.failed:

@@ -161,23 +161,6 @@ func New(opts Options) *Server {
 // routes it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// Unready makes /readyz answer 503 "draining" from now on, while every other route is served
-// as before: the first step of a drain, so a load balancer stops sending before the gateway
-// stops admitting.
-func (s *Server) Unready() { s.unready.Store(true) }
-
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	if s.unready.Load() || s.opts.Gateway.Draining() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-}
-
 func (s *Server) state(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, s.opts.State())
 }

@@ -34,13 +34,20 @@ var listenLine = regexp.MustCompile(`"listen":"(127\.0\.0\.1:\d+)"[^\n]*"message
 // is killed at the end of the test if it is still running.
 func startProcess(t *testing.T, yaml string) *process {
 	t.Helper()
+	return startBinary(t, tollgateBinary(t, ""), yaml)
+}
+
+// startBinary is startProcess with the binary bin and the variables env added to the
+// test's environment.
+func startBinary(t *testing.T, bin, yaml string, env ...string) *process {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "tollgate.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: exec.Command(tollgateBinary(t, ""), "--config", path), path: path, log: &syncBuffer{}, exited: make(chan struct{})}
+	p := &process{cmd: exec.Command(bin, "--config", path), path: path, log: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.log
-	p.cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
+	p.cmd.Env = append(append(os.Environ(), "GORACE=halt_on_error=1"), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ const (
 	testCommit  = "0123456789abcdef0123456789abcdef01234567"
 )
 
-var builds sync.Map // ldflags → *built
+var builds sync.Map // ldflags and tags → *built
 
 type built struct {
 	once sync.Once
@@ -33,7 +33,14 @@ type built struct {
 // tollgateBinary builds ./ (with ldflags, when given) once per test run and returns its path.
 func tollgateBinary(t *testing.T, ldflags string) string {
 	t.Helper()
-	v, _ := builds.LoadOrStore(ldflags, &built{})
+	return buildTollgate(t, ldflags, "")
+}
+
+// buildTollgate builds ./ with ldflags and build tags (each "" for none) once per test run
+// and returns its path.
+func buildTollgate(t *testing.T, ldflags, tags string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(ldflags+"\x00"+tags, &built{})
 	b := v.(*built)
 	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "tollgate-bin-*")
@@ -45,6 +52,9 @@ func tollgateBinary(t *testing.T, ldflags string) string {
 		args := append([]string{"build"}, raceFlag...)
 		if ldflags != "" {
 			args = append(args, "-ldflags", ldflags)
+		}
+		if tags != "" {
+			args = append(args, "-tags", tags)
 		}
 		out, err := exec.Command("go", append(args, "-o", b.path, ".")...).CombinedOutput()
 		if err != nil {

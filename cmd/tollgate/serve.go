@@ -26,7 +26,9 @@ const finalWrite = 5 * time.Second
 const reloadTimeout = time.Minute
 
 // serve runs the gateway until SIGINT or SIGTERM, then drains it (see drain). SIGHUP
-// reloads the configuration file (app.App.Reload), as POST /admin/reload does.
+// reloads the configuration file (app.App.Reload), as POST /admin/reload does. A gateway
+// that fails (its supervisor spent its restart budget) drains too and serve returns the
+// cause, so the process exits 1 for its service manager to start a fresh one.
 func serve(cfg *config.Config, f flags, log zerolog.Logger) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -43,6 +45,10 @@ func serve(cfg *config.Config, f flags, log zerolog.Logger) error {
 	}
 	a, err := app.New(context.Background(), cfg, o)
 	if err != nil {
+		return err
+	}
+	if err := injectFaults(a.Gateway); err != nil {
+		_ = a.Drain(context.Background())
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -62,6 +68,9 @@ func serve(cfg *config.Config, f flags, log zerolog.Logger) error {
 		case err := <-served:
 			_ = a.Drain(context.Background())
 			return fmt.Errorf("serve: %w", err)
+		case <-a.Gateway.FailedC():
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			return failed(a, srv, cfg.DrainDelay.D(), cfg.DrainGrace.D(), log)
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				// Reloads are serialized by the app; this goroutine exits when its reload
@@ -82,6 +91,18 @@ func serve(cfg *config.Config, f flags, log zerolog.Logger) error {
 			return drain(a, srv, delay, cfg.DrainGrace.D(), log.With().Str("signal", sig.String()).Logger())
 		}
 	}
+}
+
+// failed drains a gateway that failed, as SIGTERM would, and returns its cause. From the
+// failure on, /healthz and /readyz answer 503 "failed" and new calls are refused; drain_delay
+// gives a load balancer the time to see it before the listener closes.
+func failed(a *app.App, srv stopper, delay, grace time.Duration, log zerolog.Logger) error {
+	cause := a.Gateway.Failed()
+	log.Error().Err(cause).Msg("the gateway failed and admits nothing; draining, then exiting with status 1 for the service manager to start it afresh")
+	if err := drain(a, srv, delay, grace, log.With().Str("cause", "gateway_failed").Logger()); err != nil {
+		log.Warn().Err(err).Msg("drain after the failure")
+	}
+	return fmt.Errorf("gateway failed: %w", cause)
 }
 
 // metricsSummary says where metrics are and who may read them, for the start-up log.

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,4 +68,56 @@ providers:
 			g.waitIdle(t)
 		})
 	}
+}
+
+// TestSupervisionOutOfServiceProbes takes providers out of service one after the other by a
+// fault that repeats: /readyz stays 200 and names them under "degraded" while another still
+// serves, answers 503 "unavailable" once none is left, /healthz stays 200 (the process is
+// sound), and tollgate_provider_out_of_service reads 1 for each.
+func TestSupervisionOutOfServiceProbes(t *testing.T) {
+	g := startGateway(t, `
+providers:
+  - {name: p, kind: fake, models: [{id: m}]}
+  - {name: q, kind: fake, models: [{id: m}]}
+`, nil)
+	ctx := context.Background()
+	takeDown := func(name string) {
+		t.Helper()
+		if err := g.Gateway.InjectFault(actors.Fault{Actor: "provider", Provider: name, On: "arrive", Times: -1}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			down, _ := g.Gateway.OutOfService()
+			if slices.Contains(down, name) {
+				return
+			}
+			if i == 20 {
+				t.Fatalf("%s still in service after %d panics", name, g.Gateway.FaultsFired())
+			}
+			if a := post(ctx, g.URL, name+"/m", "", false); a.status != http.StatusServiceUnavailable {
+				t.Fatalf("a call that crashed %s: %d %s", name, a.status, a.body)
+			}
+		}
+	}
+	probes := func(readyz int, readyzBody string) {
+		t.Helper()
+		if code, body := probe(g.URL + "/healthz"); code != http.StatusOK || body != `{"status":"ok"}` {
+			t.Errorf("/healthz: %d %s", code, body)
+		}
+		if code, body := probe(g.URL + "/readyz"); code != readyz || body != readyzBody {
+			t.Errorf("/readyz: %d %s, want %d %s", code, body, readyz, readyzBody)
+		}
+	}
+	takeDown("p")
+	probes(http.StatusOK, `{"status":"ready","degraded":["p"]}`)
+	if a := post(ctx, g.URL, "q/m", "", false); a.status != http.StatusOK {
+		t.Errorf("q beside p out of service: %d %s", a.status, a.body)
+	}
+	fams := scrape(t, g.URL, "")
+	if p, q := value(t, fams, "tollgate_provider_out_of_service", "provider=p"),
+		value(t, fams, "tollgate_provider_out_of_service", "provider=q"); p != 1 || q != 0 {
+		t.Errorf("tollgate_provider_out_of_service: p %v, q %v; want 1 and 0", p, q)
+	}
+	takeDown("q")
+	probes(http.StatusServiceUnavailable, `{"status":"unavailable","degraded":["p","q"]}`)
 }

@@ -14,6 +14,7 @@ type stateCollector struct {
 	state                               func() actors.AdminState
 	running, queued                     *prometheus.Desc // provider, model
 	lanes, effective, breaker           *prometheus.Desc // provider
+	outOfService                        *prometheus.Desc // provider
 	maxRunning, maxAdmitted, allRunning *prometheus.Desc
 	allQueued                           *prometheus.Desc
 
@@ -26,12 +27,14 @@ func newStateCollector(state func() actors.AdminState) *stateCollector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &stateCollector{
-		state:       state,
-		running:     desc("tollgate_running", "Requests running, per model.", "provider", "model"),
-		queued:      desc("tollgate_queued", "Requests waiting in the queue, per model.", "provider", "model"),
-		lanes:       desc("tollgate_lanes", "Configured lanes of the provider.", "provider"),
-		effective:   desc("tollgate_effective_lanes", "Lanes the provider is used with now: below tollgate_lanes while the gateway has learned that the backend takes fewer.", "provider"),
-		breaker:     desc("tollgate_breaker_open", "1 while the provider's circuit breaker is open.", "provider"),
+		state:     state,
+		running:   desc("tollgate_running", "Requests running, per model.", "provider", "model"),
+		queued:    desc("tollgate_queued", "Requests waiting in the queue, per model.", "provider", "model"),
+		lanes:     desc("tollgate_lanes", "Configured lanes of the provider.", "provider"),
+		effective: desc("tollgate_effective_lanes", "Lanes the provider is used with now: below tollgate_lanes while the gateway has learned that the backend takes fewer.", "provider"),
+		breaker:   desc("tollgate_breaker_open", "1 while the provider's circuit breaker is open.", "provider"),
+		outOfService: desc("tollgate_provider_out_of_service",
+			"1 once the provider was taken out of service: its actors failed past their restart budget.", "provider"),
 		maxRunning:  desc("tollgate_max_running", "The gateway's max_running."),
 		maxAdmitted: desc("tollgate_max_admitted", "The gateway's max_admitted."),
 		allRunning:  desc("tollgate_gateway_running", "Requests running across all providers."),
@@ -47,7 +50,7 @@ func (c *stateCollector) setBreaker(provider string, open bool) {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.running, c.queued, c.lanes, c.effective, c.breaker,
+	for _, d := range []*prometheus.Desc{c.running, c.queued, c.lanes, c.effective, c.breaker, c.outOfService,
 		c.maxRunning, c.maxAdmitted, c.allRunning, c.allQueued} {
 		ch <- d
 	}
@@ -72,6 +75,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			open = 1
 		}
 		gauge(c.breaker, open, p.Name)
+		down := 0
+		if p.State == "out_of_service" {
+			down = 1
+		}
+		gauge(c.outOfService, down, p.Name)
 		for _, m := range p.Models {
 			gauge(c.running, m.Running, p.Name, m.ID)
 			gauge(c.queued, m.Queued, p.Name, m.ID)
