@@ -297,20 +297,3 @@ func checkArg(v string) error {
 	}
 	return nil
 }
-
-// Discovered is a CLI found on PATH.
-type Discovered struct {
-	Kind    string // KindCodex, KindClaude or KindGemini
-	Command string // resolved path
-}
-
-// Discover reports which CLIs lookPath finds (pass exec.LookPath), in a fixed order.
-func Discover(lookPath func(string) (string, error)) []Discovered {
-	var out []Discovered
-	for _, kind := range []string{KindCodex, KindClaude, KindGemini} {
-		if p, err := lookPath(dialects[kind].command); err == nil {
-			out = append(out, Discovered{Kind: kind, Command: p})
-		}
-	}
-	return out
-}

@@ -413,19 +413,6 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func TestDiscover(t *testing.T) {
-	look := func(name string) (string, error) {
-		if name == "claude" {
-			return "/opt/bin/claude", nil
-		}
-		return "", errors.New("not found")
-	}
-	got := Discover(look)
-	if len(got) != 1 || got[0] != (Discovered{Kind: KindClaude, Command: "/opt/bin/claude"}) {
-		t.Errorf("Discover = %+v", got)
-	}
-}
-
 func TestConcurrentRunsAreIndependent(t *testing.T) {
 	b := fakeCLI(t, KindClaude, "replay", map[string]string{"FAKE_CLI_STREAM": recorded(t, "claude/partial_thinking.jsonl")}, 0)
 	const n = 4

@@ -1,9 +1,6 @@
 package llm
 
-import (
-	"context"
-	"encoding/json"
-)
+import "context"
 
 // FinishReason is why a choice ended, in OpenAI's vocabulary.
 type FinishReason string
@@ -98,22 +95,4 @@ type ModelInfo struct {
 	ID              string
 	ContextWindow   int
 	MaxOutputTokens int
-}
-
-// Completion is a whole non-streaming answer in OpenAI's chat.completion shape, assembled by
-// the HTTP layer from structured chunks.
-type Completion struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []CompletionChoice `json:"choices"`
-	Usage   *Usage             `json:"usage,omitempty"`
-}
-
-// CompletionChoice is one choice of a Completion.
-type CompletionChoice struct {
-	Index        int             `json:"index"`
-	Message      json.RawMessage `json:"message"`
-	FinishReason FinishReason    `json:"finish_reason"`
 }

@@ -308,12 +308,6 @@ const (
 	maxRetryAfter        = 60 * time.Second
 )
 
-// KindDefaults returns the SPEC §2 defaults for a provider kind; ok is false for an unknown kind.
-func KindDefaults(kind string) (lanes, modelLanes int, runTimeout time.Duration, ok bool) {
-	k, ok := kinds[kind]
-	return k.lanes, k.modelLanes, k.runTimeout, ok
-}
-
 // Kinds returns the valid provider kinds, sorted.
 func Kinds() []string {
 	out := make([]string, 0, len(kinds))
