@@ -20,8 +20,8 @@ type laneActor struct {
 	running map[policy.ID]*call
 	idle    []*actor.PID // request actors waiting for a call, at most maxIdleRequesters
 	// retired are the request actors this lane stopped itself because idle was full: they
-	// serve no call, so their Terminated needs no search of running, which with thousands
-	// of calls in flight was a sixth of the gateway's CPU (docs/benchmarks.md, issue 15).
+	// serve no call, so their Terminated needs no search of running, a search of thousands
+	// of calls when thousands are in flight (docs/benchmarks.md has the profile).
 	retired map[string]bool
 }
 

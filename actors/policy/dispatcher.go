@@ -307,7 +307,7 @@ func (d *Dispatcher) Unhold(k int) {
 // scanLimit is the most comparisons a membership test over a whole list may cost before the
 // list is indexed instead: Report and Verdicts test every entry of one list against another,
 // and with thousands of requests awaiting verdicts (a backend slower than its arrivals)
-// scanning made them quadratic, three quarters of the gateway's CPU (issue 15).
+// scanning made them quadratic (docs/benchmarks.md has the profile).
 const scanLimit = 256
 
 // membership returns a test for the ids of list, to be asked about n ids: a scan of

@@ -20,7 +20,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
-// The coding agents as clients of the gateway (issue 13): Codex CLI on /v1/responses and
+// The coding agents as clients of the gateway: Codex CLI on /v1/responses and
 // Claude Code on /v1/messages, pointed at Tollgate exactly as docs/clients.md says, with Tollgate
 // in front of fakellm. Each runs a task that needs one tool call — fakellm (tool-call mode)
 // asks it to run `echo tollgate-tool-ok`, then answers from the tool's output — once through
