@@ -78,8 +78,9 @@ type Stream interface {
 }
 
 // Backend opens calls to one provider. Open returns once the backend has accepted the call
-// (HTTP headers received, process started) or failed; errors the backend reports before its
-// first chunk come back from Open as *Error so the gateway can answer with a proper status.
+// (HTTP headers received; a CLI's first chunk produced) or failed; errors the backend reports
+// before its first chunk come back from Open as *Error so the gateway can answer with a proper
+// status.
 // The context bounds the whole call: cancelling it stops the backend work.
 type Backend interface {
 	Open(ctx context.Context, req *Request) (Stream, error)
