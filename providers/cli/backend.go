@@ -1,11 +1,12 @@
 // Package cli runs coding-agent CLIs (Codex CLI, Claude Code, Gemini CLI) as chat backends.
 //
 // Each request starts one CLI process in non-interactive JSON mode, with the conversation on
-// stdin, in a fresh empty working directory, with the CLI's most restrictive sandbox and a
-// controlled environment. Its event stream is decoded into llm.Chunks. The process leads its
-// own process group; cancelling the request's context (client gone, run timeout, shutdown)
-// sends SIGTERM to the group and SIGKILL after a grace period, and Stream.Close returns only
-// once the process is reaped, so the gateway frees the lane only when the CLI is really gone.
+// stdin, in a fresh empty working directory (unless the provider names one), with the CLI's
+// most restrictive sandbox and a controlled environment. Its event stream is decoded into
+// llm.Chunks. The process leads its own process group; cancelling the request's context
+// (client gone, run timeout, shutdown) sends SIGTERM to the group and SIGKILL after a grace
+// period, and Stream.Close returns only once the process is reaped, so the gateway frees the
+// lane only when the CLI is really gone.
 package cli
 
 import (
