@@ -31,8 +31,8 @@ test: vet
 	$(GO) test -race -count=1 -timeout 14m ./...
 	$(GO) test -race -count=1 -timeout 10m -tags tollgate_faults -run $(FAULT_TESTS) ./actors/ ./cmd/internal/app/ ./cmd/tollgate/ ./cmd/tollgate-load/
 
-# Load harness (issue 3): the CI scenarios against an in-process gateway on loopback with fake
-# backends; exits non-zero on any broken invariant. Bounded: well under 2 minutes on 2 cores.
+# Load harness: the CI scenarios against an in-process gateway on loopback with fake backends;
+# exits non-zero on any broken invariant (docs/testing.md).
 loadtest:
 	$(GO) run -tags tollgate_faults ./cmd/tollgate-load --scenario burst-20,burst-50,mixed-priority,cancel-storm,slow-readers,actor-faults,retry-storm,learn-lanes,reload,cluster
 
@@ -41,33 +41,34 @@ loadtest:
 # figures, not pass/fail.
 bench: bench-relay bench-admission bench-inflight bench-calls
 
-# Issue 2: Tollgate against calling the backend directly and a bare httputil.ReverseProxy.
+# Relay overhead: Tollgate against calling the backend directly and a bare httputil.ReverseProxy.
 # ARGS='--quick' for a smoke run.
 bench-relay:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/tollgate ./cmd/fakellm ./cmd/tollgate-bench
 	$(BIN)/tollgate-bench $(ARGS)
 
-# Issue 15: open-loop arrivals at 1,000, 2,000 and 3,000 calls/s against a backend holding
+# Calls in flight: open-loop arrivals at 1,000, 2,000 and 3,000 calls/s against a backend holding
 # each call 1 s (and 1,000/s held 5 s), bare proxy and Tollgate interleaved, streaming and not.
-# About 10 minutes; ARGS='--quick' for a smoke run, ARGS='--rates 3000 --long-rates ""' for one.
+# The longest target (docs/testing.md); ARGS='--quick' for a smoke run, ARGS='--rates 3000
+# --long-rates ""' for one rate.
 bench-inflight:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/tollgate ./cmd/fakellm ./cmd/tollgate-bench
 	$(BIN)/tollgate-bench inflight $(ARGS)
 
-# Issue 3: actor admission cycles/s, 429s/s under 10x overload, memory per queued request.
+# Admission: actor admission cycles/s, 429s/s under 10x overload, memory per queued request.
 # The Go benchmark cannot start the binaries' heap floor (app.TuneGC: GOGC 100 above 64 MiB);
 # GOGC=400 keeps its figures comparable with the recorded ones; tollgate-load applies TuneGC.
 bench-admission:
 	GOGC=400 $(GO) test -run '^$$' -bench BenchmarkAdmission -benchtime 3s -count 3 ./actors/
 	$(GO) run ./cmd/tollgate-load --scenario overload,queue-memory
 
-# Issue 15: what one call costs, counted rather than timed: allocations and CPU per relayed
+# Per-call costs, counted rather than timed: allocations and CPU per relayed
 # request, memory and goroutines per held call, each beside a bare reverse proxy.
 bench-calls:
 	$(GO) test -run '^$$' -bench 'BenchmarkRelay' -benchtime 3000x -count 2 ./cmd/internal/app/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeldCalls' -benchtime 1x -count 2 ./cmd/internal/app/
 
-# Issue 15: the instructions one relayed call costs, Tollgate's and a bare proxy's, counted by
+# The instructions one relayed call costs, Tollgate's and a bare proxy's, counted by
 # valgrind's callgrind (not timed, so the machine's load does not move them); needs valgrind.
 # ARGS='200 1200 30' also lists the 30 functions a stream costs most beyond the proxy's.
 bench-instructions:

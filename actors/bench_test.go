@@ -71,7 +71,7 @@ func cpuTime() time.Duration {
 
 func BenchmarkAdmission(b *testing.B) {
 	// The last case holds 2,000 calls open on its model the whole time, as a gateway does
-	// with LLM calls in flight (issue 15), and runs more cycles at once than a lane keeps
+	// with LLM calls in flight, and runs more cycles at once than a lane keeps
 	// idle request actors, so that request actors are retired while thousands run.
 	for _, c := range []struct {
 		providers, models, parallelism, held int

@@ -7,8 +7,8 @@ import (
 
 // poolDispatcher runs actor mailboxes on a few long-lived goroutines instead of protoactor's
 // default of a new goroutine each time a mailbox gets work. A fresh goroutine starts with a
-// small stack and grows it on every call path through Receive; in the admission benchmark
-// that stack growth was a third of all CPU. Pool workers keep their grown stacks.
+// small stack and grows it on every call path through Receive, which the admission
+// benchmark's profile showed costly (docs/benchmarks.md). Pool workers keep their grown stacks.
 //
 // Schedule never blocks: when every worker is busy and the queue is full, or after stop, it
 // falls back to a goroutine of its own, so a sender inside Receive cannot deadlock the pool.

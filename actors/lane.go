@@ -8,10 +8,11 @@ import (
 
 // laneActor runs one model's calls: it makes each started call's stream (its backend
 // context and run timer), spawns its request actor, answers the waiting Start, and when the
-// backend has stopped tells its provider that the call's lanes are free. Its one piece of
-// state is a fact: the calls running on the model. It survives a crash as it is (a crash
-// loses only the message being handled, which the provider's supervision handles), and a
-// provider rebuilding its own state asks for it.
+// backend has stopped tells its provider that the call's lanes are free. Its one fact is the
+// calls running on the model (the idle request actors it keeps for its next calls, and those
+// it retired, only save work). It survives a crash as it is (a crash loses only the message
+// being handled, which the provider's supervision handles), and a provider rebuilding its
+// own state asks for it.
 type laneActor struct {
 	g       *Gateway
 	p, m    int
@@ -20,8 +21,8 @@ type laneActor struct {
 	running map[policy.ID]*call
 	idle    []*actor.PID // request actors waiting for a call, at most maxIdleRequesters
 	// retired are the request actors this lane stopped itself because idle was full: they
-	// serve no call, so their Terminated needs no search of running, which with thousands
-	// of calls in flight was a sixth of the gateway's CPU (docs/benchmarks.md, issue 15).
+	// serve no call, so their Terminated needs no search of running, a search of thousands
+	// of calls when thousands are in flight (docs/benchmarks.md has the profile).
 	retired map[string]bool
 }
 

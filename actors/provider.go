@@ -368,9 +368,9 @@ func (a *providerActor) resync(ctx actor.Context, sync uint64) {
 // With messages waiting in the mailbox, the offer goes out once they are handled (offerDue,
 // sent to itself, comes after them): a burst of arrivals, grants or endings makes one
 // offer, not one each. Each offer lists the calls still awaiting a verdict and the policy
-// works through them for it, so offering per message cost O(queue) per message; at 3,000
-// arrivals a second a short queue then grew long and the gateway collapsed (issue 15:
-// BenchmarkAdmission with 2,048 clients took 180 µs of CPU per cycle, against 16 µs now).
+// works through them for it, so offering per message cost O(queue) per message, and under a
+// burst of arrivals a short queue grew long and the gateway collapsed (docs/benchmarks.md,
+// "The collapse at 3,000 RPS").
 // Offers supersede each other, so sending fewer is sending the last of them. With nothing
 // waiting, the offer goes at once, without the extra message.
 func (a *providerActor) offer(ctx actor.Context, now time.Time) {

@@ -29,9 +29,9 @@ var (
 // the caller's goroutine, never in Receive.
 //
 // A request actor serves one call at a time and its lane recycles it for the next one (see
-// laneActor.requester): spawning and stopping an actor per call was a fifth of an admission
-// cycle's CPU. A call's messages carry the call, so a late hang-up of the previous call
-// cannot reach the next.
+// laneActor.requester): spawning and stopping an actor per call was a large part of an
+// admission cycle's CPU (docs/benchmarks.md). A call's messages carry the call, so a late
+// hang-up of the previous call cannot reach the next.
 type requestActor struct {
 	g         *Gateway
 	c         *call // nil while idle

@@ -24,7 +24,7 @@ import (
 func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, req *llm.Request) (llm.Served, error) {
 	// The routes live in chain, not in this frame: the backend call runs below it, on the
 	// HTTP server's connection goroutine, whose stack should stay in its first 8 KiB while
-	// calls are held (docs/benchmarks.md, issue 15).
+	// calls are held (docs/benchmarks.md, "The connection goroutine's stack").
 	chain, err := g.chain(model, req)
 	if err != nil {
 		return llm.Served{}, err

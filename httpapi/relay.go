@@ -22,8 +22,8 @@ type buffered interface{ Buffered() bool }
 // An event is flushed as soon as it is written unless the stream says its next chunk is
 // already here: chunks that arrived together then share one write, as httputil.ReverseProxy
 // sends whatever one read returned, and no event ever waits unflushed for the backend.
-// Flushing each of them separately cost a syscall and a client wake-up per chunk and made
-// streams ~1.5× dearer than a bare proxy (docs/benchmarks.md).
+// Flushing each of them separately costs a syscall and a client wake-up per chunk, which a
+// bare proxy does not pay (docs/benchmarks.md).
 func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)

@@ -1,6 +1,8 @@
-// Package httpapi is Tollgate's HTTP surface: the OpenAI-compatible API, the admin endpoints
-// and the error mapping of SPEC §4. It talks to the admission machinery only through the
-// Gateway interface below and never imports the actors package.
+// Package httpapi is Tollgate's HTTP surface: the OpenAI-compatible API (Chat Completions,
+// Responses, batches), Anthropic's Messages API, the admin endpoints, the console's routes
+// (httpapi/ui) and the error mapping of SPEC §4. It talks to the admission machinery only
+// through what Options hands it (the Gateway interface below, BatchGateway when the gateway
+// has it, the State and Reload functions) and never imports the actors package.
 package httpapi
 
 import (

@@ -83,9 +83,6 @@ func (d *Dispatcher) Ready() bool { return d.unknown == 0 }
 // Known reports whether provider p has reported since the last Forget.
 func (d *Dispatcher) Known(p int) bool { return p >= 0 && p < len(d.provs) && d.provs[p].known }
 
-// Sync is the dispatcher's generation.
-func (d *Dispatcher) Sync() uint64 { return d.sync }
-
 // AddProvider adds an idle provider at epoch 0 and returns its index.
 func (d *Dispatcher) AddProvider() int {
 	d.provs = append(d.provs, dprov{known: true})
@@ -310,7 +307,7 @@ func (d *Dispatcher) Unhold(k int) {
 // scanLimit is the most comparisons a membership test over a whole list may cost before the
 // list is indexed instead: Report and Verdicts test every entry of one list against another,
 // and with thousands of requests awaiting verdicts (a backend slower than its arrivals)
-// scanning made them quadratic, three quarters of the gateway's CPU (issue 15).
+// scanning made them quadratic (docs/benchmarks.md has the profile).
 const scanLimit = 256
 
 // membership returns a test for the ids of list, to be asked about n ids: a scan of
@@ -332,6 +329,3 @@ func (d *Dispatcher) Running() int { return d.running }
 
 // Queued is the number of requests the dispatcher counts as waiting.
 func (d *Dispatcher) Queued() int { return d.queued }
-
-// Limits returns the global caps in force.
-func (d *Dispatcher) Limits() Limits { return d.limits }

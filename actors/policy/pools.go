@@ -117,11 +117,3 @@ func (p *Provider) Levels(now time.Time) tokens.Levels { return p.limiter.Levels
 // Limiter returns a copy of the provider's rate limiter, to ask it what holds a request back
 // (tokens.Limiter.Wait names the dimension).
 func (p *Provider) Limiter() tokens.Limiter { return p.limiter }
-
-// KeyLevels are key i's own buckets in pool pl at now; the zero Levels without key_rate_limit.
-func (p *Provider) KeyLevels(pl, i int, now time.Time) tokens.Levels {
-	if pl < 0 || pl >= len(p.pools) || p.pools[pl].lims == nil || i < 0 || i >= len(p.pools[pl].lims) {
-		return tokens.Levels{}
-	}
-	return p.pools[pl].lims[i].Levels(now)
-}

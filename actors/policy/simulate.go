@@ -128,7 +128,7 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 // lanes take, until the provider's free lanes run out. Which model starts first matters
 // only when the free lanes run out within a class, and then only to a grant of that class,
 // which picks its model as simulate does. The walk of the queue that simulate makes
-// otherwise cost O(queue) per offer, and offers come with every arrival (issue 15).
+// otherwise cost O(queue) per offer, and offers come with every arrival.
 func (p *Provider) simulateLanes(free, want int) int32 {
 	s := &p.sim
 	for c := range llm.NumPriorities {

@@ -1,5 +1,6 @@
 // Command fakellm serves a fake LLM backend speaking the OpenAI (Chat Completions, Responses),
-// Anthropic and Gemini wire formats, with scripted quirks. See README.md.
+// Anthropic and Gemini wire formats, with scripted quirks (package cmd/internal/fakellm; its
+// Script type is the --script file's format).
 package main
 
 import (
@@ -49,7 +50,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&opts.Reply, "reply", "", "answer text (default: a built-in sentence)")
 	fs.IntVar(&opts.MaxConcurrent, "max-concurrent", 0, "a hidden concurrency limit: refuse requests beyond this many in flight (0 = no limit; POST /_fakellm/limit changes it)")
 	fs.StringVar(&opts.BusyStyle, "busy-style", "", "how a request beyond --max-concurrent is refused: "+strings.Join(fakellm.BusyStyles(), ", ")+" (default stated)")
-	script := fs.String("script", "", "JSON file of per-key and per-model behaviour (see README.md; POST /_fakellm/script replaces it)")
+	script := fs.String("script", "", "JSON file of per-key and per-model behaviour (fakellm.Script; POST /_fakellm/script replaces it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// `tollgate-bench inflight` (issue 15) measures the regime LLM gateways live in: thousands of
+// `tollgate-bench inflight` measures the regime LLM gateways live in: thousands of
 // calls held open at once. The fake backend holds every call (fakellm --hold), an open-loop
 // driver sends calls at a fixed rate whether or not earlier ones have been answered, and the
 // bare proxy and Tollgate take turns, round by round, each group of rounds with fresh

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Targets of issue 15, as ratios to the bare proxy in the same run.
+// The in-flight targets, as ratios to the bare proxy in the same run.
 const (
 	minInflightThroughput = 0.97                  // Tollgate's req/s over the proxy's, at the top rate of the short hold
 	maxAddedP99           = 50 * time.Millisecond // Tollgate's p99 over the proxy's, likewise
@@ -256,7 +256,7 @@ func (r *inflightReport) write(w io.Writer) bool {
 	return r.writeTargets(w)
 }
 
-// writeTargets judges issue 15's targets: throughput, p99 and CPU at the highest rate of the
+// writeTargets judges the in-flight targets: throughput, p99 and CPU at the highest rate of the
 // shortest hold; memory per call in flight at the longest hold; no backend dials at steady
 // load anywhere; no errors anywhere.
 func (r *inflightReport) writeTargets(w io.Writer) bool {

@@ -1,4 +1,4 @@
-// Command tollgate-bench measures what Tollgate adds to a relayed request (issue 2). It runs
+// Command tollgate-bench measures what Tollgate adds to a relayed request. It runs
 // the fake backend, a bare httputil.ReverseProxy and Tollgate as separate processes on
 // 127.0.0.1 and drives all three with the same requests, interleaved round by round (direct,
 // proxy, Tollgate, direct, ...) so that drift hits them equally. It prints a markdown report:
@@ -6,7 +6,7 @@
 // a ratio to the bare proxy, stream errors and Tollgate's peak RSS.
 //
 //	tollgate-bench [--tollgate bin/tollgate] [--fakellm bin/fakellm] [--quick] [--profile DIR]
-//	tollgate-bench inflight [--rates 1000,2000,3000] [--hold 1s] [--quick] ...  (issue 15; inflight.go)
+//	tollgate-bench inflight [--rates 1000,2000,3000] [--hold 1s] [--quick] ...  (calls held open; inflight.go)
 //	tollgate-bench --telemetry all|metrics [--quick]    (Tollgate with telemetry on against off)
 //	tollgate-bench proxy --listen ADDR --target URL [--idle N]  (the bare proxy, run by the benchmarks)
 //	tollgate-bench gateway --config FILE [--profile-dir DIR] [--no-metrics]  (Tollgate in process)

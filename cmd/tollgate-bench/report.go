@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Targets of issue 2, against the bare proxy.
+// The relay's targets, against the bare proxy.
 const (
 	maxAddedP50Ratio = 1.3       // Tollgate's added p50 over the proxy's
 	minThroughput    = 0.8       // Tollgate's requests/s over the proxy's

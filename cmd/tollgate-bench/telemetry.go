@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// --telemetry: what metrics counting and OTLP tracing cost (issue 14). Two Tollgates, wired
+// --telemetry: what metrics counting and OTLP tracing cost. Two Tollgates, wired
 // as cmd/tollgate wires them (`tollgate-bench gateway`), relay to the same fake backend: "off"
 // counts nothing (--no-metrics) and traces nothing; "on" counts every request and is scraped
 // at GET /metrics every second, and with --telemetry all also exports every span

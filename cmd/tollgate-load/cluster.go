@@ -18,7 +18,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/serve"
 )
 
-// clusterLoad is issue 16's scenario: three replicas in this process share one real
+// clusterLoad is the cluster scenario (SPEC §17): three replicas in this process share one real
 // redis-server and the multi setup's fake backends (so the call meter sees all three).
 // A burst of 50 spread over them, then steady load with Redis stopped and restarted
 // under it: no provider's lanes, model's lanes or max_running exceeded at any instant,

@@ -11,7 +11,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
-// The learn-lanes scenario (issue 12, SPEC §11): a provider configured for 8 lanes whose
+// The learn-lanes scenario (SPEC §11): a provider configured for 8 lanes whose
 // backend takes 3 at once and says so in its 429s. A burst of 50 teaches the gateway the 3;
 // then the backend's limit rises to 6 and steady load finds it again.
 const (
@@ -32,9 +32,9 @@ const (
 
 // learnSetup's calls take about 80 ms at the backend. The gateway counts a lane busy from
 // its grant until its release is processed, a few milliseconds either side of the call the
-// backend sees, and more under -race on a loaded machine: with 30 ms calls those margins
-// let 7 lanes read all busy (a probe's successes) while the backend never held more than
-// its 6, so the probes climbed to 8 unrefused, in 2 of 18 runs beside four busy loops.
+// backend sees, and more under -race on a loaded machine: with calls as short as those
+// margins, 7 lanes can read all busy (a probe's successes) while the backend never holds
+// more than its 6, so the probes climb to 8 unrefused.
 // Calls long beside the gateway's own bookkeeping, as real LLM calls are, keep a probe
 // above the limit a call the backend sees and refuses.
 func learnSetup() setup {

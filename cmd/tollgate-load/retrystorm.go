@@ -12,7 +12,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
-// The retry-storm scenario (issue 11): the failure Tollgate exists to prevent. Six providers
+// The retry-storm scenario: the failure Tollgate exists to prevent. Six providers
 // under 500 clients whose SDKs retry twice, as the official ones do; one provider first
 // throttles inside HTTP 200 bodies (DashScope's Throttling.RateQuota, on both its keys), then
 // goes down. Its keys rest and its circuit opens, so it sees a bounded number of attempts,

@@ -12,7 +12,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
-// slow-readers (issue 9, item 1): max_running clients that send a streaming request and
+// slow-readers: max_running clients that send a streaming request and
 // never read a byte, beside normal traffic. Most ask for an answer of a usual size (tens of
 // KB, which the sockets buffer: the backend ends and the call with it); two ask for one far
 // larger than the socket buffers, so the gateway's writes to them block. Invariants:

@@ -20,8 +20,8 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
-// The coding agents as clients of the gateway (issue 13): Codex CLI on /v1/responses and
-// Claude Code on /v1/messages, pointed at Tollgate exactly as README.md says, with Tollgate
+// The coding agents as clients of the gateway: Codex CLI on /v1/responses and
+// Claude Code on /v1/messages, pointed at Tollgate exactly as docs/clients.md says, with Tollgate
 // in front of fakellm. Each runs a task that needs one tool call — fakellm (tool-call mode)
 // asks it to run `echo tollgate-tool-ok`, then answers from the tool's output — once through
 // a backend that speaks chat (the gateway translates both ways) and once through one that
@@ -45,7 +45,7 @@ const agentTask = "Run the check command and tell me what it printed."
 var agents = []agent{
 	{cli: cliKinds[0], route: "/v1/responses", model: "gpt-5-codex", native: "oai",
 		command: func(bin, url, model, home, task string) ([]string, []string) {
-			// The provider block README.md shows, as -c overrides.
+			// The provider block docs/clients.md shows, as -c overrides.
 			return []string{bin, "exec", "--json", "--skip-git-repo-check",
 					"-c", `model_provider="tollgate"`,
 					"-c", `model_providers.tollgate={name="Tollgate",base_url="` + url + `/v1",wire_api="responses",env_key="TOLLGATE_API_KEY"}`,

@@ -22,7 +22,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
-// Gateway tests with the real coding-agent CLIs (issue 5): Codex CLI and Claude Code, as
+// Gateway tests with the real coding-agent CLIs: Codex CLI and Claude Code, as
 // installed by .ci/install-clis, run by the gateway's CLI providers against fakellm on
 // loopback, and driven through the gateway's HTTP API with the official openai-go client.
 // They skip when a CLI is absent, unless CI is set: then absence fails.

@@ -95,7 +95,7 @@ func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool
 	}
 }
 
-// TestReplicasShareLimits is issue 16's "must show" with real processes: three tollgate
+// TestReplicasShareLimits shows SPEC §17's sharing with real processes: three tollgate
 // replicas share one redis-server and two backends that count their own concurrency. A
 // burst of 50 spread over the replicas never runs more than the provider's lanes at once; a
 // SIGKILLed replica's lanes come back within lease_ttl + 1s; Redis stopped under load puts

@@ -19,8 +19,8 @@ import (
 	"github.com/tollgate/tollgate/providers/sse"
 )
 
-// The attacks of issue 9, each against the gateway as the binary serves it (app.Server on a
-// loopback listener), from raw sockets, with the hostile backend of hostile_backend_test.go.
+// Attacks on the gateway's limits, each against the gateway as the binary serves it
+// (app.Server on a loopback listener), from raw sockets, with the hostile backend of hostile_backend_test.go.
 // Every limit is short here so the package stays fast; each attack asserts its bounded
 // outcome, the log line it leaves, and that the gateway is idle afterwards.
 

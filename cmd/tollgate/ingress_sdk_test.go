@@ -21,7 +21,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
-// The official SDKs against /v1/responses and /v1/messages (issue 13): openai-go's
+// The official SDKs against /v1/responses and /v1/messages: openai-go's
 // Responses.New and NewStreaming, anthropic-sdk-go's Messages.New and NewStreaming, each
 // against a backend that speaks chat (the request is translated both ways) and one that
 // speaks the client's own format (relayed as sent). fakellm plays the backend in tool-call

@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// A client that stops reading must not keep its lane (issue 9, item 1): the lane comes back
+// A client that stops reading must not keep its lane: the lane comes back
 // when the backend has stopped, whatever the client's socket does, and a write that makes no
 // progress for write_timeout ends the connection.
 

@@ -1,6 +1,7 @@
 // Package anthropic is the backend adapter for Anthropic's Messages API: it translates an
 // OpenAI chat request into a Messages request and the answer, streamed or whole, back into
-// structured llm.Chunk values.
+// structured llm.Chunk values. A request that came in as Messages is relayed as sent, with
+// only "model" replaced, and its events come back as sent (native.go).
 package anthropic
 
 import (

@@ -1,11 +1,12 @@
 // Package cli runs coding-agent CLIs (Codex CLI, Claude Code, Gemini CLI) as chat backends.
 //
 // Each request starts one CLI process in non-interactive JSON mode, with the conversation on
-// stdin, in a fresh empty working directory, with the CLI's most restrictive sandbox and a
-// controlled environment. Its event stream is decoded into llm.Chunks. The process leads its
-// own process group; cancelling the request's context (client gone, run timeout, shutdown)
-// sends SIGTERM to the group and SIGKILL after a grace period, and Stream.Close returns only
-// once the process is reaped, so the gateway frees the lane only when the CLI is really gone.
+// stdin, in a fresh empty working directory (unless the provider names one), with the CLI's
+// most restrictive sandbox and a controlled environment. Its event stream is decoded into
+// llm.Chunks. The process leads its own process group; cancelling the request's context
+// (client gone, run timeout, shutdown) sends SIGTERM to the group and SIGKILL after a grace
+// period, and Stream.Close returns only once the process is reaped, so the gateway frees the
+// lane only when the CLI is really gone.
 package cli
 
 import (
@@ -296,21 +297,4 @@ func checkArg(v string) error {
 		return errors.New("must not contain control characters")
 	}
 	return nil
-}
-
-// Discovered is a CLI found on PATH.
-type Discovered struct {
-	Kind    string // KindCodex, KindClaude or KindGemini
-	Command string // resolved path
-}
-
-// Discover reports which CLIs lookPath finds (pass exec.LookPath), in a fixed order.
-func Discover(lookPath func(string) (string, error)) []Discovered {
-	var out []Discovered
-	for _, kind := range []string{KindCodex, KindClaude, KindGemini} {
-		if p, err := lookPath(dialects[kind].command); err == nil {
-			out = append(out, Discovered{Kind: kind, Command: p})
-		}
-	}
-	return out
 }

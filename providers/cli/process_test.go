@@ -337,8 +337,8 @@ func TestFailedRuns(t *testing.T) {
 
 // TestRunTimeout: a deadline that passes while the CLI hangs in the middle of its answer
 // ends the stream with context.DeadlineExceeded and leaves nothing of its process group.
-// The deadline passes once Open has returned: a clock started before Open raced the fake
-// CLI's start-up, which on a loaded machine took more than 200 ms, and then more than 1 s.
+// The deadline passes once Open has returned: a clock started before Open would race the
+// fake CLI's start-up, which a loaded machine can make longer than any fixed clock.
 func TestRunTimeout(t *testing.T) {
 	b := fakeCLI(t, KindCodex, "hang", nil, 0)
 	ctx, pass := manualDeadline()
@@ -410,19 +410,6 @@ func TestNewValidates(t *testing.T) {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
-	}
-}
-
-func TestDiscover(t *testing.T) {
-	look := func(name string) (string, error) {
-		if name == "claude" {
-			return "/opt/bin/claude", nil
-		}
-		return "", errors.New("not found")
-	}
-	got := Discover(look)
-	if len(got) != 1 || got[0] != (Discovered{Kind: KindClaude, Command: "/opt/bin/claude"}) {
-		t.Errorf("Discover = %+v", got)
 	}
 }
 

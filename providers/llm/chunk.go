@@ -1,9 +1,6 @@
 package llm
 
-import (
-	"context"
-	"encoding/json"
-)
+import "context"
 
 // FinishReason is why a choice ended, in OpenAI's vocabulary.
 type FinishReason string
@@ -81,8 +78,9 @@ type Stream interface {
 }
 
 // Backend opens calls to one provider. Open returns once the backend has accepted the call
-// (HTTP headers received, process started) or failed; errors the backend reports before its
-// first chunk come back from Open as *Error so the gateway can answer with a proper status.
+// (HTTP headers received; a CLI's first chunk produced) or failed; errors the backend reports
+// before its first chunk come back from Open as *Error so the gateway can answer with a proper
+// status.
 // The context bounds the whole call: cancelling it stops the backend work.
 type Backend interface {
 	Open(ctx context.Context, req *Request) (Stream, error)
@@ -98,22 +96,4 @@ type ModelInfo struct {
 	ID              string
 	ContextWindow   int
 	MaxOutputTokens int
-}
-
-// Completion is a whole non-streaming answer in OpenAI's chat.completion shape, assembled by
-// the HTTP layer from structured chunks.
-type Completion struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []CompletionChoice `json:"choices"`
-	Usage   *Usage             `json:"usage,omitempty"`
-}
-
-// CompletionChoice is one choice of a Completion.
-type CompletionChoice struct {
-	Index        int             `json:"index"`
-	Message      json.RawMessage `json:"message"`
-	FinishReason FinishReason    `json:"finish_reason"`
 }

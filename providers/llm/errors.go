@@ -141,8 +141,3 @@ func KindOf(err error) Kind {
 	}
 	return KindUpstream
 }
-
-// Errorf builds an *Error of the given kind with a formatted message.
-func Errorf(kind Kind, format string, args ...any) *Error {
-	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
-}

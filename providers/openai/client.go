@@ -2,7 +2,9 @@
 // format: OpenAI itself, DeepSeek, Qwen (DashScope compatible mode), Doubao (Volcengine Ark),
 // ERNIE (Qianfan v2), NVIDIA NIM, LM Studio and Ollama. It relays the backend's chunks byte for
 // byte and turns each backend's way of failing — HTTP statuses, errors inside 200 bodies and
-// inside streams — into one *llm.Error vocabulary.
+// inside streams — into one *llm.Error vocabulary. A request that came in as OpenAI's
+// Responses API goes to the openai kind's /responses as sent, with only "model" replaced,
+// and its events come back as sent (responses.go).
 package openai
 
 import (

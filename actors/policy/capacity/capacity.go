@@ -1,4 +1,4 @@
-// Package capacity learns how many lanes a backend really takes (SPEC §11, issue 12) as pure
+// Package capacity learns how many lanes a backend really takes (SPEC §11) as pure
 // code: configured lanes are a ceiling, and the effective count follows what the backend
 // itself reports while refusing.
 //

@@ -122,7 +122,8 @@ func simulate(l *Lanes, c *int, rounds int, now *time.Time, stated bool, seen fu
 	return refused
 }
 
-// TestSteadyHiddenLimit: the issue 12 scenario as a pure simulation. Configured 8, hidden 3:
+// TestSteadyHiddenLimit: a backend that takes fewer lanes than configured, as a pure
+// simulation. Configured 8, hidden 3:
 // effective reads 3 at once and settles, refusals become rare; the limit raised to 6 is found
 // within a bounded number of calls and never exceeded by more than one probe.
 func TestSteadyHiddenLimit(t *testing.T) {

@@ -21,8 +21,8 @@ const (
 // never more than Ratio times the first attempts of the last Window seconds, so a quiet
 // provider cannot bank retries for a later storm. Hence over any stretch of time with C
 // first attempts and S seconds, at most Ratio·C + FloorPerSecond·S retries are made, plus what
-// the Window before it had earned and not spent: with the defaults, the "calls × 1.2 + 3/s"
-// attempts of issue 11.
+// the Window before it had earned and not spent: with the defaults, at most 1.2 attempts per
+// call plus 3 a second.
 //
 // Seconds are aligned to the clock (now.Unix()); the window is the current second and the
 // Window−1 before it. The zero Budget is not usable: call NewBudget.

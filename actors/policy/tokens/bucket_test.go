@@ -10,7 +10,7 @@ import (
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 // TestBurst pins what a configuration lets through: the default burst is ten seconds' worth,
-// and a configured one replaces it (issue 11: "rpm 6 today allows one call, then one every 10s").
+// and a configured one replaces it (rpm 6 allows one call, then one every 10 s).
 func TestBurst(t *testing.T) {
 	tests := []struct {
 		name       string

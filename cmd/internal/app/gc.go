@@ -24,10 +24,9 @@ import (
 //     GOMEMLIMIT, or MemoryLimitRatio of the container's cgroup limit (cgroup v2 memory.max
 //     or v1 memory.limit_in_bytes, read by automemlimit; AUTOMEMLIMIT=off or a ratio
 //     overrides it). Without either there is none. A fixed limit below what the load needs
-//     (the 64 MiB this file once set) makes the collector run without pause once thousands
-//     of calls are in flight: calls slow down, more of them are in flight, and the gateway
-//     falls over at a load the bare proxy carries (issue 15). The limit takes precedence
-//     over the floor.
+//     makes the collector run without pause once thousands of calls are in flight: calls
+//     slow down, more of them are in flight, and the gateway falls over at a load the bare
+//     proxy carries (docs/benchmarks.md). The limit takes precedence over the floor.
 const (
 	DefaultGCPercent = 100
 	DefaultHeapFloor = 64 << 20

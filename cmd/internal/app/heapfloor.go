@@ -11,7 +11,7 @@ import (
 // its calls in flight hold, while every call allocates: with a small live heap a plain GOGC
 // collects every few megabytes of allocation (the closed-loop and admission benchmarks'
 // tails), and a GOGC high enough to avoid that multiplies the heap of thousands of calls in
-// flight by as much (issue 15). The floor gives the first regime a large GOGC and the
+// flight by as much. The floor gives the first regime a large GOGC and the
 // second the base one.
 //
 // After every collection the percent is set to what makes the next goal
@@ -22,8 +22,7 @@ import (
 // runtimeHeapMinimum is the runtime's smallest heap goal at GOGC 100 (defaultHeapMinimum in
 // runtime/mgcpacer.go). The runtime scales it with GOGC, so at a percent p no goal is below
 // runtimeHeapMinimum × p/100: a percent above floor × 100 / runtimeHeapMinimum would put the
-// goal above the floor, and at GOGC 10,000 the first collection waited for a 400 MiB heap
-// (issue 15).
+// goal above the floor (at GOGC 10,000 the first goal would be 400 MiB).
 const runtimeHeapMinimum = 4 << 20
 
 // floorPercent is the GOGC whose next heap goal is max(live × (1 + base/100), floor): at most

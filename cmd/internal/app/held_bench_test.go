@@ -20,7 +20,7 @@ import (
 )
 
 // BenchmarkHeldCalls measures what one call in flight holds in the gateway's process while
-// its backend holds it (issue 15): heap in use and goroutine stacks, after a collection, per
+// its backend holds it: heap in use and goroutine stacks, after a collection, per
 // held call, for the gateway and for a bare reverse proxy in its place. Both share the
 // client and the fake backend in this process, so what one holds beyond the other is its
 // own. Run with -benchtime 1x (the count of held calls is fixed). While the calls are held,

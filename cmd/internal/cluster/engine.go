@@ -1,3 +1,9 @@
+// Package cluster is the lease engine that lets replicas naming one Redis share their limits
+// (SPEC §17): leases on lanes and caps taken all or none by Lua scripts (lua/), renewed while
+// a call runs and reclaimed once expired; rpm and tpm buckets as GCRA on Redis's clock; key
+// cooldowns, open breakers and learned lanes announced to the other replicas over pub/sub;
+// and the outage rule each replica runs on while Redis is away (outage.go). The lease
+// layout, the scripts and the failure table are in docs/architecture.md, "Several replicas".
 package cluster
 
 import (

@@ -119,9 +119,6 @@ type Lease struct {
 	released atomic.Bool
 }
 
-// ID is the lease's member in its scopes' sorted sets: "replica|incarnation|seq".
-func (l *Lease) ID() string { return l.member }
-
 // Acquire takes every scope and bucket of c for one call, all or none. It answers a
 // *Busy error when some scope or bucket has no room (nothing taken), ctx's error when ctx
 // ends first, ErrClosed after Close, or an error naming what is wrong with c. With Redis

@@ -10,7 +10,7 @@ import (
 
 // Cluster makes the replicas that name the same Redis share their limits (SPEC §17):
 // max_running, every provider's lanes and rate_limit and every model's model lanes, in
-// Redis (cmd/internal/cluster; README says what is not shared). Nil (no cluster: in the
+// Redis (cmd/internal/cluster; docs/replicas.md says what is not shared). Nil (no cluster: in the
 // file): the gateway is alone, and nothing changes.
 type Cluster struct {
 	Redis Redis `yaml:"redis"`

@@ -144,7 +144,8 @@ type Provider struct {
 	Kind string `yaml:"kind"`
 	// BaseURL is the backend's address; "" means the adapter's own default for the kind.
 	BaseURL string `yaml:"base_url"`
-	// Keys are the backend API keys, tried in order. Not used by CLI kinds.
+	// Keys are the backend API keys, used in turn (round-robin), a rate-limited key resting
+	// and a refused one set aside (SPEC §10). Not used by CLI kinds.
 	Keys []string `yaml:"keys"`
 
 	// Lanes is how many requests may run at once; omitted → the kind's default (SPEC §2).
@@ -307,12 +308,6 @@ const (
 	minRetryAfter        = time.Second
 	maxRetryAfter        = 60 * time.Second
 )
-
-// KindDefaults returns the SPEC §2 defaults for a provider kind; ok is false for an unknown kind.
-func KindDefaults(kind string) (lanes, modelLanes int, runTimeout time.Duration, ok bool) {
-	k, ok := kinds[kind]
-	return k.lanes, k.modelLanes, k.runTimeout, ok
-}
 
 // Kinds returns the valid provider kinds, sorted.
 func Kinds() []string {

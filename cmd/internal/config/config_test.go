@@ -149,13 +149,13 @@ func TestLimitsFeedProviderDefaults(t *testing.T) {
 
 func TestKindDefaults(t *testing.T) {
 	for _, kind := range Kinds() {
-		lanes, modelLanes, run, ok := KindDefaults(kind)
-		if !ok || lanes < 1 || modelLanes < 1 || modelLanes > lanes || run <= 0 {
-			t.Errorf("KindDefaults(%s) = %d, %d, %s, %v", kind, lanes, modelLanes, run, ok)
+		k, ok := kinds[kind]
+		if !ok || k.lanes < 1 || k.modelLanes < 1 || k.modelLanes > k.lanes || k.runTimeout <= 0 {
+			t.Errorf("kinds[%s] = %d, %d, %s, %v", kind, k.lanes, k.modelLanes, k.runTimeout, ok)
 		}
 	}
-	if _, _, _, ok := KindDefaults("nope"); ok {
-		t.Error("KindDefaults(nope) ok")
+	if _, ok := kinds["nope"]; ok {
+		t.Error("kinds[nope] ok")
 	}
 	if len(Kinds()) != 14 {
 		t.Errorf("Kinds() = %v, SPEC §8 lists 14", Kinds())

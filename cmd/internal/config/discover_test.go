@@ -65,8 +65,8 @@ func TestDefaultDiscoversEverything(t *testing.T) {
 		if p.Name != w.name || p.Kind != w.kind || p.Discovered != w.found {
 			t.Errorf("providers[%d] = %s/%s found by %q, want %+v", i, p.Name, p.Kind, p.Discovered, w)
 		}
-		lanes, modelLanes, run, _ := KindDefaults(p.Kind)
-		if p.Lanes != lanes || p.ModelLanes != modelLanes || p.RunTimeout.D() != run || p.QueueLength != 8 {
+		k := kinds[p.Kind]
+		if p.Lanes != k.lanes || p.ModelLanes != k.modelLanes || p.RunTimeout.D() != k.runTimeout || p.QueueLength != 8 {
 			t.Errorf("%s not defaulted: %v", p.Name, p)
 		}
 	}

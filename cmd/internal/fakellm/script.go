@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Script is scripted per-key and per-model behaviour (issue 11): which API keys are
+// Script is scripted per-key and per-model behaviour: which API keys are
 // rate-limited, invalid or throttled inside a 200, and which models are down or go down after
 // some calls. It is set with Options.Script, replaced at run time with POST /_fakellm/script
 // (the same JSON), and applies to every API; keys are read from Authorization: Bearer,

@@ -130,9 +130,6 @@ func (m *Metrics) Handler() http.Handler {
 // Register adds c's series (the cluster engine's, for one) to /metrics.
 func (m *Metrics) Register(c prometheus.Collector) { m.reg.MustRegister(c) }
 
-// Gatherer is the registry, for tests and for other exporters.
-func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
-
 // Observe counts one answered model request (httpapi.Options.Observe).
 func (m *Metrics) Observe(o httpapi.Outcome) {
 	m.answer(o).Inc()

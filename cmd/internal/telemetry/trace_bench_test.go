@@ -31,7 +31,7 @@ import (
 
 // BenchmarkRequest is what one request costs with telemetry off and on, through a whole
 // in-process gateway (app.New, served on loopback) relaying to an in-process fakellm, as the
-// relay benchmark runs it (docs/benchmarks.md, issue 14) but without its noise. The modes:
+// relay benchmark runs it (docs/benchmarks.md) but without its noise. The modes:
 //
 //   - off: counts nothing, traces nothing (the relay benchmark's "off");
 //   - metrics: counts every request (the SPEC §15 series), traces nothing;
