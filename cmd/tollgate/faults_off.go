@@ -2,8 +2,8 @@
 
 package main
 
-import "github.com/tollgate/tollgate/actors"
+import "github.com/tollgate/tollgate/cmd/internal/app"
 
 // injectFaults does nothing: only fault-tagged builds can crash their actors on purpose
 // (faults_on.go).
-func injectFaults(*actors.Gateway) error { return nil }
+func injectFaults(*app.App) error { return nil }

@@ -47,7 +47,7 @@ func serve(cfg *config.Config, f flags, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := injectFaults(a.Gateway); err != nil {
+	if err := injectFaults(a); err != nil {
 		_ = a.Drain(context.Background())
 		return err
 	}
