@@ -148,7 +148,7 @@ func streamFailure(name, code string) conformanceCheck {
 			t.Errorf("%s: response.failed has id %v, response.created had %v: the stream's identity must not change", name, obs["id"], obs["created_id"])
 		}
 		if obs["output_text"] != obs["streamed"] {
-			t.Errorf("%s: the failed response's output_text is %q, the stream's text was %q: keep what was streamed", name, obs["output_text"], obs["streamed"])
+			t.Errorf("%s: the failed response's output_text is %v, the stream's text was %v: keep what was streamed", name, obs["output_text"], obs["streamed"])
 		}
 	}}
 }
