@@ -62,27 +62,39 @@ var (
 )
 
 // refusal is what a user sees of a Stainless SDK's error (Anthropic's and OpenAI's): the
-// class, the status and the gateway's code; code is where the code is in the observation.
-func refusal(class string, status int, codePath, code string) []expect {
+// class, the status, the gateway's code (at codePath in the observation) and a message that
+// says what is wrong (holding phrase).
+func refusal(class string, status int, codePath, code, phrase string) []expect {
 	return []expect{
 		{"error.class", equals(class), "the SDK's error class for the status"},
 		{"error.status", equals(status), "the status the gateway answered"},
 		{codePath, equals(code), "Tollgate's code, in the client's error shape"},
+		{"error.message", holds(phrase), "the message says what is wrong"},
 	}
 }
 
 // anthropicRefusal is refusal with the request id the Anthropic SDKs read.
-func anthropicRefusal(class string, status int, typ, code string) []expect {
-	return append(refusal(class, status, "error.body.error.code", code),
+func anthropicRefusal(class string, status int, typ, code, phrase string) []expect {
+	return append(refusal(class, status, "error.body.error.code", code, phrase),
 		expect{"error.type", equals(typ), "Anthropic's error type"},
 		expect{"error.requestID", nonEmpty, "APIError.requestID is the request-id header"})
 }
 
 // openaiRefusal is refusal with the request id openai reads.
-func openaiRefusal(class string, status int, code string) []expect {
-	return append(refusal(class, status, "error.code", code),
+func openaiRefusal(class string, status int, code, phrase string) []expect {
+	return append(refusal(class, status, "error.code", code, phrase),
 		expect{"error.requestID", nonEmpty, "APIError.requestID is the x-request-id header"})
 }
+
+// What the gateway's messages say, in words a rewording keeps: the 401 names the key, the
+// 429 the provider (named "busy"), the 502 relays the backend's "server" error, the 404
+// points at /v1/models.
+const (
+	badKey    = "API key"
+	busyLane  = "busy"
+	serverErr = "server"
+	listIDs   = "/v1/models"
+)
 
 // noRetry is the header that tells every SDK (and Claude Code) not to retry the gateway's 401.
 var noRetry = expect{"error.shouldRetry", equals("false"), "SPEC §4: invalid_api_key carries x-should-retry: false"}
@@ -115,7 +127,7 @@ func anthropicChecks() []conformanceCheck {
 			{"input_tokens", atLeast(1), "a count"},
 			{"header_request_id", nonEmpty, "count_tokens answers carry request-id too"}}},
 		conformanceCheck{name: "anthropic/count_tokens/unknown-model", tries: once404,
-			wants: anthropicRefusal("NotFoundError", 404, "not_found_error", "model_not_found")},
+			wants: anthropicRefusal("NotFoundError", 404, "not_found_error", "model_not_found", listIDs)},
 		conformanceCheck{name: "anthropic/models.list", wants: []expect{
 			{"first.type", equals("model"), "models.list() with anthropic-version gets Anthropic's list shape"},
 			{"first.display_name", nonEmpty, "Anthropic's ModelInfo has display_name"},
@@ -124,13 +136,13 @@ func anthropicChecks() []conformanceCheck {
 			{"last_id", nonEmpty, "Anthropic's page has last_id"},
 			{"has_more", equals(false), "one page"}}},
 		conformanceCheck{name: "anthropic/unknown-model", tries: once404,
-			wants: anthropicRefusal("NotFoundError", 404, "not_found_error", "model_not_found")},
+			wants: anthropicRefusal("NotFoundError", 404, "not_found_error", "model_not_found", listIDs)},
 		conformanceCheck{name: "anthropic/401", tries: once401,
-			wants: append(anthropicRefusal("AuthenticationError", 401, "authentication_error", "invalid_api_key"), noRetry)},
+			wants: append(anthropicRefusal("AuthenticationError", 401, "authentication_error", "invalid_api_key", badKey), noRetry)},
 		conformanceCheck{name: "anthropic/429", tries: stainless429,
-			wants: anthropicRefusal("RateLimitError", 429, "rate_limit_error", "provider_queue_full")},
+			wants: anthropicRefusal("RateLimitError", 429, "rate_limit_error", "provider_queue_full", busyLane)},
 		conformanceCheck{name: "anthropic/5xx", tries: stainless5xx,
-			wants: anthropicRefusal("InternalServerError", 502, "api_error", "upstream_error")},
+			wants: anthropicRefusal("InternalServerError", 502, "api_error", "upstream_error", serverErr)},
 	)
 }
 
@@ -212,13 +224,13 @@ func openaiChecks() []conformanceCheck {
 		cs = append(cs, chat, responses)
 	}
 	return append(cs,
-		conformanceCheck{name: "openai/unknown-model", tries: once404, wants: openaiRefusal("NotFoundError", 404, "model_not_found")},
+		conformanceCheck{name: "openai/unknown-model", tries: once404, wants: openaiRefusal("NotFoundError", 404, "model_not_found", listIDs)},
 		conformanceCheck{name: "openai/wrong-base-url", tries: once404, wants: []expect{
 			{"error.class", equals("NotFoundError"), "a 404"},
 			{"error.message", holds("/v1/chat/completions"), "the answer names the route the client meant"}}},
-		conformanceCheck{name: "openai/401", tries: once401, wants: append(openaiRefusal("AuthenticationError", 401, "invalid_api_key"), noRetry)},
-		conformanceCheck{name: "openai/429", tries: stainless429, wants: openaiRefusal("RateLimitError", 429, "provider_queue_full")},
-		conformanceCheck{name: "openai/5xx", tries: stainless5xx, wants: openaiRefusal("InternalServerError", 502, "upstream_error")},
+		conformanceCheck{name: "openai/401", tries: once401, wants: append(openaiRefusal("AuthenticationError", 401, "invalid_api_key", badKey), noRetry)},
+		conformanceCheck{name: "openai/429", tries: stainless429, wants: openaiRefusal("RateLimitError", 429, "provider_queue_full", busyLane)},
+		conformanceCheck{name: "openai/5xx", tries: stainless5xx, wants: openaiRefusal("InternalServerError", 502, "upstream_error", serverErr)},
 	)
 }
 
@@ -232,9 +244,9 @@ func agentsChecks() []conformanceCheck {
 		}
 		cs = append(cs,
 			conformanceCheck{name: "agents/" + api + "/tool.stream", tries: twice200, wants: ran},
-			conformanceCheck{name: "agents/" + api + "/401", tries: once401, wants: append(openaiRefusal("AuthenticationError", 401, "invalid_api_key"), noRetry)},
-			conformanceCheck{name: "agents/" + api + "/429", tries: stainless429, wants: openaiRefusal("RateLimitError", 429, "provider_queue_full")},
-			conformanceCheck{name: "agents/" + api + "/5xx", tries: stainless5xx, wants: openaiRefusal("InternalServerError", 502, "upstream_error")},
+			conformanceCheck{name: "agents/" + api + "/401", tries: once401, wants: append(openaiRefusal("AuthenticationError", 401, "invalid_api_key", badKey), noRetry)},
+			conformanceCheck{name: "agents/" + api + "/429", tries: stainless429, wants: openaiRefusal("RateLimitError", 429, "provider_queue_full", busyLane)},
+			conformanceCheck{name: "agents/" + api + "/5xx", tries: stainless5xx, wants: openaiRefusal("InternalServerError", 502, "upstream_error", serverErr)},
 		)
 	}
 	return cs
@@ -242,8 +254,9 @@ func agentsChecks() []conformanceCheck {
 
 // retried is what the AI SDK throws once its retries are spent: a RetryError whose last
 // error is the gateway's answer.
-func retried(status int, code string) []expect {
+func retried(status int, code, phrase string) []expect {
 	return []expect{
+		{"error.lastError.message", holds(phrase), "the last error's message says what is wrong"},
 		{"error.class", equals("RetryError"), "retries spent"},
 		{"error.reason", equals("maxRetriesExceeded"), "the reason"},
 		{"error.attempts", equals(3), "one error per attempt"},
@@ -278,14 +291,16 @@ func aisdkChecks() []conformanceCheck {
 			{"error.message", holds("/v1/messages"), "the answer, in Anthropic's shape, names the route the client meant"}}},
 		conformanceCheck{name: "aisdk/openai/401", tries: once401, wants: []expect{
 			{"error.class", equals("APICallError"), "not retried: the call's error itself"},
-			{"error.status", equals(401), "the status"}, {"error.responseBody", holds("invalid_api_key"), "Tollgate's code"}, noRetry}},
+			{"error.status", equals(401), "the status"}, {"error.responseBody", holds("invalid_api_key"), "Tollgate's code"},
+			{"error.message", holds(badKey), "the message says what is wrong"}, noRetry}},
 		conformanceCheck{name: "aisdk/anthropic/401", tries: once401, wants: []expect{
 			{"error.class", equals("APICallError"), "not retried: the call's error itself"},
-			{"error.status", equals(401), "the status"}, {"error.responseBody", holds("invalid_api_key"), "Tollgate's code"}, noRetry}},
-		conformanceCheck{name: "aisdk/openai/429", tries: aisdk429, wants: retried(429, "provider_queue_full")},
-		conformanceCheck{name: "aisdk/anthropic/429", tries: aisdk429, wants: retried(429, "provider_queue_full")},
-		conformanceCheck{name: "aisdk/openai/5xx", tries: aisdk5xx, wants: retried(502, "upstream_error")},
-		conformanceCheck{name: "aisdk/anthropic/5xx", tries: aisdk5xx, wants: retried(502, "upstream_error")},
+			{"error.status", equals(401), "the status"}, {"error.responseBody", holds("invalid_api_key"), "Tollgate's code"},
+			{"error.message", holds(badKey), "the message says what is wrong"}, noRetry}},
+		conformanceCheck{name: "aisdk/openai/429", tries: aisdk429, wants: retried(429, "provider_queue_full", busyLane)},
+		conformanceCheck{name: "aisdk/anthropic/429", tries: aisdk429, wants: retried(429, "provider_queue_full", busyLane)},
+		conformanceCheck{name: "aisdk/openai/5xx", tries: aisdk5xx, wants: retried(502, "upstream_error", serverErr)},
+		conformanceCheck{name: "aisdk/anthropic/5xx", tries: aisdk5xx, wants: retried(502, "upstream_error", serverErr)},
 	)
 }
 
@@ -305,8 +320,8 @@ func langchainChecks() []conformanceCheck {
 	return append(cs,
 		conformanceCheck{name: "langchain/defaults", tries: noRequest, wants: []expect{
 			{"max_retries", equals(6), "AsyncCaller's default retries"}}},
-		conformanceCheck{name: "langchain/401", tries: once401, wants: append(refusal("AuthenticationError", 401, "error.body.error.code", "invalid_api_key"), noRetry)},
-		conformanceCheck{name: "langchain/429", tries: langchain429, wants: refusal("RateLimitError", 429, "error.body.error.code", "provider_queue_full")},
-		conformanceCheck{name: "langchain/5xx", tries: langchain5xx, wants: refusal("InternalServerError", 502, "error.body.error.code", "upstream_error")},
+		conformanceCheck{name: "langchain/401", tries: once401, wants: append(refusal("AuthenticationError", 401, "error.body.error.code", "invalid_api_key", badKey), noRetry)},
+		conformanceCheck{name: "langchain/429", tries: langchain429, wants: refusal("RateLimitError", 429, "error.body.error.code", "provider_queue_full", busyLane)},
+		conformanceCheck{name: "langchain/5xx", tries: langchain5xx, wants: refusal("InternalServerError", 502, "error.body.error.code", "upstream_error", serverErr)},
 	)
 }
