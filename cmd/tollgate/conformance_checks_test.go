@@ -130,6 +130,7 @@ func anthropicChecks() []conformanceCheck {
 			wants: anthropicRefusal("NotFoundError", 404, "not_found_error", "model_not_found", listIDs)},
 		conformanceCheck{name: "anthropic/models.list", wants: []expect{
 			{"first.type", equals("model"), "models.list() with anthropic-version gets Anthropic's list shape"},
+			{"first.id", nonEmpty, "an id to ask for"},
 			{"first.display_name", nonEmpty, "Anthropic's ModelInfo has display_name"},
 			{"first.created_at", nonEmpty, "Anthropic's ModelInfo has created_at (RFC 3339)"},
 			{"first_id", nonEmpty, "Anthropic's page has first_id"},
@@ -224,6 +225,10 @@ func openaiChecks() []conformanceCheck {
 		cs = append(cs, chat, responses)
 	}
 	return append(cs,
+		conformanceCheck{name: "openai/models.list", wants: []expect{
+			{"first.object", equals("model"), "OpenAI's Model object"},
+			{"first.id", nonEmpty, "an id to ask for"},
+			{"first.owned_by", nonEmpty, "OpenAI's Model has owned_by"}}},
 		conformanceCheck{name: "openai/unknown-model", tries: once404, wants: openaiRefusal("NotFoundError", 404, "model_not_found", listIDs)},
 		conformanceCheck{name: "openai/wrong-base-url", tries: once404, wants: []expect{
 			{"error.class", equals("NotFoundError"), "a 404"},

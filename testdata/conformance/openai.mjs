@@ -122,6 +122,12 @@ for (const [route, byAPI] of Object.entries(toolModels)) {
   });
 }
 
+// The list keeps OpenAI's shape for OpenAI's clients (Anthropic's clients get theirs).
+await check('openai/models.list', async (name) => {
+  const page = await client(name).models.list();
+  return { count: page.data.length, first: page.data[0] ?? null };
+});
+
 await check('openai/unknown-model', async (name) => {
   await client(name).chat.completions.create({ model: 'nope/x', messages: hello });
   return {};
