@@ -85,7 +85,8 @@ fuzz:
 screenshots:
 	TOLLGATE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestConsoleScreenshots$$' -v ./cmd/tollgate/
 
-# The pinned coding-agent CLIs the integration tests drive, into .tools/.
+# The pinned coding-agent CLIs the integration tests drive and the client libraries the
+# conformance suite runs (testdata/conformance/package.json), into .tools/.
 clis:
 	bash .ci/install-clis
 

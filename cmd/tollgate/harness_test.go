@@ -37,6 +37,13 @@ func serveGateway(t *testing.T, yaml string, backends map[string]llm.Backend, lo
 // serveApp is startGateway with every app option chosen by the caller.
 func serveApp(t *testing.T, yaml string, o app.Options) *gateway {
 	t.Helper()
+	return serveWrapped(t, yaml, o, nil)
+}
+
+// serveWrapped is serveApp with the binary's server handler wrapped by wrap (nil: as it is),
+// so a test can see every request the gateway serves and every answer's status.
+func serveWrapped(t *testing.T, yaml string, o app.Options, wrap func(http.Handler) http.Handler) *gateway {
+	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -48,6 +55,9 @@ func serveApp(t *testing.T, yaml string, o app.Options) *gateway {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		a.Handler = wrap(a.Handler)
 	}
 	srv := a.Server() // the server the binary runs, with its connection limits
 	served := make(chan error, 1)
