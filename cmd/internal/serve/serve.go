@@ -39,22 +39,31 @@ type Limits struct {
 type Server struct {
 	http   *http.Server
 	limits Limits
-	// log receives the connection-level lines, at most connLogBurst a second: a flood of
-	// refused connections must not become a flood of log lines.
+	// log receives the connection-level lines, at most connLogBurst a second of each level
+	// (connLog): a flood of refused connections must not become a flood of log lines.
 	log zerolog.Logger
 
 	mu      sync.Mutex
 	clients map[string]int // open connections per client address, when capped
 }
 
-// connLogBurst is how many connection-level lines a second the log gets; the rest of a
-// second's lines are dropped.
+// connLogBurst is how many connection-level lines of one level a second the log gets; the
+// rest of a second's lines of that level are dropped.
 const connLogBurst = 20
+
+// connLog caps log's lines at connLogBurst a second for each level apart, so that a flood of
+// one kind, such as kept-alive connections closing at idle_timeout (debug), cannot crowd out
+// the lines of another, such as a request late past header_timeout (info).
+func connLog(log zerolog.Logger) zerolog.Logger {
+	burst := func() zerolog.Sampler { return &zerolog.BurstSampler{Burst: connLogBurst, Period: time.Second} }
+	return log.Sample(zerolog.LevelSampler{TraceSampler: burst(), DebugSampler: burst(),
+		InfoSampler: burst(), WarnSampler: burst(), ErrorSampler: burst()})
+}
 
 // New returns a Server for handler with the limits; its connection-level lines go to log.
 func New(handler http.Handler, l Limits, log zerolog.Logger) *Server {
 	s := &Server{limits: l, clients: map[string]int{},
-		log: log.Sample(&zerolog.BurstSampler{Burst: connLogBurst, Period: time.Second})}
+		log: connLog(log)}
 	s.http = &http.Server{
 		Handler:           s.mark(handler),
 		ReadHeaderTimeout: l.HeaderTimeout,

@@ -175,3 +175,26 @@ func TestCloseReasonsAreLogged(t *testing.T) {
 		t.Errorf("the log quotes the client's headers: %s", s)
 	}
 }
+
+// TestConnLogCapsEachLevelApart: a second's flood of debug lines (idle connections closing)
+// is capped without dropping the info line that follows it (a late request), and a flood of
+// info lines is capped too.
+func TestConnLogCapsEachLevelApart(t *testing.T) {
+	logs := &logBuffer{}
+	log := connLog(zerolog.New(logs).Level(zerolog.TraceLevel))
+	for range 3 * connLogBurst {
+		log.Debug().Msg("idle")
+	}
+	log.Info().Msg("late")
+	for range 3 * connLogBurst {
+		log.Info().Msg("refused")
+	}
+	out := logs.String()
+	if !strings.Contains(out, `"message":"late"`) {
+		t.Errorf("the info line after %d debug lines was dropped", 3*connLogBurst)
+	}
+	// Unless the second turned between two lines, each level kept exactly its burst.
+	if idle, info := strings.Count(out, `"idle"`), strings.Count(out, `"level":"info"`); idle > 2*connLogBurst || info > 2*connLogBurst || idle < connLogBurst {
+		t.Errorf("%d debug and %d info lines kept, want %d of each", idle, info, connLogBurst)
+	}
+}
