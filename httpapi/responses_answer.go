@@ -26,6 +26,7 @@ type responsesAnswer struct {
 	custom  map[string]bool // chat function names that stand for custom tools
 	body    []byte          // the client's Responses body, which every response object echoes
 	echo    *respEcho       // decoded from body at the first object
+	native  nativeResponse  // a backend's own stream, as far as it came
 
 	seq    int
 	items  []*respItem
@@ -273,8 +274,10 @@ func (a *responsesAnswer) end() error {
 }
 
 // follow takes the sequence number of a backend's own event, relayed as it came, so a
-// response.failed written after it comes next in the sequence.
-func (a *responsesAnswer) follow(raw []byte) {
+// response.failed written after it comes next in the sequence, and notes what it says of
+// the response, so that one is the backend's.
+func (a *responsesAnswer) follow(event string, raw []byte) {
+	a.native.note(event, raw)
 	const key = `"sequence_number":`
 	i := bytes.Index(raw, []byte(key))
 	if i < 0 {
@@ -289,9 +292,25 @@ func (a *responsesAnswer) follow(raw []byte) {
 	a.seq = n + 1
 }
 
-// fail sends response.failed with the error in Tollgate's vocabulary, Codex reads its code and message.
+// fail sends response.failed with the error in Tollgate's vocabulary, Codex reads its code and
+// message. After a backend's own events it is the backend's response (its id, model and the
+// output it streamed) that failed: a client that checks a stream's identity would take
+// Tollgate's own for another response and throw the error away.
 func (a *responsesAnswer) fail(e apiError) error {
-	return a.event("response.failed", respEvent{Response: a.object("failed", &respError{Code: e.code, Message: e.message})})
+	re := &respError{Code: e.code, Message: e.message}
+	if r := a.native.failed(re); r != nil && a.emit != nil {
+		ev := nativeFailed{Type: "response.failed", SequenceNumber: a.seq, Response: r}
+		a.seq++
+		return a.emit(ev.Type, &ev)
+	}
+	return a.event("response.failed", respEvent{Response: a.object("failed", re)})
+}
+
+// nativeFailed is response.failed with a backend's own response object.
+type nativeFailed struct {
+	Type           string          `json:"type"`
+	SequenceNumber int             `json:"sequence_number"`
+	Response       json.RawMessage `json:"response"`
 }
 
 func (a *responsesAnswer) incomplete() *respIncomplete {
