@@ -20,7 +20,8 @@ import (
 // other backend has.
 var notReported = map[string]bool{"access_programs": true}
 
-// missingRequired lists the fields of v, an SDK type decoded from an answer, that the SDK's
+// missingRequired lists the fields of v, an SDK type decoded from an answer (openai-go's or
+// anthropic-sdk-go's), that the SDK's
 // types mark required (api:"required") and the answer left out, by JSON path. A union is
 // checked as the variant its type names (AsAny); nested objects and arrays are walked.
 func missingRequired(v reflect.Value, path string) []string {
@@ -55,7 +56,7 @@ func missingRequired(v reflect.Value, path string) []string {
 		if !f.IsExported() || f.Name == "JSON" || name == "" || name == "-" || notReported[name] {
 			continue
 		}
-		field, ok := meta.FieldByName(f.Name).Interface().(respjson.Field)
+		field, ok := meta.FieldByName(f.Name).Interface().(interface{ Raw() string }) // either SDK's respjson.Field
 		if !ok {
 			continue
 		}
