@@ -73,3 +73,48 @@ func TestAnthropicSDKAroundMessages(t *testing.T) {
 	}
 	g.waitIdle(t)
 }
+
+// TestMessagesSDKRequiredFields: a Messages answer Tollgate builds itself (a chat backend's
+// answer translated) carries each field anthropic-sdk-go's types mark required, whole and
+// in the streamed message_start and content_block_start events.
+func TestMessagesSDKRequiredFields(t *testing.T) {
+	g, _ := startIngress(t, fakellm.Options{Reply: sdkReply, Chunks: 3})
+	c := messagesClient(g.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	user := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Run ls."))}
+	for name, p := range map[string]anthropic.MessageNewParams{
+		"text":      {Model: messagesModels[0], MaxTokens: 100, Messages: user},
+		"tool call": {Model: messagesModels[0], MaxTokens: 100, Messages: user, Tools: []anthropic.ToolUnionParam{bashTool}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, err := c.Messages.New(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if miss := missingRequired(reflect.ValueOf(m), "message"); len(miss) > 0 {
+				t.Errorf("whole answer lacks %v: %s", miss, m.RawJSON())
+			}
+			s := c.Messages.NewStreaming(ctx, p)
+			for s.Next() {
+				ev := s.Current()
+				var obj any
+				switch ev.Type {
+				case "message_start":
+					obj = ev.Message
+				case "content_block_start":
+					obj = ev.ContentBlock
+				default:
+					continue
+				}
+				if miss := missingRequired(reflect.ValueOf(obj), ev.Type); len(miss) > 0 {
+					t.Errorf("%s lacks %v: %s", ev.Type, miss, ev.RawJSON())
+				}
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	g.waitIdle(t)
+}
