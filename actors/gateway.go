@@ -341,6 +341,15 @@ func (g *Gateway) notFound(model string) *llm.Error {
 // Models returns the model cards, sorted by id.
 func (g *Gateway) Models() []llm.ModelCard { return g.table.Load().cards }
 
+// Resolve returns the model_not_found error Start would answer a call on model with, or
+// nil when model names a model, alias or route; it admits and starts nothing.
+func (g *Gateway) Resolve(model string, req *llm.Request) error {
+	if _, ok := g.table.Load().resolve(model, req); !ok {
+		return g.notFound(model)
+	}
+	return nil
+}
+
 // RetryAfter is the configured default wait for "busy" answers.
 func (g *Gateway) RetryAfter() time.Duration { return g.caps.Load().retryAfter }
 

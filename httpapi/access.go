@@ -87,10 +87,11 @@ func noteCode(w http.ResponseWriter, code string) {
 type routeKind int
 
 const (
-	routeInfo  routeKind = iota // logged at info
-	routeProbe                  // health probes and scrapes: logged at debug, they come every few seconds
-	routeModel                  // a model request: its handler logs it; a refusal before it (auth) is observed too
-	routeAsset                  // the console's files: logged at debug, a page load fetches a dozen
+	routeInfo   routeKind = iota // logged at info
+	routeProbe                   // health probes and scrapes: logged at debug, they come every few seconds
+	routeModel                   // a model request: its handler logs it; a refusal before it (auth) is observed too
+	routeAsset                   // the console's files: logged at debug, a page load fetches a dozen
+	routeRepeat                  // an unknown route logged before: at debug, its first line said it all
 )
 
 // logged wraps a route's handler with its access log line, written once the answer is done
@@ -117,13 +118,18 @@ func (s *Server) answered(r *http.Request, route string, kind routeKind, sw *sta
 }
 
 // loggedUnrouted is logged for requests no route matched (404, 405); their path is logged,
-// without its query, where keys sometimes hide.
+// without its query, where keys sometimes hide. Each method and path is logged at info
+// once, then at debug: a misconfigured client repeats its request.
 func (s *Server) loggedUnrouted(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.opts.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		h(sw, r)
-		s.access(r, "", routeInfo, sw, start)
+		kind := routeInfo
+		if !s.unrouted.first(r.Method + " " + clip(r.URL.Path, 200)) {
+			kind = routeRepeat
+		}
+		s.access(r, "", kind, sw, start)
 	})
 }
 
@@ -135,6 +141,8 @@ func (s *Server) access(r *http.Request, route string, kind routeKind, sw *statu
 	}
 	var ev *zerolog.Event
 	switch {
+	case kind == routeRepeat:
+		ev = s.opts.Logger.Debug()
 	case status >= 500:
 		ev = s.opts.Logger.Warn()
 	case (kind == routeProbe || kind == routeAsset) && status < 400:

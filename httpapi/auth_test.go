@@ -32,6 +32,9 @@ func TestAuth(t *testing.T) {
 		{"GET", "/admin/state", "Authorization", "Bearer client-key", 401},
 		{"GET", "/admin/state", "Authorization", "Bearer admin-key", 200},
 		{"GET", "/healthz", "", "", 200},
+		{"POST", "/v1/responses", "Authorization", "Bearer wrong", 401},
+		{"POST", "/v1/messages", "x-api-key", "wrong", 401},
+		{"POST", "/v1/messages/count_tokens", "x-api-key", "wrong", 401},
 	}
 	for _, tc := range cases {
 		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(body))
@@ -45,6 +48,10 @@ func TestAuth(t *testing.T) {
 		}
 		if w.Code == 401 && !strings.Contains(w.Body.String(), `"code":"invalid_api_key"`) {
 			t.Errorf("%s: body %s", tc.path, w.Body)
+		}
+		// A wrong key stays wrong: without the header Claude Code retries a 401 for minutes.
+		if w.Code == 401 && w.Header().Get("x-should-retry") != "false" {
+			t.Errorf("%s %s: 401 without x-should-retry: false: %v", tc.method, tc.path, w.Header())
 		}
 		if tc.path == "/v1/chat/completions" && (w.Header().Get("X-Gateway-Queue-Ms") == "" || w.Header().Get("X-Request-Id") == "") {
 			t.Errorf("chat answer %d without gateway headers: %v", w.Code, w.Header())

@@ -213,9 +213,11 @@ type answerSink interface {
 	fail(a apiError) error   // the format's in-stream error event, ending the stream
 }
 
-// nativeFollower is a sink that keeps count of a native stream's events, so that an error
-// event it writes after them continues the stream (Responses' sequence numbers).
-type nativeFollower interface{ follow(raw []byte) }
+// nativeFollower is a sink that keeps track of a native stream's events, so that an error
+// event it writes after them continues the stream (Responses' sequence numbers and response).
+type nativeFollower interface {
+	follow(event string, raw []byte)
+}
 
 // streamAnswer writes a streamed answer. Chunks in the client's own format (a backend that
 // speaks it, relaying the client's body) are written as they came; chat chunks go through
@@ -312,7 +314,7 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 // the event was its terminal one, or the client is gone.
 func relayEvent(out *sse.Writer, ch *llm.Chunk, sink answerSink, terminal map[string]bool, rec *record) (over bool) {
 	if f, ok := sink.(nativeFollower); ok {
-		f.follow(ch.Raw)
+		f.follow(ch.Event, ch.Raw)
 	}
 	if out.Event(ch.Event, ch.Raw) != nil {
 		rec.clientGone = true

@@ -129,6 +129,18 @@ func TestIngressAnswerGolden(t *testing.T) {
 			Raw: []byte(`{"id":"resp_up","object":"response","status":"completed","output":[]}`)}}},
 		{name: "native-midstream-error", body: rs, err: &llm.Error{Kind: llm.KindUpstreamRateLimited, Provider: "p", Message: "slow down"},
 			chunks: nativeChunks(llm.FormatResponses, "response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_up"}}`)},
+		// Cut after a finished call and half a message: the backend's response fails, with both.
+		{name: "native-midstream-cut", body: rs, err: &llm.Error{Kind: llm.KindUpstreamTruncated, Provider: "p", Message: "the stream ended early"},
+			chunks: nativeChunks(llm.FormatResponses,
+				"response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_up","object":"response","created_at":1767225000,"status":"in_progress","model":"gpt-up","output":[],"tools":[]}}`,
+				"response.in_progress", `{"type":"response.in_progress","sequence_number":1,"response":{"id":"resp_up","object":"response","created_at":1767225000,"status":"in_progress","model":"gpt-up","output":[],"tools":[]}}`,
+				"response.output_item.added", `{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"fc_up","type":"function_call","status":"in_progress","call_id":"call_up","name":"f","arguments":""}}`,
+				"response.function_call_arguments.delta", `{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_up","output_index":0,"delta":"{}"}`,
+				"response.output_item.done", `{"type":"response.output_item.done","sequence_number":4,"output_index":0,"item":{"id":"fc_up","type":"function_call","status":"completed","call_id":"call_up","name":"f","arguments":"{}"}}`,
+				"response.output_item.added", `{"type":"response.output_item.added","sequence_number":5,"output_index":1,"item":{"id":"msg_up","type":"message","status":"in_progress","role":"assistant","content":[]}}`,
+				"response.content_part.added", `{"type":"response.content_part.added","sequence_number":6,"item_id":"msg_up","output_index":1,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}`,
+				"response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_up","output_index":1,"content_index":0,"delta":"Hel"}`,
+				"response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":8,"item_id":"msg_up","output_index":1,"content_index":0,"delta":"lo"}`)},
 	})
 	run(t, "/v1/messages", "messages", []answerCase{
 		{name: "text-stream", body: ms, chunks: structuredChunks},

@@ -223,11 +223,11 @@ func (b *msgBlock) json(whole bool) *msgBlockJSON {
 	}
 	switch b.typ {
 	case "text":
-		j.Text = &text
+		j.Text, j.Citations = &text, new([]struct{}(nil))
 	case "thinking":
 		j.Thinking, j.Signature = &text, new("")
 	case "tool_use":
-		j.ID, j.Name, j.Input = b.id, b.name, json.RawMessage("{}")
+		j.ID, j.Name, j.Input, j.Caller = b.id, b.name, json.RawMessage("{}"), &msgCaller{Type: "direct"}
 		if whole {
 			j.Input = json.RawMessage(compactJSON(json.RawMessage(text)))
 		}
@@ -265,6 +265,12 @@ type msgObject struct {
 	StopReason   json.RawMessage `json:"stop_reason"`
 	StopSequence json.RawMessage `json:"stop_sequence"`
 	Usage        *msgUsage       `json:"usage"`
+	// What a chat backend's answer has nothing to say about, null as Anthropic's own
+	// messages say it (the SDKs' types have each): no container tool ran, no refusal or
+	// diagnostics to detail.
+	Container   *struct{} `json:"container"`
+	StopDetails *struct{} `json:"stop_details"`
+	Diagnostics *struct{} `json:"diagnostics"`
 }
 
 type msgBlockJSON struct {
@@ -275,6 +281,13 @@ type msgBlockJSON struct {
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
+	Citations *[]struct{}     `json:"citations,omitzero"` // text: present, null (none)
+	Caller    *msgCaller      `json:"caller,omitempty"`   // tool_use: the model's own call
+}
+
+// msgCaller is who called a tool: a chat backend's tool call is the model's own ("direct").
+type msgCaller struct {
+	Type string `json:"type"`
 }
 
 type msgDelta struct {
@@ -286,8 +299,17 @@ type msgDelta struct {
 	StopSequence *json.RawMessage `json:"stop_sequence,omitempty"`
 }
 
+// msgUsage is Anthropic's usage. A chat answer reports no cache writes (0), and nothing of
+// server tools, service tier, region, speed or an output breakdown (null).
 type msgUsage struct {
-	InputTokens          int `json:"input_tokens"`
-	OutputTokens         int `json:"output_tokens"`
-	CacheReadInputTokens int `json:"cache_read_input_tokens"`
+	InputTokens              int       `json:"input_tokens"`
+	OutputTokens             int       `json:"output_tokens"`
+	CacheReadInputTokens     int       `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int       `json:"cache_creation_input_tokens"`
+	CacheCreation            *struct{} `json:"cache_creation"`
+	ServerToolUse            *struct{} `json:"server_tool_use"`
+	ServiceTier              *string   `json:"service_tier"`
+	InferenceGeo             *string   `json:"inference_geo"`
+	Speed                    *string   `json:"speed"`
+	OutputTokensDetails      *struct{} `json:"output_tokens_details"`
 }

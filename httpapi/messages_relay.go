@@ -45,6 +45,7 @@ var anthropicTypes = map[string]string{
 	"invalid_api_key":                 "authentication_error",
 	"model_not_found":                 "not_found_error",
 	"not_found":                       "not_found_error",
+	"method_not_allowed":              "invalid_request_error",
 	"request_too_large":               "request_too_large",
 	"request_header_too_large":        "request_too_large",
 	"request_timeout":                 "timeout_error",
@@ -101,6 +102,15 @@ func messagesError(a apiError) messagesErrorBody {
 // failMessages writes an error answer in Anthropic's shape, with the headers of SPEC §4.
 func failMessages(w http.ResponseWriter, a apiError) { a.writeBody(w, messagesError(a)) }
 
+// ModelResolver is the optional capability of a Gateway that tells, without starting a call,
+// whether a model name leads to a model: count_tokens answers an unknown one as /v1/messages
+// would.
+type ModelResolver interface {
+	// Resolve returns the error Start would refuse a call on model with for its name (a
+	// model_not_found *llm.Error), or nil; see actors.Gateway.Resolve.
+	Resolve(model string, req *llm.Request) error
+}
+
 // countTokens serves POST /v1/messages/count_tokens: the request is read as /v1/messages reads
 // it (so a bad one gets the same 400) and its prompt estimated as admission estimates it
 // (llm.EstimatePromptTokens); Tollgate has no tokenizer for every backend's model.
@@ -113,6 +123,12 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, _ httproute
 	if aerr != nil {
 		failMessages(w, *aerr)
 		return
+	}
+	if mr, ok := s.opts.Gateway.(ModelResolver); ok {
+		if err := mr.Resolve(req.Model, req); err != nil {
+			failMessages(w, toAPIError(err, 0)) // the 404 /v1/messages answers for the model
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": llm.EstimatePromptTokens(req)})
 }

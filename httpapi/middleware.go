@@ -72,8 +72,9 @@ func (s *Server) authAs(keys []string, fail func(http.ResponseWriter, apiError),
 		if got != "" {
 			msg = "the API key is not valid for this gateway"
 		}
+		// x-should-retry: a wrong key stays wrong (SPEC §4); Claude Code otherwise retries it.
 		fail(w, apiError{status: http.StatusUnauthorized, code: "invalid_api_key", typ: "authentication_error",
-			message: msg})
+			message: msg, noRetry: true})
 	}
 }
 

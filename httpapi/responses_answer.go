@@ -24,6 +24,9 @@ type responsesAnswer struct {
 	model   string
 	created int64
 	custom  map[string]bool // chat function names that stand for custom tools
+	body    []byte          // the client's Responses body, which every response object echoes
+	echo    *respEcho       // decoded from body at the first object
+	native  nativeResponse  // a backend's own stream, as far as it came
 
 	seq    int
 	items  []*respItem
@@ -45,9 +48,13 @@ type respItem struct {
 	done      bool
 }
 
-func newResponsesAnswer(requestID, model string, created int64, tools []llm.Tool) *responsesAnswer {
+func newResponsesAnswer(requestID, model string, created int64, req *llm.Request) *responsesAnswer {
 	a := &responsesAnswer{id: "resp_" + requestID, model: model, created: created, custom: map[string]bool{},
 		calls: map[int]*respItem{}}
+	if n := req.NativeFor(llm.FormatResponses); n != nil {
+		a.body = n.Body
+	}
+	tools := req.Tools
 	for _, t := range tools {
 		if bytes.Equal(t.Function.Parameters, customToolSchema) {
 			a.custom[t.Function.Name] = true // a custom tool, translated by chatTool
@@ -124,7 +131,7 @@ func (a *responsesAnswer) reasoning(text string) error {
 			return err
 		}
 		if err := a.event("response.reasoning_summary_part.added", respEvent{ItemID: it.id, OutputIndex: &it.index,
-			SummaryIndex: new(0), Part: &respPart{Type: "summary_text", Text: new("")}}); err != nil {
+			SummaryIndex: new(0), Part: summaryText("")}); err != nil {
 			return err
 		}
 	}
@@ -145,7 +152,7 @@ func (a *responsesAnswer) content(text string) error {
 			return err
 		}
 		if err := a.event("response.content_part.added", respEvent{ItemID: it.id, OutputIndex: &it.index,
-			ContentIndex: new(0), Part: &respPart{Type: "output_text", Text: new("")}}); err != nil {
+			ContentIndex: new(0), Part: outputTextPart("")}); err != nil {
 			return err
 		}
 	}
@@ -205,7 +212,7 @@ func (a *responsesAnswer) closeOpen() error {
 			return err
 		}
 		if err := a.event("response.reasoning_summary_part.done", respEvent{ItemID: it.id, OutputIndex: &it.index,
-			SummaryIndex: new(0), Part: &respPart{Type: "summary_text", Text: &text}}); err != nil {
+			SummaryIndex: new(0), Part: summaryText(text)}); err != nil {
 			return err
 		}
 	case "message":
@@ -214,7 +221,7 @@ func (a *responsesAnswer) closeOpen() error {
 			return err
 		}
 		if err := a.event("response.content_part.done", respEvent{ItemID: it.id, OutputIndex: &it.index,
-			ContentIndex: new(0), Part: &respPart{Type: "output_text", Text: &text}}); err != nil {
+			ContentIndex: new(0), Part: outputTextPart(text)}); err != nil {
 			return err
 		}
 	}
@@ -267,8 +274,10 @@ func (a *responsesAnswer) end() error {
 }
 
 // follow takes the sequence number of a backend's own event, relayed as it came, so a
-// response.failed written after it comes next in the sequence.
-func (a *responsesAnswer) follow(raw []byte) {
+// response.failed written after it comes next in the sequence, and notes what it says of
+// the response, so that one is the backend's.
+func (a *responsesAnswer) follow(event string, raw []byte) {
+	a.native.note(event, raw)
 	const key = `"sequence_number":`
 	i := bytes.Index(raw, []byte(key))
 	if i < 0 {
@@ -283,9 +292,25 @@ func (a *responsesAnswer) follow(raw []byte) {
 	a.seq = n + 1
 }
 
-// fail sends response.failed with the error in Tollgate's vocabulary, Codex reads its code and message.
+// fail sends response.failed with the error in Tollgate's vocabulary, Codex reads its code and
+// message. After a backend's own events it is the backend's response (its id, model and the
+// output it streamed) that failed: a client that checks a stream's identity would take
+// Tollgate's own for another response and throw the error away.
 func (a *responsesAnswer) fail(e apiError) error {
-	return a.event("response.failed", respEvent{Response: a.object("failed", &respError{Code: e.code, Message: e.message})})
+	re := &respError{Code: e.code, Message: e.message}
+	if r := a.native.failed(re); r != nil && a.emit != nil {
+		ev := nativeFailed{Type: "response.failed", SequenceNumber: a.seq, Response: r}
+		a.seq++
+		return a.emit(ev.Type, &ev)
+	}
+	return a.event("response.failed", respEvent{Response: a.object("failed", re)})
+}
+
+// nativeFailed is response.failed with a backend's own response object.
+type nativeFailed struct {
+	Type           string          `json:"type"`
+	SequenceNumber int             `json:"sequence_number"`
+	Response       json.RawMessage `json:"response"`
 }
 
 func (a *responsesAnswer) incomplete() *respIncomplete {
@@ -300,8 +325,11 @@ func (a *responsesAnswer) incomplete() *respIncomplete {
 
 // object is the response object in its current state.
 func (a *responsesAnswer) object(status string, e *respError) *respObject {
+	if a.echo == nil {
+		a.echo = newRespEcho(a.body)
+	}
 	o := &respObject{ID: a.id, Object: "response", CreatedAt: a.created, Status: status, Model: a.model,
-		Output: []*respItemJSON{}, Error: e}
+		Output: []*respItemJSON{}, Error: e, respEcho: *a.echo}
 	if status != "in_progress" {
 		for _, it := range a.items {
 			o.Output = append(o.Output, it.json("completed"))
@@ -333,12 +361,12 @@ func (it *respItem) json(status string) *respItemJSON {
 	case "reasoning":
 		j.Summary = []respPart{}
 		if status == "completed" {
-			j.Summary = append(j.Summary, respPart{Type: "summary_text", Text: &text})
+			j.Summary = append(j.Summary, *summaryText(text))
 		}
 	case "message":
 		j.Status, j.Role, j.Content = status, "assistant", []respPart{}
 		if status == "completed" {
-			j.Content = append(j.Content, respPart{Type: "output_text", Text: &text})
+			j.Content = append(j.Content, *outputTextPart(text))
 		}
 	case "function_call":
 		if status != "completed" {
@@ -395,7 +423,61 @@ type respObject struct {
 	Output            []*respItemJSON `json:"output"`
 	Error             *respError      `json:"error"`
 	IncompleteDetails *respIncomplete `json:"incomplete_details"`
-	Usage             *respUsage      `json:"usage,omitempty"`
+	respEcho
+	Usage *respUsage `json:"usage,omitempty"`
+}
+
+// respEcho is what every response object repeats of its request, and OpenAI's always carries
+// (the SDKs' types have each as required): the request's value, or the default the API
+// states for one it left out. Values are relayed as the client sent them.
+type respEcho struct {
+	Instructions      json.RawMessage `json:"instructions"` // null when none
+	MaxOutputTokens   *int            `json:"max_output_tokens"`
+	ParallelToolCalls bool            `json:"parallel_tool_calls"`
+	Temperature       float64         `json:"temperature"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	Tools             json.RawMessage `json:"tools"`
+	TopP              float64         `json:"top_p"`
+	Metadata          json.RawMessage `json:"metadata"`
+}
+
+// newRespEcho reads the echoed fields of a Responses body; nil or an undecodable body (a
+// request built in code) leaves every default.
+func newRespEcho(body []byte) *respEcho {
+	var in struct {
+		Instructions      json.RawMessage `json:"instructions"`
+		MaxOutputTokens   *int            `json:"max_output_tokens"`
+		ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+		Temperature       *float64        `json:"temperature"`
+		ToolChoice        json.RawMessage `json:"tool_choice"`
+		Tools             json.RawMessage `json:"tools"`
+		TopP              *float64        `json:"top_p"`
+		Metadata          json.RawMessage `json:"metadata"`
+	}
+	if len(body) > 0 {
+		_ = json.Unmarshal(body, &in) // parseResponses has decoded it already
+	}
+	e := &respEcho{Instructions: in.Instructions, MaxOutputTokens: in.MaxOutputTokens, ParallelToolCalls: true,
+		Temperature: 1, ToolChoice: orJSON(in.ToolChoice, `"auto"`), Tools: orJSON(in.Tools, `[]`), TopP: 1,
+		Metadata: orJSON(in.Metadata, `{}`)}
+	if in.ParallelToolCalls != nil {
+		e.ParallelToolCalls = *in.ParallelToolCalls
+	}
+	if in.Temperature != nil {
+		e.Temperature = *in.Temperature
+	}
+	if in.TopP != nil {
+		e.TopP = *in.TopP
+	}
+	return e
+}
+
+// orJSON is raw, or def when raw is absent or null.
+func orJSON(raw json.RawMessage, def string) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage(def)
+	}
+	return raw
 }
 
 type respItemJSON struct {
@@ -413,8 +495,20 @@ type respItemJSON struct {
 }
 
 type respPart struct {
-	Type string  `json:"type"`
-	Text *string `json:"text,omitempty"`
+	Type        string  `json:"type"`
+	Text        *string `json:"text,omitempty"`
+	Annotations []any   `json:"annotations,omitzero"` // output_text: always present, empty
+}
+
+// outputTextPart is a message's text part; OpenAI's always carries its annotations, and the AI
+// SDK refuses one without them.
+func outputTextPart(text string) *respPart {
+	return &respPart{Type: "output_text", Text: &text, Annotations: []any{}}
+}
+
+// summaryText is a reasoning item's summary part.
+func summaryText(text string) *respPart {
+	return &respPart{Type: "summary_text", Text: &text}
 }
 
 type respError struct {
@@ -429,7 +523,8 @@ type respIncomplete struct {
 type respUsage struct {
 	InputTokens        int `json:"input_tokens"`
 	InputTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
+		CachedTokens     int `json:"cached_tokens"`
+		CacheWriteTokens int `json:"cache_write_tokens"` // no backend's count reaches a chat answer
 	} `json:"input_tokens_details"`
 	OutputTokens        int `json:"output_tokens"`
 	OutputTokensDetails struct {

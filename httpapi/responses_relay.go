@@ -19,7 +19,7 @@ var responsesAPI = &ingress{
 var responsesTerminal = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true}
 
 func (s *Server) relayResponses(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
-	a := newResponsesAnswer(rec.id, req.Model, s.opts.Now().Unix(), req.Tools)
+	a := newResponsesAnswer(rec.id, req.Model, s.opts.Now().Unix(), req)
 	if req.Stream {
 		s.streamAnswer(w, r, st, rec, llm.FormatResponses, responsesTerminal, func(emit emitFunc) answerSink {
 			a.emit = emit

@@ -79,10 +79,11 @@ type Options struct {
 
 // Server is the gateway's HTTP handler.
 type Server struct {
-	opts    Options
-	router  *httprouter.Router
-	unready atomic.Bool  // set by Unready
-	handler http.Handler // the router behind the request id and the request limits
+	opts     Options
+	router   *httprouter.Router
+	unready  atomic.Bool  // set by Unready
+	handler  http.Handler // the router behind the request id and the request limits
+	unrouted seenRoutes   // unknown routes logged at info so far
 }
 
 // New returns the handler with every route of SPEC §3 that exists so far.
@@ -104,11 +105,11 @@ func New(opts Options) *Server {
 	}
 	handle("POST", chatAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(chatAPI))))
 	handle("POST", responsesAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(responsesAPI))))
-	handle("POST", messagesAPI.route, routeModel, queueHeader(s.authAs(s.opts.APIKeys, failMessages, s.serve(messagesAPI))))
+	handle("POST", messagesAPI.route, routeModel, anthropicID(queueHeader(s.authAs(s.opts.APIKeys, failMessages, s.serve(messagesAPI)))))
 	if bg, ok := opts.Gateway.(BatchGateway); ok {
 		handle("POST", batchRoute, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.batch(bg))))
 	}
-	handle("POST", "/v1/messages/count_tokens", routeInfo, s.authAs(s.opts.APIKeys, failMessages, s.countTokens))
+	handle("POST", "/v1/messages/count_tokens", routeInfo, anthropicID(s.authAs(s.opts.APIKeys, failMessages, s.countTokens)))
 	handle("GET", "/v1/models", routeInfo, s.auth(s.opts.APIKeys, s.listModels))
 	handle("GET", "/v1/models/*id", routeInfo, s.auth(s.opts.APIKeys, s.getModel))
 	admin := s.opts.AdminKeys
@@ -132,24 +133,20 @@ func New(opts Options) *Server {
 	}
 	handle("GET", "/healthz", routeProbe, s.healthz)
 	handle("GET", "/readyz", routeProbe, s.readyz)
-	notFound := func(w http.ResponseWriter, req *http.Request) {
-		apiError{status: http.StatusNotFound, code: "not_found", typ: "invalid_request_error",
-			message: "no route for " + req.Method + " " + req.URL.Path}.write(w)
-	}
-	r.NotFound = s.loggedUnrouted(notFound)
+	// Claude Code's connection check before its first call: answered, and logged at debug.
+	handle("HEAD", "/api/hello", routeProbe, s.hello)
+	handle("GET", "/api/hello", routeProbe, s.hello)
+	r.NotFound = s.loggedUnrouted(s.notFound)
 	// The web console (SPEC §14) is static files calling the routes above; "/" leads to it
 	// (and the router's trailing-slash redirect takes "/ui" there).
-	console := ui.Handler(http.HandlerFunc(notFound))
+	console := ui.Handler(http.HandlerFunc(s.notFound))
 	serveConsole := func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { console.ServeHTTP(w, req) }
 	handle("GET", ui.Prefix+"*file", routeAsset, serveConsole)
 	handle("HEAD", ui.Prefix+"*file", routeAsset, serveConsole)
 	handle("GET", "/", routeAsset, func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
 		http.Redirect(w, req, ui.Prefix, http.StatusFound)
 	})
-	r.MethodNotAllowed = s.loggedUnrouted(func(w http.ResponseWriter, req *http.Request) {
-		apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", typ: "invalid_request_error",
-			message: req.Method + " is not allowed on " + req.URL.Path}.write(w)
-	})
+	r.MethodNotAllowed = s.loggedUnrouted(s.methodNotAllowed)
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.opts.Logger.Error().Interface("panic", v).Str("request_id", requestID(req.Context())).Str("path", clip(req.URL.Path, 200)).Msg("handler panic")
 		apiError{status: http.StatusInternalServerError, code: "internal_error", typ: "api_error",
@@ -162,6 +159,11 @@ func New(opts Options) *Server {
 // ServeHTTP tags the request with an id, applies the request limits (limits.go), then
 // routes it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// hello answers a client's check that the gateway is there, with nothing more to say.
+func (s *Server) hello(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	w.WriteHeader(http.StatusOK)
+}
 
 func (s *Server) state(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, s.opts.State())

@@ -21,6 +21,12 @@ type messagesRequest struct {
 	Tools         []tool      `json:"tools,omitempty"`
 	ToolChoice    *toolChoice `json:"tool_choice,omitempty"`
 	Thinking      *thinking   `json:"thinking,omitempty"`
+	Metadata      *metadata   `json:"metadata,omitempty"`
+}
+
+// metadata is what Anthropic takes about the request's end user: chat's user.
+type metadata struct {
+	UserID string `json:"user_id"`
 }
 
 type message struct {
@@ -56,6 +62,8 @@ type tool struct {
 type toolChoice struct {
 	Type string `json:"type"` // auto, any, tool, none
 	Name string `json:"name,omitempty"`
+	// DisableParallelToolUse is chat's parallel_tool_calls: false (not valid with none).
+	DisableParallelToolUse bool `json:"disable_parallel_tool_use,omitempty"`
 }
 
 type thinking struct {
@@ -93,6 +101,9 @@ func buildRequest(req *llm.Request) (*messagesRequest, error) {
 	}
 	if err := translateTools(out, req); err != nil {
 		return nil, err
+	}
+	if req.User != "" {
+		out.Metadata = &metadata{UserID: req.User}
 	}
 	if t := req.Temperature; t != nil {
 		// OpenAI allows 0..2, Anthropic 0..1; clamping keeps "as random as possible" meaning.
@@ -276,8 +287,23 @@ func toolResultBlocks(m llm.Message, i int) ([]block, error) {
 	return []block{{Type: "tool_result", ToolUseID: m.ToolCallID, Content: inner}}, nil
 }
 
-// translateTools maps function tools and tool_choice.
+// translateTools maps function tools, tool_choice and parallel_tool_calls.
 func translateTools(out *messagesRequest, req *llm.Request) error {
+	if err := translateToolChoice(out, req); err != nil {
+		return err
+	}
+	if p := req.ParallelToolCalls; p != nil && !*p && len(out.Tools) > 0 {
+		// Anthropic says it on tool_choice, which it then needs: auto is chat's default.
+		if out.ToolChoice == nil {
+			out.ToolChoice = &toolChoice{Type: "auto"}
+		}
+		out.ToolChoice.DisableParallelToolUse = out.ToolChoice.Type != "none"
+	}
+	return nil
+}
+
+// translateToolChoice maps function tools and tool_choice itself.
+func translateToolChoice(out *messagesRequest, req *llm.Request) error {
 	for i, t := range req.Tools {
 		if t.Type != "function" && t.Type != "" {
 			return invalid(fmt.Sprintf("tools[%d].type", i), "tool type %q is not supported", t.Type)

@@ -23,6 +23,12 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
+// The optional capabilities httpapi finds on its Gateway by type assertion.
+var (
+	_ httpapi.BatchGateway  = (*actors.Gateway)(nil)
+	_ httpapi.ModelResolver = (*actors.Gateway)(nil)
+)
+
 // App is a wired gateway.
 type App struct {
 	Gateway *actors.Gateway
