@@ -41,9 +41,12 @@ vet:
 # and load scenario that use it; production builds have no such seam.
 FAULT_TESTS := 'TestCrash|TestRepeated|TestSupervision|TestActorFaults'
 
+# The image test builds a binary and an image of its own (minutes on a cold cache), so it has its
+# own step and timeout, not a share of the package's.
 test: vet
 	$(GO) test -race -count=1 -timeout 14m ./...
 	$(GO) test -race -count=1 -timeout 10m -tags tollgate_faults -run $(FAULT_TESTS) ./actors/ ./cmd/internal/app/ ./cmd/tollgate/ ./cmd/tollgate-load/
+	TOLLGATE_IMAGE_TEST=1 $(GO) test -count=1 -timeout 20m -run '^TestImage$$' ./cmd/tollgate/
 
 # Load harness (issue 3): the CI scenarios against an in-process gateway on loopback with fake
 # backends; exits non-zero on any broken invariant. Bounded: well under 2 minutes on 2 cores.
