@@ -59,17 +59,23 @@ func validName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+	label := 0 // the current label's length so far
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			if label == 0 {
 				return false
 			}
+			label = 0
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_':
+			if label++; label > 63 {
+				return false
+			}
+		default:
+			return false
 		}
 	}
-	return true
+	return label > 0
 }
 
 // ParseHost checks one allowed_hosts entry and returns it normalized: a host name
