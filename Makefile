@@ -9,13 +9,27 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 
-.PHONY: run build vet test loadtest bench bench-relay bench-admission bench-inflight bench-calls bench-instructions fuzz clis screenshots clean
+.PHONY: run build image vet test loadtest bench bench-relay bench-admission bench-inflight bench-calls bench-instructions fuzz clis screenshots clean
 
 run:
 	$(GO) run ./cmd/tollgate $(ARGS)
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+# The container image (Containerfile, docs/deploy.md): a static binary built here, the host's CA
+# certificates, on scratch; podman builds it from bin/image alone. PODMAN='podman --root DIR
+# --storage-driver vfs' builds into another store (the image test does).
+PODMAN    ?= podman
+IMAGE     ?= tollgate:$(subst +,-,$(VERSION))
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+
+image:
+	@test -s $(CA_BUNDLE) || { echo "no CA bundle at $(CA_BUNDLE) (Debian: apt-get install ca-certificates)"; exit 1; }
+	mkdir -p $(BIN)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $(BIN)/image/tollgate ./cmd/tollgate
+	cp $(CA_BUNDLE) $(BIN)/image/ca-certificates.crt
+	$(PODMAN) build --layers=false --file Containerfile --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --tag $(IMAGE) $(BIN)/image
 
 vet:
 	$(GO) vet ./...
@@ -27,9 +41,12 @@ vet:
 # and load scenario that use it; production builds have no such seam.
 FAULT_TESTS := 'TestCrash|TestRepeated|TestSupervision|TestSupervisorBudget|TestActorFaults'
 
+# The image test builds a binary and an image of its own (minutes on a cold cache), so it has its
+# own step and timeout, not a share of the package's.
 test: vet
 	$(GO) test -race -count=1 -timeout 14m ./...
 	$(GO) test -race -count=1 -timeout 10m -tags tollgate_faults -run $(FAULT_TESTS) ./actors/ ./cmd/internal/app/ ./cmd/tollgate/ ./cmd/tollgate-load/
+	TOLLGATE_IMAGE_TEST=1 $(GO) test -count=1 -timeout 20m -run '^TestImage$$' ./cmd/tollgate/
 
 # Load harness: the CI scenarios against an in-process gateway on loopback with fake backends;
 # exits non-zero on any broken invariant (docs/testing.md).

@@ -23,7 +23,7 @@ func (s *Server) limits(next http.Handler) http.Handler {
 		if s.opts.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
 			r.Body = newTimedBody(w, r.Body, s.opts.BodyTimeout)
 		}
-		if s.refused(w, r) {
+		if s.refused(w, r) || s.foreign(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tollgate/tollgate/httpapi/guard"
 	"github.com/tollgate/tollgate/httpapi/ui"
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -54,7 +55,12 @@ type Options struct {
 	// APIKeys, when non-empty, are the keys clients must present (Authorization: Bearer or
 	// x-api-key). AdminKeys guard /admin; when empty, /admin takes the API keys.
 	APIKeys, AdminKeys []string
-	Logger             zerolog.Logger
+	// Origins, with no APIKeys, refuses on every route a request whose Host or Origin it does
+	// not serve (403 forbidden_origin, SPEC §3), so that a web page cannot drive a gateway
+	// that has no keys. Nil: no such check (app.New always sets one). With APIKeys it is not
+	// consulted: a page cannot present a key it does not know.
+	Origins *guard.Policy
+	Logger  zerolog.Logger
 	// Now is the clock; nil → time.Now.
 	Now func() time.Time
 

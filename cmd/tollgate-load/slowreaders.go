@@ -137,7 +137,7 @@ func openNonReaders(e *env, nBulk int, bulk string, nHuge int, huge string) ([]n
 		conns = append(conns, c)
 		mu.Unlock()
 		body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"tag:nr%d go on"}]}`, model, i)
-		_, err = fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		_, err = fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		return err
 	}
 	for i := range nBulk {

@@ -78,7 +78,7 @@ func slowBody(t *testing.T, h *hostile) {
 
 	// A chunked body (which might never end) is refused, and the connection closed.
 	endless := h.dial(t)
-	fmt.Fprint(endless, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"mod\r\n")
+	fmt.Fprint(endless, "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"mod\r\n")
 	resps = readAnswers(t, endless)
 	if len(resps) != 1 || resps[0].StatusCode != http.StatusBadRequest || !resps[0].Close {
 		t.Fatalf("a chunked body: %d answers, want one 400 and the close", len(resps))
@@ -88,7 +88,7 @@ func slowBody(t *testing.T, h *hostile) {
 	// bounded by body_timeout too.
 	unread := h.dial(t)
 	start = time.Now()
-	fmt.Fprint(unread, "POST /v1/nowhere HTTP/1.1\r\nHost: gw\r\nContent-Length: 100\r\n\r\n{\"a\":")
+	fmt.Fprint(unread, "POST /v1/nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"a\":")
 	resps = readAnswers(t, unread)
 	if took := time.Since(start); len(resps) != 1 || resps[0].StatusCode != http.StatusNotFound || took > shortLimit+2*time.Second {
 		t.Fatalf("%d answers, closed after %v, want the 404 and the close by body_timeout", len(resps), took)
@@ -101,7 +101,7 @@ func slowBody(t *testing.T, h *hostile) {
 func slowHeaders(t *testing.T, h *hostile) {
 	start := time.Now() // before the dials: the gateway's clock starts at its accept
 	silent, partial := h.dial(t), h.dial(t)
-	fmt.Fprint(partial, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nX-Slow: a")
+	fmt.Fprint(partial, "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nX-Slow: a")
 	for name, c := range map[string]net.Conn{"silent": silent, "partial": partial} {
 		took, got := closed(t, c, start)
 		if got != "" || took < shortLimit {
@@ -119,7 +119,7 @@ func idleKeepAlive(t *testing.T, h *hostile) {
 	start := time.Now()
 	for i := range conns {
 		conns[i] = h.dial(t)
-		fmt.Fprint(conns[i], "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+		fmt.Fprint(conns[i], "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(conns[i]), nil)
 		if err != nil || resp.StatusCode != 200 || resp.Close {
 			t.Fatalf("connection %d: %v %v, want a kept-alive 200", i, resp, err)
@@ -139,7 +139,7 @@ func idleKeepAlive(t *testing.T, h *hostile) {
 // the log has a line; nothing of the headers is quoted in it.
 func headerFloods(t *testing.T, h *hostile) {
 	over := h.dial(t)
-	fmt.Fprint(over, "GET /v1/models HTTP/1.1\r\nHost: gw\r\nX-Flood: "+strings.Repeat("o", 5000)+"\r\n\r\n")
+	fmt.Fprint(over, "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nX-Flood: "+strings.Repeat("o", 5000)+"\r\n\r\n")
 	resps := readAnswers(t, over)
 	if len(resps) != 1 || resps[0].StatusCode != http.StatusRequestHeaderFieldsTooLarge || !resps[0].Close {
 		t.Fatalf("%d answers, want one 431 and the close", len(resps))
@@ -151,7 +151,7 @@ func headerFloods(t *testing.T, h *hostile) {
 
 	flood := h.dial(t)
 	go func() { // exits when the flood is written or the gateway has closed the connection
-		_, _ = io.WriteString(flood, "GET /v1/models HTTP/1.1\r\nHost: gw\r\n"+strings.Repeat("X-Flood: "+strings.Repeat("f", 1000)+"\r\n", 1000))
+		_, _ = io.WriteString(flood, "GET /v1/models HTTP/1.1\r\nHost: localhost\r\n"+strings.Repeat("X-Flood: "+strings.Repeat("f", 1000)+"\r\n", 1000))
 	}()
 	if _, got := closed(t, flood, time.Now()); !strings.HasPrefix(got, "HTTP/1.1 431") {
 		t.Fatalf("a megabyte of headers got %q, want 431 and the close", got)
@@ -168,9 +168,9 @@ func headerFloods(t *testing.T, h *hostile) {
 // hidden request is never served.
 func smuggling(t *testing.T, h *hostile) {
 	c := h.dial(t)
-	fmt.Fprint(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"+
+	fmt.Fprint(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"+
 		"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"+
-		"GET /admin/state HTTP/1.1\r\nHost: gw\r\n\r\n")
+		"GET /admin/state HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	resps := readAnswers(t, c)
 	if len(resps) != 1 || resps[0].StatusCode != http.StatusBadRequest || !resps[0].Close {
 		t.Fatalf("%d answers (first %v), want exactly one 400 and the close", len(resps), resps)
@@ -188,14 +188,14 @@ func TestHostilePerClientCap(t *testing.T) {
 	var held []net.Conn
 	for range 3 {
 		c := h.dial(t)
-		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
 			t.Fatalf("a connection within the cap: %v %v", resp, err)
 		}
 		held = append(held, c)
 	}
 	extra := h.dial(t)
-	fmt.Fprint(extra, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+	fmt.Fprint(extra, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	if _, got := closed(t, extra, time.Now()); got != "" {
 		t.Fatalf("a fourth connection got %q, want it closed unanswered", got)
 	}
@@ -204,7 +204,7 @@ func TestHostilePerClientCap(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		c := h.dial(t)
-		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil && resp.StatusCode == 200 {
 			return
 		}

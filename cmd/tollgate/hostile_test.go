@@ -89,7 +89,7 @@ func (h *hostile) waitLog(t *testing.T, parts ...string) {
 // chatRequest is a raw chat request for model with content as the user's message.
 func chatRequest(id, model, content string, stream bool) string {
 	body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":%q}]}`, model, stream, content)
-	return fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nX-Request-Id: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+	return fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		id, len(body), body)
 }
 

@@ -169,7 +169,7 @@ providers:
 		}
 		t.Cleanup(func() { _ = c.Close() })
 		body := `{"models":["hose/m","pipe/m"],"stream":true,"messages":[{"role":"user","content":"flood me"}]}`
-		if _, err := fmt.Fprintf(c, "POST /v1/batch/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+		if _, err := fmt.Fprintf(c, "POST /v1/batch/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
 			t.Fatal(err)
 		}
 		waitRunning(t, g.URL, 2)

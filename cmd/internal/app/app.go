@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/serve"
 	"github.com/tollgate/tollgate/cmd/internal/telemetry"
 	"github.com/tollgate/tollgate/httpapi"
+	"github.com/tollgate/tollgate/httpapi/guard"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -82,6 +83,11 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		o.DiscoveryTimeout = 5 * time.Second
 	}
 	a := &App{log: o.Logger, opts: o}
+	// The Host and Origin check (httpapi/guard); config validation has checked its entries.
+	origins, err := guard.New(cfg.Listen, cfg.Auth.AllowedHosts, cfg.Auth.AllowedOrigins)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
 	b, err := a.build(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -114,7 +120,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		}
 	}
 	a.Gateway, a.Metrics = g, m
-	ho := httpapi.Options{
+	ho := httpapi.Options{Origins: origins,
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
 		WriteTimeout: cfg.Limits.WriteTimeout.D(),

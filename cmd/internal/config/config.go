@@ -47,6 +47,16 @@ type Config struct {
 type Auth struct {
 	APIKeys   []string `yaml:"api_keys"`
 	AdminKeys []string `yaml:"admin_keys"`
+	// AllowedHosts and AllowedOrigins matter only with no APIKeys: then every route refuses
+	// (403 forbidden_origin) a request whose Host is not localhost (or a loopback address),
+	// Listen's host (any address of the machine when Listen's host is 0.0.0.0, [::] or
+	// empty) or an AllowedHosts entry, and one whose Origin is not the gateway's own (the
+	// console's) or an AllowedOrigins entry; a request without an Origin (curl, the SDKs) is
+	// not a web page's. Empty (the zero value): nothing beyond those. Entries: a host name,
+	// "*.domain", an IP address or "*" (no Host check) for hosts, scheme://host[:port] for
+	// origins; httpapi/guard checks them and docs/operations.md explains.
+	AllowedHosts   []string `yaml:"allowed_hosts"`
+	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
 // Limits are the gateway-wide admission limits (SPEC §2), the bounds on what one client or

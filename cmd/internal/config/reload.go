@@ -48,6 +48,8 @@ func Reloaded(old, next *Config) (*Config, Changes) {
 	restart("listen", old.Listen != next.Listen, ": "+old.Listen+" → "+next.Listen)
 	restart("auth.api_keys", !slices.Equal(old.Auth.APIKeys, next.Auth.APIKeys), "")
 	restart("auth.admin_keys", !slices.Equal(old.Auth.AdminKeys, next.Auth.AdminKeys), "")
+	restart("auth.allowed_hosts", !slices.Equal(old.Auth.AllowedHosts, next.Auth.AllowedHosts), "")
+	restart("auth.allowed_origins", !slices.Equal(old.Auth.AllowedOrigins, next.Auth.AllowedOrigins), "")
 	restart("metrics.public", old.Metrics != next.Metrics, fmt.Sprintf(": %v → %v", old.Metrics.Public, next.Metrics.Public))
 	restart("drain_delay", old.DrainDelay != next.DrainDelay, ": "+old.DrainDelay.String()+" → "+next.DrainDelay.String())
 	restart("drain_grace", old.DrainGrace != next.DrainGrace, ": "+old.DrainGrace.String()+" → "+next.DrainGrace.String())

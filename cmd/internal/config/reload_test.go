@@ -76,6 +76,19 @@ func TestReloaded(t *testing.T) {
 			},
 		},
 		{
+			name: "allowed hosts and origins need a restart",
+			edit: func(s string) string {
+				return strings.Replace(s, `auth: {api_keys: ["client-key-000001"]}`,
+					`auth: {api_keys: ["client-key-000001"], allowed_hosts: [gw.example.com], allowed_origins: ["https://app.example.com"]}`, 1)
+			},
+			want: Changes{Restart: []string{"auth.allowed_hosts", "auth.allowed_origins"}},
+			inForce: func(t *testing.T, c *Config) {
+				if len(c.Auth.AllowedHosts)+len(c.Auth.AllowedOrigins) != 0 {
+					t.Errorf("the config in force took allowed hosts or origins: %q %q", c.Auth.AllowedHosts, c.Auth.AllowedOrigins)
+				}
+			},
+		},
+		{
 			name: "a route changed",
 			edit: func(s string) string {
 				return strings.Replace(s, "rules: [{model: a/m1}]", "rules: [{model: b/echo}]", 1)

@@ -66,7 +66,9 @@ func (c Config) GoString() string { return "config.Config{" + c.String() + "}" }
 // String counts the keys instead of showing them.
 func (a Auth) String() string {
 	if len(a.APIKeys) == 0 {
-		return "off (no api_keys: anyone who can reach the address may call the API)"
+		return fmt.Sprintf("off (no api_keys: anyone who can reach the address may call the API; a foreign Host "+
+			"or a web page's foreign Origin is refused; %s, %s)",
+			plural(len(a.AllowedHosts), "allowed host"), plural(len(a.AllowedOrigins), "allowed origin"))
 	}
 	admin := "admin routes accept the api keys"
 	if len(a.AdminKeys) > 0 {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tollgate/tollgate/httpapi/guard"
 	"github.com/tollgate/tollgate/providers/cli"
 )
 
@@ -27,6 +28,7 @@ func validate(c *Config, p *problems) {
 	validateListen(c.Listen, p)
 	validateKeys(c.Auth.APIKeys, "auth.api_keys", p)
 	validateKeys(c.Auth.AdminKeys, "auth.admin_keys", p)
+	validateAllowed(&c.Auth, p)
 	validateLimits(&c.Limits, p)
 	if c.DrainDelay < 0 {
 		p.add("drain_delay", "must be 0 (no delay) or more, got %s", c.DrainDelay)
@@ -72,6 +74,21 @@ func validateKeys(keys []string, path string, p *problems) {
 			p.add(fmt.Sprintf("%s[%d]", path, i), "empty key (an unset or empty variable?); remove the entry if you meant no key")
 		case strings.TrimSpace(k) != k:
 			p.add(fmt.Sprintf("%s[%d]", path, i), "key has leading or trailing white space")
+		}
+	}
+}
+
+// validateAllowed checks auth.allowed_hosts and auth.allowed_origins entry by entry, with the
+// parsers the Host and Origin check itself uses.
+func validateAllowed(a *Auth, p *problems) {
+	for i, h := range a.AllowedHosts {
+		if _, err := guard.ParseHost(h); err != nil {
+			p.add(fmt.Sprintf("auth.allowed_hosts[%d]", i), "%v", err)
+		}
+	}
+	for i, o := range a.AllowedOrigins {
+		if _, err := guard.ParseOrigin(o); err != nil {
+			p.add(fmt.Sprintf("auth.allowed_origins[%d]", i), "%v", err)
 		}
 	}
 }

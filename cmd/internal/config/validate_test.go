@@ -97,6 +97,9 @@ func TestInvalidFixtures(t *testing.T) {
 			":21: routes[3].name: \"a/b\" may contain only letters", ":23: routes[3].rules[0].when: only the last rule may have no condition", ":24: routes[3].rules[1].when: the last rule must have no condition", ":26: routes[4].rules: a route needs at least one rule"},
 		"cluster": {":2: cluster.redis.addr: must be host:port, e.g. 127.0.0.1:6379, got \"localhost\"", ":2: cluster.redis.db: must be 0 or more, got -1",
 			":3: cluster.lease_ttl: must be between 1s and 5m0s, got 500ms", ":4: cluster.replica: may contain only printable ASCII without spaces or '|'"},
+		"allowed": {":2: auth.allowed_hosts[1]: \"gw.example.com:8080\": give the host without a port", ":2: auth.allowed_hosts[2]: \"https://gw.example.com\" is not a host name",
+			":2: auth.allowed_hosts[3]: empty host", ":2: auth.allowed_hosts[4]: \"*.com\": a wildcard needs a domain of two labels", ":3: auth.allowed_origins[1]: \"null\" is the origin of sandboxed frames",
+			":3: auth.allowed_origins[2]: \"*\" would let every web page", ":3: auth.allowed_origins[3]: \"app.example.com\" is not an origin", ":3: auth.allowed_origins[4]: \"https://app.example.com/ui\" is not an origin: an origin is scheme://host[:port] only"},
 		"many_problems": {":2: listen:", ":3: limits.max_admitted:", ":5: providers[0].name:", ":7: providers[0].lanes:", ":8: providers[1].models:", ":10: providers[2].name: duplicate", ":11: providers[2].kind: unknown kind \"wat\""},
 	}
 	files, err := filepath.Glob(filepath.Join(testdataDir, "invalid", "*.yaml"))
