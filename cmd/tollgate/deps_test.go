@@ -25,6 +25,7 @@ var adapters = []string{module + "providers/openai", module + "providers/anthrop
 type layerRule struct {
 	pkg    string   // a package (and its subpackages), or a prefix ending in "/"
 	forbid []string // import prefixes it must not have (absolute)
+	except []string // module packages the forbid prefixes do not cover
 	only   []string // if not nil: the only module packages it may import, besides its own subpackages
 }
 
@@ -43,7 +44,11 @@ var layerRules = []layerRule{
 	{pkg: "actors/policy", only: []string{"providers/llm"}},
 	{pkg: "actors", only: []string{"actors/policy", "providers/llm", "providers/route"}},
 	{pkg: "cmd/internal/", forbid: []string{module + "cmd/internal/app"}},
-	{pkg: "cmd/internal/config", forbid: []string{module + "actors", module + "httpapi", module + "cmd/"}},
+	// httpapi/guard parses the allowed hosts and origins with the standard library only, so
+	// config refuses a bad entry exactly as the check would read it.
+	{pkg: "httpapi/guard", only: []string{}},
+	{pkg: "cmd/internal/config", forbid: []string{module + "actors", module + "httpapi", module + "cmd/"},
+		except: []string{"httpapi/guard"}},
 	{pkg: "cmd/internal/serve", only: []string{}},
 	{pkg: "cmd/internal/cluster", forbid: append([]string{module + "httpapi", module + "cmd/"}, adapters...)},
 	{pkg: "cmd/internal/telemetry", forbid: append([]string{module + "cmd/"}, adapters...)},
@@ -83,7 +88,7 @@ func layerViolations(graph map[string][]string) []string {
 			}
 			for _, r := range layerRules {
 				for _, f := range r.forbid {
-					if r.covers(rel) && strings.HasPrefix(imp, f) {
+					if r.covers(rel) && strings.HasPrefix(imp, f) && !(inModule && slices.Contains(r.except, irel)) {
 						bad = append(bad, rel+" imports "+imp+": forbidden")
 					}
 				}
