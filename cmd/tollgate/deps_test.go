@@ -8,7 +8,7 @@ import (
 
 // TestDependencyDirection keeps the architecture's arrows pointing one way (STYLE.md):
 // cmd → httpapi, actors, providers/*; httpapi → providers/llm, providers/sse,
-// providers/route; actors → actors/policy, providers/llm, providers/route; providers/* →
+// providers/route, providers/wirejson (the one JSON reader on a call's path); actors → actors/policy, providers/llm, providers/route; providers/* →
 // providers/llm and each other, never the gateway's serving or actor code. providers/route (the
 // SPEC §12 matcher: a request and its X-Gateway-Task header in, a model id out) is open to
 // both sides so whichever resolves a route can, without either importing the other.
@@ -27,7 +27,7 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "providers/", forbid: []string{mod + "actors", mod + "httpapi", mod + "cmd", "github.com/asynkron/protoactor-go"}},
 		{pkg: "providers/llm", only: []string{}},
 		{pkg: "httpapi", forbid: []string{"github.com/asynkron/protoactor-go"},
-			only: []string{"providers/llm", "providers/sse", "providers/route"}},
+			only: []string{"providers/llm", "providers/sse", "providers/route", "providers/wirejson"}},
 		{pkg: "actors/policy", only: []string{"providers/llm"}},
 		{pkg: "actors", only: []string{"actors/policy", "providers/llm", "providers/route"}},
 	}

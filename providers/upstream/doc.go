@@ -7,5 +7,5 @@
 // docs/capacity-signals.md), the error kind its status means (KindForStatus), a capped read
 // of its error body, a whole answer read without mistaking a cut-off one for complete
 // (ReadAnswer, EndError) and scrubbing of keys from anything that may reach a client. It
-// depends on the standard library, providers/llm and providers/sse only.
+// depends on the standard library, providers/llm, providers/sse and providers/wirejson (its one JSON reader) only.
 package upstream
