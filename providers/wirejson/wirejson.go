@@ -54,6 +54,11 @@ func String(lit []byte) (s string, ok bool) {
 	if i := bytes.IndexByte(lit[1:], '"'); i == len(lit)-2 && verbatim(lit[1:i+1]) {
 		return string(lit[1 : len(lit)-1]), true // nothing to decode, as is usual
 	}
+	// One pass that checks and decodes; it fails on a lone surrogate or a byte that is not
+	// UTF-8 too, which the decode below replaces, as encoding/json does.
+	if text, err := jsontext.AppendUnquote(make([]byte, 0, len(lit)), lit); err == nil {
+		return string(text), true
+	}
 	if json.Unmarshal(lit, &s, client) != nil {
 		return "", false
 	}
