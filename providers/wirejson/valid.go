@@ -26,6 +26,9 @@ func scan(b []byte, visit func(Member), dups bool) bool {
 		names := namePool.Get().(*[][]byte)
 		v.names = (*names)[:0]
 		defer func() {
+			if cap(v.names) > maxPooled {
+				return // an odd object's list: not worth keeping
+			}
 			clear(v.names[:cap(v.names)]) // keep no input alive
 			*names = v.names[:0]
 			namePool.Put(names)
@@ -43,6 +46,9 @@ func scan(b []byte, visit func(Member), dups bool) bool {
 // escape, and cost an allocation per frame.
 var namePool = sync.Pool{New: func() any { s := make([][]byte, 0, 32); return &s }}
 
+// maxPooled is the longest list of names namePool keeps.
+const maxPooled = 1024
+
 // maxDepth is encoding/json's nesting limit (maxNestingDepth in its scanner).
 const maxDepth = 10000
 
@@ -54,7 +60,8 @@ type validator struct {
 	b     []byte
 	i     int
 	visit func(Member)
-	// escaped: the last string checked held an escape (str sets it, key reads it).
+	// escaped: the last string checked held an escape, or, for a key, a byte beyond ASCII
+	// (str sets it, key reads it).
 	escaped bool
 	// dups: an object may name a member twice; else names holds the names of the members
 	// of the open objects seen so far, innermost object's last.

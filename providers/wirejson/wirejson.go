@@ -11,9 +11,9 @@
 // U+FFFD in their place): backends have sent them, and refusing a frame for them would end
 // a stream that encoding/json used to relay.
 //
-// A client's body (Members, String) is read as encoding/json v1 reads it, duplicate names
-// included, since the ingress decodes it with v1 and a client's request must mean the same
-// to both.
+// A client's body (Members) is read as encoding/json v1 reads it, duplicate names included,
+// since the ingress decodes it with v1 and a client's request must mean the same to both.
+// String decodes one string literal, from either side, as encoding/json does.
 package wirejson
 
 import (
@@ -36,13 +36,6 @@ var (
 // b refused (a *jsontext.SyntacticError) when it is not JSON or an object in it names a member
 // twice. Types that have an UnmarshalJSON method (json.RawMessage among them) are decoded by it.
 func Unmarshal(b []byte, v any) error { return json.Unmarshal(b, v, backend) }
-
-// IsSyntax reports whether err, from Unmarshal, says the input is not JSON Valid takes
-// (rather than JSON of another shape than v's).
-func IsSyntax(err error) bool {
-	_, ok := err.(*jsontext.SyntacticError)
-	return ok
-}
 
 // String returns the text of lit, one JSON string literal and nothing around it, as
 // encoding/json decodes it (escapes resolved; a lone UTF-16 surrogate and every byte that is

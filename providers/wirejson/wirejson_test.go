@@ -242,3 +242,32 @@ func BenchmarkString(b *testing.B) {
 		})
 	}
 }
+
+// TestDuplicateNamesInLargeObjects: past maxLinear names an object's duplicates are still
+// found (in a map), the name given twice early, late, or escaped; and an object nested in a
+// large one keeps its own names.
+func TestDuplicateNamesInLargeObjects(t *testing.T) {
+	var members []string
+	for i := range 40 {
+		members = append(members, fmt.Sprintf(`"k%d":%d`, i, i))
+	}
+	obj := func(extra ...string) []byte {
+		return []byte("{" + strings.Join(append(slices.Clone(members), extra...), ",") + "}")
+	}
+	for _, tt := range []struct {
+		name string
+		doc  []byte
+		want bool
+	}{
+		{"distinct", obj(), true},
+		{"the third again, last", obj(`"k2":0`), false},
+		{"the last again", obj(`"k39":0`), false},
+		{"escaped", obj(`"k\u0031":0`), false},
+		{"a nested object's names are its own", obj(`"n":{"k1":1,"k2":2}`), true},
+		{"twice in the nested one", obj(`"n":{"k1":1,"k1":2}`), false},
+	} {
+		if got := Valid(tt.doc); got != tt.want {
+			t.Errorf("%s: Valid = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
