@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // ingress is a wire format served beside chat (SPEC §13): how it reads a request, answers a
@@ -133,7 +134,7 @@ func stringValue(raw json.RawMessage) (string, bool) {
 	if string(raw) == "null" {
 		return "", true
 	}
-	return llm.StringValue(raw)
+	return wirejson.String(raw)
 }
 
 // notObject is the error for a trimmed request body that does not start a JSON object.

@@ -40,7 +40,7 @@ var layerRules = []layerRule{
 	{pkg: "providers/", forbid: []string{module + "actors", module + "httpapi", module + "cmd", "github.com/asynkron/protoactor-go"}},
 	{pkg: "providers/llm", only: []string{}},
 	{pkg: "httpapi", forbid: []string{"github.com/asynkron/protoactor-go"},
-		only: []string{"providers/llm", "providers/sse", "providers/route"}},
+		only: []string{"providers/llm", "providers/sse", "providers/route", "providers/wirejson"}},
 	{pkg: "actors/policy", only: []string{"providers/llm"}},
 	{pkg: "actors", only: []string{"actors/policy", "providers/llm", "providers/route"}},
 	{pkg: "cmd/internal/", forbid: []string{module + "cmd/internal/app"}},

@@ -150,7 +150,7 @@ func TestEstimatePromptTokens(t *testing.T) {
 	}
 }
 
-// FuzzContentString holds a string content's decoding (StringValue's) to what encoding/json
+// FuzzContentString holds a string content's decoding to what encoding/json
 // decodes.
 func FuzzContentString(f *testing.F) {
 	for _, s := range []string{`"hi"`, `"a\nb"`, `"é"`, "\"\xff\"", "\"a\\n\xffb\"", `"a\/b"`, `"\ud83d\ude00"`,

@@ -6,7 +6,6 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"reflect"
 )
 
@@ -126,9 +125,9 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 		*c = Content{}
 		return nil
 	case data[0] == '"':
-		s, ok := StringValue(data)
-		if !ok {
-			return errLiteral
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
 		}
 		*c = Content{Text: s}
 		return nil
@@ -145,10 +144,6 @@ func (c *Content) UnmarshalJSON(data []byte) error {
 	}
 	return typeError(data, reflect.TypeFor[Content]())
 }
-
-// errLiteral is an UnmarshalJSON's error for a string that is not a well-formed literal,
-// which a decoder never passes (it checks the whole document first).
-var errLiteral = errors.New("not a well-formed JSON string literal")
 
 // typeError is the error of a value of the wrong JSON type. As an *json.UnmarshalTypeError
 // it gets its field's path from the decoder that called UnmarshalJSON, and whoever reports
@@ -191,9 +186,9 @@ func (s *Stop) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	if len(data) > 0 && data[0] == '"' {
-		one, ok := StringValue(data)
-		if !ok {
-			return errLiteral
+		var one string
+		if err := json.Unmarshal(data, &one); err != nil {
+			return err
 		}
 		*s = Stop{one}
 		return nil

@@ -576,25 +576,46 @@ func TestHeaderTimeoutSparesWholeAnswers(t *testing.T) {
 	}
 }
 
-// TestErrorIn200Keys: a 200 whose body is an error is that error however encoding/json reads
-// its keys, not only as written in lower case.
+// TestErrorIn200Keys: a 200 whose body is an error is that error when its names are as
+// written, escapes decoded ("\u0063ode" is code); a body that names the error otherwise
+// ("Code", "ERROR") is not an error to the gateway, which reads a backend's names exactly,
+// and is relayed as the answer it claims to be; one that names a member twice is refused as
+// not JSON the gateway takes.
 func TestErrorIn200Keys(t *testing.T) {
-	for _, body := range []string{
-		`{"code":"Throttling","message":"slow"}`,
-		`{"Code":"Throttling","Message":"slow"}`,
-		`{"\u0063ode":"Throttling","message":"slow"}`,
-		`{"ERROR":{"message":"slow","code":"rate_limit_exceeded"}}`,
+	for _, tt := range []struct {
+		body     string
+		answered bool // relayed as it is
+		kind     llm.Kind
+	}{
+		{`{"code":"Throttling","message":"slow"}`, false, llm.KindUpstreamRateLimited},
+		{`{"\u0063ode":"Throttling","message":"slow"}`, false, llm.KindUpstreamRateLimited},
+		{`{"error":{"message":"slow","code":"rate_limit_exceeded"}}`, false, llm.KindUpstreamRateLimited},
+		{`{"Code":"Throttling","Message":"slow"}`, true, 0},
+		{`{"ERROR":{"message":"slow","code":"rate_limit_exceeded"}}`, true, 0},
+		{`{"code":"Throttling","code":"Throttling","message":"slow"}`, false, llm.KindUpstream},
 	} {
-		srv := replayServer(t, 200, http.Header{"Content-Type": {"application/json"}}, []byte(body), 1<<10)
+		srv := replayServer(t, 200, http.Header{"Content-Type": {"application/json"}}, []byte(tt.body), 1<<10)
 		c := newTestClient(t, KindOpenAI, srv.URL, "sk-x")
 		s, err := c.Open(context.Background(), userRequest(false))
-		if err == nil {
+		if tt.answered {
+			if err != nil {
+				t.Errorf("%s: %v, want it relayed as an answer", tt.body, err)
+				continue
+			}
+			ch, err := s.Next()
 			_ = s.Close()
-			t.Errorf("%s: answered as a completion", body)
+			if err != nil || string(ch.Raw) != tt.body {
+				t.Errorf("%s: relayed %q, %v", tt.body, ch.Raw, err)
+			}
 			continue
 		}
-		if k := llm.KindOf(err); k != llm.KindUpstreamRateLimited {
-			t.Errorf("%s: kind %v (%v), want upstream_rate_limited", body, k, err)
+		if err == nil {
+			_ = s.Close()
+			t.Errorf("%s: answered as a completion", tt.body)
+			continue
+		}
+		if k := llm.KindOf(err); k != tt.kind {
+			t.Errorf("%s: kind %v (%v), want %v", tt.body, k, err, tt.kind)
 		}
 	}
 }

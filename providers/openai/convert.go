@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // completionToChunks turns a whole chat.completion (from a backend that ignored "stream":
@@ -14,7 +15,7 @@ import (
 func completionToChunks(ch *llm.Chunk) []llm.Chunk {
 	var top map[string]json.RawMessage
 	var choices []map[string]json.RawMessage
-	if json.Unmarshal(ch.Raw, &top) != nil || json.Unmarshal(top["choices"], &choices) != nil {
+	if wirejson.Unmarshal(ch.Raw, &top) != nil || wirejson.Unmarshal(top["choices"], &choices) != nil {
 		return []llm.Chunk{*ch}
 	}
 	for _, choice := range choices {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // errorBody is the union of the error shapes OpenAI-compatible backends send, as a whole body
@@ -47,16 +48,16 @@ type backendError struct {
 // choices is a chunk, whatever else it carries.
 func parseError(b []byte) (backendError, bool) {
 	var eb errorBody
-	if json.Unmarshal(b, &eb) != nil {
+	if wirejson.Unmarshal(b, &eb) != nil {
 		return backendError{}, false
 	}
 	if present(eb.Error) {
 		var eo errorObject
-		if json.Unmarshal(eb.Error, &eo) == nil {
+		if wirejson.Unmarshal(eb.Error, &eo) == nil {
 			return backendError{code: rawString(eo.Code), typ: eo.Type, msg: eo.Message, param: rawString(eo.Param)}, true
 		}
 		var s string
-		if json.Unmarshal(eb.Error, &s) == nil {
+		if wirejson.Unmarshal(eb.Error, &s) == nil {
 			return backendError{msg: s}, true
 		}
 		return backendError{msg: string(eb.Error)}, true
@@ -83,13 +84,11 @@ func rawString(r json.RawMessage) string {
 	if !present(r) {
 		return ""
 	}
-	var s string
-	if json.Unmarshal(r, &s) == nil {
+	if s, ok := wirejson.String(r); ok {
 		return s
 	}
-	var n json.Number
-	if json.Unmarshal(r, &n) == nil {
-		return n.String()
+	if c := r[0]; c == '-' || c >= '0' && c <= '9' {
+		return string(r) // a number (r is a decoded value), as written
 	}
 	return ""
 }

@@ -13,8 +13,12 @@ import (
 	"testing"
 	"testing/iotest"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // streamOver returns the stream the adapter would build over an SSE body, without HTTP.
@@ -107,10 +111,11 @@ func BenchmarkStreamRelay(b *testing.B) {
 	}
 }
 
-// FuzzFrame holds scanFrame to the references it replaced: on every JSON object it finds the
-// finish reason the byte search kept here finds, the usage encoding/json's decode of the whole
-// chunk finds (decodeUsage), flags every frame parseError takes for an error, and sees a bare
-// "reasoning" key only where the searches did.
+// FuzzFrame holds scanFrame to references that read the frame otherwise: it takes exactly the
+// objects encoding/json takes that name no member twice; on each it finds the finish reason a
+// byte search finds, the usage encoding/json/v2's decode of the whole chunk finds (exact names,
+// as the gateway reads a backend's JSON), flags every frame parseError takes for an error, and
+// sees a bare "reasoning" key only where the byte searches do.
 func FuzzFrame(f *testing.F) {
 	for _, s := range []string{
 		`{"choices":[{"delta":{"content":"x"},"finish_reason":null}],"usage":null}`,
@@ -125,14 +130,15 @@ func FuzzFrame(f *testing.F) {
 		`{"a":{"usage":{"x":1}},"usage":{"prompt_tokens":3},"choices":null}`, `{"\u0075sage":{"prompt_tokens":4},"usage":{}}`,
 		`{"choices":[ ],"usage":{"prompt_tokens":"many"}}`, `{"finish_reason":{"finish_reason":"stop"}}`,
 		`{"x\"finish_reason":"stop"}`, `{"choices":[{"finish_reason":"st\u006fp"}]}`, "{\"choices\":[{\"finish_reason\":\"\xff\"}]}",
-		`{"choices":[],"usage":null,"usage":{"prompt_tokens":1}}`,
+		`{"choices":[],"usage":null,"usage":{"prompt_tokens":1}}`, `{"\u0075sage":{"prompt_tokens":4}}`, `{"Usage":{"prompt_tokens":4}}`,
 		`{"choices":[{"delta":{},"usage":null}],"usage":{"prompt_tokens":2}}`, `{"x":{"usage":1},"Usage":{"prompt_tokens":3}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, ok := scanFrame(b)
-		if want := len(b) > 0 && b[0] == '{' && json.Valid(b); ok != want {
+		dup, _ := nameFacts(b)
+		if want := len(b) > 0 && b[0] == '{' && json.Valid(b) && !dup; ok != want {
 			t.Fatalf("scanFrame(%q) ok = %v, want %v", b, ok, want)
 		}
 		if !ok {
@@ -143,7 +149,7 @@ func FuzzFrame(f *testing.F) {
 		}
 		got, want := llm.Chunk{Raw: b}, llm.Chunk{Raw: b, FinishReason: searchFinish(b)}
 		inspect(&got, &fr)
-		decodeUsage(&want)
+		wholeUsage(&want)
 		if got.FinishReason != want.FinishReason || got.UsageOnly != want.UsageOnly || (got.Usage == nil) != (want.Usage == nil) ||
 			got.Usage != nil && *got.Usage != *want.Usage {
 			t.Fatalf("scanFrame(%q): finish %q usage-only %v usage %+v; the search's finish %q, the decode's %v %+v",
@@ -153,6 +159,20 @@ func FuzzFrame(f *testing.F) {
 			t.Fatalf("scanFrame(%q) found a bare reasoning key the searches did not", b)
 		}
 	})
+}
+
+// wholeUsage is inspect's usage by encoding/json/v2's decode of the whole chunk, with the
+// options that make it read names exactly and refuse one twice.
+func wholeUsage(ch *llm.Chunk) {
+	var info struct {
+		Choices []jsontext.Value `json:"choices"`
+		Usage   *usageJSON       `json:"usage"`
+	}
+	if jsonv2.Unmarshal(ch.Raw, &info, jsontext.AllowInvalidUTF8(true)) != nil || info.Usage == nil {
+		return
+	}
+	ch.Usage = info.Usage.toLLM()
+	ch.UsageOnly = len(info.Choices) == 0
 }
 
 // searchFinish is the finish reason as inspect found it before scanFrame, by a byte search
@@ -183,9 +203,11 @@ func valueAfterKey(raw []byte, key string) []byte {
 	}
 }
 
-// FuzzCompletion holds scanCompletion to the whole decode it spares: on every input it says
-// whether it is JSON as encoding/json does, and where it takes the fast path its finish
-// reason and usage are the decode's.
+// FuzzCompletion holds decodeCompletion to encoding/json (v1) where the two read names alike:
+// it fails on every input encoding/json refuses or that names a member twice; on JSON whose
+// names are all lower-case ASCII (so v1's matching without regard to case takes only the exact
+// names) and none twice, it succeeds exactly where v1's decode does, with its finish reason,
+// usage and number of choices.
 func FuzzCompletion(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
@@ -201,26 +223,50 @@ func FuzzCompletion(f *testing.F) {
 		if len(b) == 0 || b[0] != '{' {
 			return // readComplete refuses these before it looks
 		}
-		facts, fast, valid := scanCompletion(b)
-		if valid != json.Valid(b) {
-			t.Fatalf("scanCompletion(%q) valid = %v, encoding/json says %v", b, valid, !valid)
-		}
-		if !fast {
+		facts, err := decodeCompletion(b)
+		dup, folded := nameFacts(b)
+		if !json.Valid(b) || dup {
+			if err == nil || wirejson.Valid(b) {
+				t.Fatalf("decodeCompletion(%q) = %v, Valid %v; encoding/json's Valid %v, a name twice %v", b, err, wirejson.Valid(b), json.Valid(b), dup)
+			}
 			return
 		}
-		want, ok := decodeCompletion(b)
-		if !ok {
-			t.Fatalf("scanCompletion(%q) took the fast path where the decode fails", b)
+		if folded {
+			return // v1 would take "Usage" for usage
 		}
-		if facts.finish != want.finish || (facts.usage == nil) != (want.usage == nil) ||
-			facts.usage != nil && *facts.usage != *want.usage {
-			t.Fatalf("scanCompletion(%q) = %q %+v, the decode says %q %+v", b, facts.finish, facts.usage, want.finish, want.usage)
+		want, werr := decodeCompletionV1(b)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("decodeCompletion(%q) = %v; encoding/json: %v", b, err, werr)
+		}
+		if err == nil && (facts.finish != want.finish || facts.choices != want.choices || (facts.usage == nil) != (want.usage == nil) ||
+			facts.usage != nil && *facts.usage != *want.usage) {
+			t.Fatalf("decodeCompletion(%q) = %+v, encoding/json says %+v", b, facts, want)
 		}
 	})
 }
 
-// FuzzEvent holds decodeEvent to json.Unmarshal into a responsesEvent: the same event, and an
-// error exactly when encoding/json gives one.
+// decodeCompletionV1 is decodeCompletion by encoding/json (v1).
+func decodeCompletionV1(b []byte) (facts completionFacts, err error) {
+	var info struct {
+		Choices []struct {
+			FinishReason llm.FinishReason `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *usageJSON `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return facts, err
+	}
+	facts.usage, facts.choices = info.Usage.toLLM(), len(info.Choices)
+	if len(info.Choices) > 0 {
+		facts.finish = info.Choices[0].FinishReason
+	}
+	return facts, nil
+}
+
+// FuzzEvent holds decodeEvent to json.Unmarshal (v1) into a responsesEvent where the two read
+// names alike (all lower-case ASCII, none twice): the same event, and an error exactly when
+// encoding/json gives one; and to an error wherever encoding/json refuses the input or an
+// object in it names a member twice.
 func FuzzEvent(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"response.output_text.delta","sequence_number":5,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi \"x\"\n"}`,
@@ -235,10 +281,16 @@ func FuzzEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got, want responsesEvent
 		gerr, werr := decodeEvent(b, &got), json.Unmarshal(b, &want)
-		if (gerr == nil) != (werr == nil) {
+		dup, folded := nameFacts(b)
+		switch {
+		case !json.Valid(b) || dup:
+			if gerr == nil {
+				t.Fatalf("decodeEvent(%q) took it; encoding/json's Valid %v, a name twice %v", b, json.Valid(b), dup)
+			}
+		case folded:
+		case (gerr == nil) != (werr == nil):
 			t.Fatalf("decodeEvent(%q) error %v; encoding/json: %v", b, gerr, werr)
-		}
-		if gerr == nil && !reflect.DeepEqual(got, want) {
+		case gerr == nil && !reflect.DeepEqual(got, want):
 			t.Fatalf("decodeEvent(%q) = %+v; encoding/json: %+v", b, got, want)
 		}
 	})

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/upstream"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // maxCompletion caps a non-streaming answer held in memory. Far above any real completion;
@@ -160,33 +162,40 @@ func (c *Client) readComplete(ctx context.Context, h http.Header, r io.Reader, c
 	if b[0] != '{' {
 		return c.notObject(b)
 	}
-	facts, fast, valid := scanCompletion(b)
-	if !valid {
+	facts, err := decodeCompletion(b)
+	if err != nil && !wirejson.Valid(b) {
 		return c.notObject(b)
 	}
-	known := fast
-	if !fast {
+	if err != nil || facts.choices != 1 {
 		// An error body (Qianfan's, DashScope's, a 200 from a proxy) never has a
-		// completion's shape, so only an answer of an unusual shape is decoded to see
-		// whether it is one, by encoding/json's rules for its keys ("Code", "\u0063ode").
+		// completion's shape, so only an answer of another shape is looked at for one.
 		if be, ok := parseError(b); ok {
 			return c.bodyError(h, be)
 		}
-		facts, known = decodeCompletion(b)
 	}
 	if hasBareReasoning(b) {
 		b = renameReasoning(b, "message")
 	}
 	*ch = llm.Chunk{Raw: b, Complete: true}
-	if known { // else JSON of another shape than a chat.completion's: relayed as it is
+	if err == nil { // else JSON of another shape than a chat.completion's: relayed as it is
 		ch.Usage, ch.FinishReason = facts.usage, facts.finish
 	}
 	return nil
 }
 
-// notObject is the error for a 200 answer b that is not a JSON object.
+// notObject is the error for a 200 answer b that is not a JSON object, or one that names a
+// member twice (wirejson); the message says which.
 func (c *Client) notObject(b []byte) error {
-	return c.upstreamError("backend answered 200 with a body that is not a JSON object: "+c.snippet(b), nil)
+	return c.upstreamError("backend answered 200 with a body that is not a JSON object"+reason(b)+": "+c.snippet(b), nil)
+}
+
+// reason is " with each name once" and the name when b, refused by wirejson, is JSON but
+// for a name given twice in an object; "" otherwise (b is not JSON at all).
+func reason(b []byte) string {
+	if err := wirejson.Check(b); errors.Is(err, wirejson.ErrDuplicateName) {
+		return " with each name once (" + err.Error() + ")"
+	}
+	return ""
 }
 
 func (c *Client) upstreamError(msg string, err error) *llm.Error {

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 var (
@@ -25,17 +26,17 @@ func hasBareReasoning(b []byte) bool {
 // the key is there; on anything unexpected the chunk is relayed unchanged.
 func renameReasoning(raw []byte, field string) []byte {
 	var top map[string]json.RawMessage
-	if json.Unmarshal(raw, &top) != nil {
+	if wirejson.Unmarshal(raw, &top) != nil {
 		return raw
 	}
 	var choices []map[string]json.RawMessage
-	if json.Unmarshal(top["choices"], &choices) != nil {
+	if wirejson.Unmarshal(top["choices"], &choices) != nil {
 		return raw
 	}
 	changed := false
 	for _, choice := range choices {
 		var m map[string]json.RawMessage
-		if json.Unmarshal(choice[field], &m) != nil {
+		if wirejson.Unmarshal(choice[field], &m) != nil {
 			continue
 		}
 		r, ok := m["reasoning"]

@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/upstream"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // speaksResponses reports whether the backend serves OpenAI's Responses API itself, so a
@@ -55,7 +56,7 @@ func (c *Client) readResponse(ctx context.Context, h http.Header, r io.Reader) (
 		return nil, err
 	}
 	var ev responsesEvent
-	if json.Unmarshal(b, &ev.Response) != nil || ev.Response == nil || ev.Response.Object != "response" {
+	if wirejson.Unmarshal(b, &ev.Response) != nil || ev.Response == nil || ev.Response.Object != "response" {
 		return nil, c.upstreamError("backend answered 200 with a body that is not a response: "+c.snippet(b), nil)
 	}
 	ch := llm.Chunk{Raw: b, Complete: true, Format: llm.FormatResponses}

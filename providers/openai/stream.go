@@ -3,7 +3,6 @@ package openai
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/upstream"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // stream relays a backend's SSE answer chunk by chunk.
@@ -119,7 +119,7 @@ func (s *stream) next() (llm.Chunk, error) {
 			}
 		}
 		if !ok {
-			return llm.Chunk{}, s.c.upstreamError("backend sent a stream frame that is not a JSON object: "+s.c.snippet(data), nil)
+			return llm.Chunk{}, s.c.upstreamError("backend sent a stream frame that is not a JSON object"+reason(data)+": "+s.c.snippet(data), nil)
 		}
 		ch := llm.Chunk{Raw: append([]byte(nil), data...)}
 		inspect(&ch, &f)
@@ -150,87 +150,55 @@ func (s *stream) endError(err error) error {
 	return e
 }
 
-// frame is what one pass over a stream frame found of the keys the relay acts on (scanFrame).
-// Quotes inside JSON strings are escaped, so a model writing these words in its text is never
-// taken for a key.
+// frame is what one pass over a stream frame found of the names the relay acts on
+// (scanFrame). Quotes inside JSON strings are escaped, so a model writing these words in its
+// text is never taken for a name.
 type frame struct {
-	// errorish: a top-level key parseError may read (error, error_code, error_msg, code), so
-	// the frame may be an error and is decoded to see; almost no frame has one.
+	// errorish: a top-level name that makes parseError take the frame for an error (error,
+	// error_code, code), so the frame is decoded to see; almost no frame has one.
 	errorish bool
-	// reasoning, reasoningContent: the keys seen anywhere; a bare "reasoning" is renamed.
+	// reasoning, reasoningContent: the names seen anywhere; a bare "reasoning" is renamed.
 	reasoning, reasoningContent bool
-	// finish: the first finish_reason member, anywhere, in document order (Key 0: none).
-	finish upstream.Member
-	// topUsage, topChoices: the top-level usage and choices members, and how many there were.
-	topUsage, topChoices   upstream.Member
-	nTopUsage, nTopChoices int
-	// oddTop: a top-level key that encoding/json could also take for usage or choices (it
-	// matches names without regard to case, and an escape could spell anything).
-	oddTop bool
+	// finish: the first finish_reason member, anywhere, in document order.
+	finish    wirejson.Member
+	hasFinish bool
+	// usage, choices: the top-level usage and choices members, when there are.
+	usage, choices       wirejson.Member
+	hasUsage, hasChoices bool
 }
 
-// scanFrame checks that data is one JSON object and finds its keys of interest in the same
-// pass (upstream.Scan). Searching the bytes for each key after a separate validation was most
-// of what a relayed chunk cost beyond a bare proxy (docs/benchmarks.md).
+// scanFrame checks that data is one JSON object that names no member twice and finds its
+// names of interest in the same pass (wirejson.Scan). Searching the bytes for each name after
+// a separate validation was most of what a relayed chunk cost beyond a bare proxy
+// (docs/benchmarks.md).
 func scanFrame(data []byte) (frame, bool) {
 	var f frame
 	if len(data) == 0 || data[0] != '{' {
 		return f, false
 	}
-	first := func(seen *upstream.Member, m upstream.Member) {
-		if seen.Key == 0 || m.Key < seen.Key { // nested members come before their parent
-			*seen = m
-		}
-	}
-	ok := upstream.Scan(data, func(m upstream.Member) {
-		key := data[m.Key:m.KeyEnd]
-		switch string(key) {
+	ok := wirejson.Scan(data, func(m wirejson.Member) {
+		switch string(m.Name) {
 		case "finish_reason":
-			first(&f.finish, m)
+			if !f.hasFinish || m.At < f.finish.At { // nested members come before their parent
+				f.finish, f.hasFinish = m, true
+			}
 		case "usage":
 			if m.Depth == 1 {
-				f.topUsage, f.nTopUsage = m, f.nTopUsage+1
+				f.usage, f.hasUsage = m, true
 			}
 		case "choices":
 			if m.Depth == 1 {
-				f.topChoices, f.nTopChoices = m, f.nTopChoices+1
+				f.choices, f.hasChoices = m, true
 			}
 		case "reasoning":
 			f.reasoning = true
 		case "reasoning_content":
 			f.reasoningContent = true
-		default:
-			if m.Depth == 1 && (m.Escaped || mayMatter(key)) {
-				f.errorish = f.errorish || m.Escaped || mayNameError(key)
-				f.oddTop = f.oddTop || m.Escaped || foldsTo(key, "usage", "choices")
-			}
+		case "error", "error_code", "code":
+			f.errorish = f.errorish || m.Depth == 1
 		}
 	})
 	return f, ok
-}
-
-// mayMatter is the cheap first look at a top-level key scanFrame has no case for: only one
-// starting with c, e or u, in either case, can spell code, error… or a variant of usage or
-// choices.
-func mayMatter(key []byte) bool {
-	if len(key) < 4 {
-		return false
-	}
-	switch key[0] | 0x20 {
-	case 'c', 'e', 'u':
-		return true
-	}
-	return false
-}
-
-// mayNameError reports whether encoding/json could decode the top-level key, escape-free, into
-// a field whose presence makes parseError take the frame for an error (error, error_code,
-// code; the prefix also takes error_msg): it matches names without regard to case. The
-// fields that only shape the error (message, choices) need no look: without one of these
-// there is no error to shape.
-func mayNameError(key []byte) bool {
-	const e = "error"
-	return bytes.EqualFold(key, []byte("code")) || len(key) >= len(e) && bytes.EqualFold(key[:len(e)], []byte(e))
 }
 
 // inspect fills the chunk's Usage, UsageOnly and FinishReason from what scanFrame found in
@@ -240,33 +208,25 @@ func mayNameError(key []byte) bool {
 // backend's own extension) is not the chunk's and says nothing either way.
 func inspect(ch *llm.Chunk, f *frame) {
 	raw := ch.Raw
-	if f.finish.Key > 0 {
-		// As encoding/json decodes it: an escape or a byte that is not UTF-8 in it must not
-		// make the reason vanish, and a stream ending after it look cut off.
-		if fr, ok := llm.StringValue(raw[f.finish.At:f.finish.End]); ok {
+	if f.hasFinish {
+		// Decoded: an escape or a byte that is not UTF-8 in it must not make the reason
+		// vanish, and a stream ending after it look cut off.
+		if fr, ok := wirejson.String(raw[f.finish.At:f.finish.End]); ok {
 			ch.FinishReason = llm.FinishReason(fr)
 		}
 	}
-	if f.oddTop || f.nTopUsage > 1 {
-		decodeUsage(ch) // encoding/json's own rules for the keys it would take (the last one)
-		return
-	}
-	if f.nTopUsage == 0 || raw[f.topUsage.At] != '{' {
+	if !f.hasUsage || raw[f.usage.At] != '{' {
 		return // no usage object at the top, where a chunk's usage is
 	}
-	if f.nTopChoices > 1 {
-		decodeUsage(ch)
-		return
-	}
 	usageOnly := true
-	if f.nTopChoices == 1 {
+	if f.hasChoices {
 		var ok bool
-		if usageOnly, ok = emptyOrNull(raw[f.topChoices.At:f.topChoices.End]); !ok {
+		if usageOnly, ok = emptyOrNull(raw[f.choices.At:f.choices.End]); !ok {
 			return // choices that are not an array: not a chunk's shape, so no usage from it
 		}
 	}
 	var u usageJSON
-	if json.Unmarshal(raw[f.topUsage.At:f.topUsage.End], &u) != nil {
+	if wirejson.Unmarshal(raw[f.usage.At:f.usage.End], &u) != nil {
 		return
 	}
 	ch.Usage, ch.UsageOnly = u.toLLM(), usageOnly
@@ -280,21 +240,7 @@ func emptyOrNull(v []byte) (empty, ok bool) {
 	case v[0] != '[':
 		return false, false
 	}
-	return v[upstream.SkipSpace(v, 1)] == ']', true
-}
-
-// decodeUsage is inspect's usage by a decode of the whole chunk, for the odd chunk whose keys
-// only encoding/json can read as it would.
-func decodeUsage(ch *llm.Chunk) {
-	var info struct {
-		Choices []json.RawMessage `json:"choices"`
-		Usage   *usageJSON        `json:"usage"`
-	}
-	if json.Unmarshal(ch.Raw, &info) != nil || info.Usage == nil {
-		return
-	}
-	ch.Usage = info.Usage.toLLM()
-	ch.UsageOnly = len(info.Choices) == 0
+	return bytes.TrimLeft(v[1:], jsonSpace)[0] == ']', true
 }
 
 // usageJSON is OpenAI's usage object with the details the gateway logs. DeepSeek reports

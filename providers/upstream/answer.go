@@ -3,13 +3,13 @@ package upstream
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/sse"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // ReadAnswer reads a whole non-streaming answer of at most max bytes from body. It tells the
@@ -43,11 +43,7 @@ func ReadAnswer(ctx context.Context, provider string, body io.Reader, max int64,
 // backend that closed its connection cleanly in the middle of an answer leaves.
 func cutJSON(b []byte) bool {
 	b = bytes.TrimSpace(b)
-	if len(b) == 0 || (b[0] != '{' && b[0] != '[') || Valid(b) {
-		return false
-	}
-	var v json.RawMessage
-	return errors.Is(json.NewDecoder(bytes.NewReader(b)).Decode(&v), io.ErrUnexpectedEOF)
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[') && wirejson.Cut(b)
 }
 
 // EndError explains why a backend's event stream stopped before the answer's end marker,

@@ -7,6 +7,7 @@
 // docs/capacity-signals.md), the error kind its status means (KindForStatus), a capped read
 // of its error body, a whole answer read without mistaking a cut-off one for complete
 // (ReadAnswer, EndError) and scrubbing of keys from anything that may reach a client. It
-// depends on the standard library, providers/llm, providers/sse and OpenTelemetry's
-// propagation API (a call carries its trace context to the backend) only.
+// depends on the standard library, providers/llm, providers/sse, providers/wirejson (its one
+// JSON reader) and OpenTelemetry's propagation API (a call carries its trace context to the
+// backend) only.
 package upstream
