@@ -456,7 +456,7 @@ func (e *Engine) newOutageLocked() {
 		}
 	}
 	e.out = &outage{since: now, ttl: e.t.ttl, maxRun: e.o.MaxRun, alive: max(1, len(e.known)),
-		known: e.known, held: held, strict: e.o.Strict, others: e.view,
+		known: e.known, held: held, strict: e.o.Strict, others: e.view, self: e.o.Replica,
 		servesFrom: e.execBound.Add(e.t.silent + e.t.margin)}
 	e.rejoined = time.Time{}
 	e.local = map[string]*localBucket{}
@@ -479,7 +479,7 @@ func (e *Engine) excessLocked(now time.Time) {
 	}
 	total, by := 0, zerolog.Dict()
 	for s, st := range starts {
-		if n := possibleExcess(e.running[s], Share(limits[s], e.out.alive), st, since); n > 0 {
+		if n := possibleExcess(e.running[s], e.out.share(limits[s]), st, since); n > 0 {
 			total += n
 			by = by.Int(s, n)
 		}

@@ -84,6 +84,7 @@ type outage struct {
 	// (its heartbeat is older than timings.silent), and from then each scope allows
 	// viewAllowed of others, the view taken at the last heartbeat.
 	strict     bool
+	self       string // this replica's name, for its place among known (shareOf)
 	servesFrom time.Time
 	others     map[string]map[string][]time.Time
 }
@@ -124,7 +125,17 @@ func (o *outage) allowed(scope string, limit int, now time.Time) int {
 	if o.strict || o.blind {
 		return share
 	}
-	return viewAllowed(limit, o.alive, o.others[scope], now)
+	return viewAllowed(limit, o.known, o.self, o.others[scope], now)
+}
+
+// share is this replica's share of a scope's limit by the rule in force: shareOf among
+// the replicas it knew by default, Share by the strict rule (and for a replica that
+// never reached Redis, which knows none).
+func (o *outage) share(limit int) int {
+	if o.strict || o.blind {
+		return Share(limit, o.alive)
+	}
+	return shareOf(limit, o.known, o.self)
 }
 
 // tokensFrom is when the outage rule starts lending rate-limit tokens: not while Holding,

@@ -248,13 +248,15 @@ func TestSlowLink(t *testing.T) {
 	eventually(t, 10*time.Second, "the default timeout taking the slow link for an outage", func() bool {
 		return dflt.Health().Outages > 0
 	})
+	// A scope with room beside the default replica's share (kept free while it is silent).
+	roomy := Claim{Scopes: []Scope{{Name: "p/roomy", Limit: 10}}}
 	deadline := time.Now().Add(2 * ttl)
 	served := 0
 	for time.Now().Before(deadline) {
 		if h := slow.Health(); h.Phase != Shared || h.Outages != 0 {
 			t.Fatalf("a 400 ms round trip under a 1 s timeout: %+v", h)
 		}
-		l, err := slow.Acquire(context.Background(), probe)
+		l, err := slow.Acquire(context.Background(), roomy)
 		if err != nil {
 			t.Fatalf("acquire over the slow link: %v", err)
 		}

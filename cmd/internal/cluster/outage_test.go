@@ -231,6 +231,40 @@ func simStart(rp *simReplica, now time.Duration, at time.Time, limit int, up boo
 	return up && len(rp.calls)+1 <= rp.out.allowed("s", limit, at) && redisCount() < limit
 }
 
+// TestShareOf: the limit split among the replicas alive, the remainder going one each to
+// the first names in byte order; the shares add up to exactly the limit.
+func TestShareOf(t *testing.T) {
+	abc := []string{"c", "a", "b"}
+	for _, tc := range []struct {
+		limit int
+		alive []string
+		self  string
+		want  int
+	}{
+		{9, abc, "a", 3}, {9, abc, "c", 3},
+		{10, abc, "a", 4}, {10, abc, "b", 3}, {10, abc, "c", 3},
+		{11, abc, "b", 4}, {11, abc, "c", 3},
+		{2, abc, "a", 1}, {2, abc, "b", 1}, {2, abc, "c", 0}, // more replicas than slots
+		{1, abc, "a", 1}, {1, abc, "b", 0},
+		{5, abc, "d", 0},                // not seen alive
+		{5, nil, "d", 5},                // alone
+		{5, []string{"B", "a"}, "B", 3}, // byte order: upper case first
+	} {
+		if got := shareOf(tc.limit, tc.alive, tc.self); got != tc.want {
+			t.Errorf("shareOf(%d, %v, %s) = %d, want %d", tc.limit, tc.alive, tc.self, got, tc.want)
+		}
+	}
+	for limit := 1; limit < 12; limit++ {
+		sum := 0
+		for _, r := range abc {
+			sum += shareOf(limit, abc, r)
+		}
+		if sum != limit {
+			t.Errorf("limit %d: the shares add up to %d", limit, sum)
+		}
+	}
+}
+
 // TestViewAllowed: a replica's share less what the view showed the others holding beyond
 // theirs, each entry until its deadline.
 func TestViewAllowed(t *testing.T) {
@@ -242,28 +276,32 @@ func TestViewAllowed(t *testing.T) {
 		}
 		return out
 	}
+	abc := []string{"a", "b", "c"}
 	for _, tc := range []struct {
-		name         string
-		limit, alive int
-		others       map[string][]time.Time
-		now          int
-		want         int
+		name   string
+		limit  int
+		alive  []string
+		others map[string][]time.Time
+		now    int
+		want   int
 	}{
-		{"quiet cluster: the share", 9, 3, nil, 0, 3},
-		{"alone: the whole limit", 9, 1, nil, 0, 9},
-		{"at least 1", 2, 3, nil, 0, 1},
-		{"balanced: peers at their shares", 9, 3, map[string][]time.Time{"b": at(5, 5, 5), "c": at(5, 5, 5)}, 0, 3},
-		{"a peer below its share frees nothing", 9, 3, map[string][]time.Time{"b": at(5)}, 0, 3},
-		{"a peer 2 beyond its share", 9, 3, map[string][]time.Time{"b": at(5, 5, 5, 5, 5)}, 0, 1},
-		{"two peers beyond", 9, 3, map[string][]time.Time{"b": at(5, 5, 5, 5), "c": at(5, 5, 5, 5)}, 0, 1},
-		{"one peer held everything", 3, 3, map[string][]time.Time{"b": at(5, 5, 5)}, 0, 0},
-		{"never below 0", 3, 3, map[string][]time.Time{"b": at(5, 5, 5), "c": at(5, 5, 5)}, 0, 0},
-		{"deadlines passed one by one", 3, 3, map[string][]time.Time{"b": at(2, 5, 8)}, 3, 0},
-		{"at a deadline the entry is over", 3, 3, map[string][]time.Time{"b": at(2, 5, 8)}, 5, 1},
-		{"all deadlines passed", 3, 3, map[string][]time.Time{"b": at(2, 5, 8)}, 9, 1},
-		{"more replicas than slots", 2, 3, map[string][]time.Time{"b": at(5, 5)}, 0, 0},
+		{"quiet cluster: the share", 9, abc, nil, 0, 3},
+		{"alone: the whole limit", 9, []string{"a"}, nil, 0, 9},
+		{"the remainder to the first", 10, abc, nil, 0, 4},
+		{"more replicas than slots: the first get 1", 2, abc, nil, 0, 1},
+		{"balanced: peers at their shares", 9, abc, map[string][]time.Time{"b": at(5, 5, 5), "c": at(5, 5, 5)}, 0, 3},
+		{"a peer below its share frees nothing", 9, abc, map[string][]time.Time{"b": at(5)}, 0, 3},
+		{"a peer 2 beyond its share", 9, abc, map[string][]time.Time{"b": at(5, 5, 5, 5, 5)}, 0, 1},
+		{"two peers beyond", 9, abc, map[string][]time.Time{"b": at(5, 5, 5, 5), "c": at(5, 5, 5, 5)}, 0, 1},
+		{"one peer held everything", 3, abc, map[string][]time.Time{"b": at(5, 5, 5)}, 0, 0},
+		{"never below 0", 3, abc, map[string][]time.Time{"b": at(5, 5, 5), "c": at(5, 5, 5)}, 0, 0},
+		{"a peer not seen alive: all it held is beyond", 3, abc, map[string][]time.Time{"d": at(5)}, 0, 0},
+		{"deadlines passed one by one", 3, abc, map[string][]time.Time{"b": at(2, 5, 8)}, 3, 0},
+		{"at a deadline the entry is over", 3, abc, map[string][]time.Time{"b": at(2, 5, 8)}, 5, 1},
+		{"all deadlines passed", 3, abc, map[string][]time.Time{"b": at(2, 5, 8)}, 9, 1},
+		{"c's share of 2 is 0: its 1 is beyond", 2, abc, map[string][]time.Time{"c": at(5)}, 0, 0},
 	} {
-		if got := viewAllowed(tc.limit, tc.alive, tc.others, t0.Add(time.Duration(tc.now)*time.Second)); got != tc.want {
+		if got := viewAllowed(tc.limit, tc.alive, "a", tc.others, t0.Add(time.Duration(tc.now)*time.Second)); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -271,13 +309,20 @@ func TestViewAllowed(t *testing.T) {
 
 // TestViewAllowedAddsUp: whatever the replicas held when Redis went (at most the limit
 // together), calls started by viewAllowed on every replica, each counting its own, never
-// take the scope over its limit while the replicas are no more than the limit.
+// take the scope over its limit, however many replicas there are.
 func TestViewAllowedAddsUp(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	r := rand.New(rand.NewPCG(5, 6))
-	for range 2000 {
-		n := 1 + r.IntN(5)
-		limit := n + r.IntN(10)
+	for range 3000 {
+		n := 1 + r.IntN(6)
+		limit := 1 + r.IntN(10)
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("r%d", r.IntN(1000))
+		}
+		if hasDupes(names) {
+			continue
+		}
 		held := make([]int, n)
 		for left := r.IntN(limit + 1); left > 0; left-- {
 			held[r.IntN(n)]++
@@ -286,17 +331,14 @@ func TestViewAllowedAddsUp(t *testing.T) {
 		for i := range n {
 			others := map[string][]time.Time{}
 			for j := range n {
-				if j != i {
-					others[fmt.Sprint(j)] = make([]time.Time, held[j])
-					for k := range held[j] {
-						others[fmt.Sprint(j)][k] = t0.Add(time.Hour)
-					}
+				if j != i && held[j] > 0 {
+					others[names[j]] = slices.Repeat([]time.Time{t0.Add(time.Hour)}, held[j])
 				}
 			}
-			total += max(held[i], viewAllowed(limit, n, others, t0))
+			total += max(held[i], viewAllowed(limit, names, names[i], others, t0))
 		}
 		if total > limit {
-			t.Fatalf("limit %d, %d replicas holding %v: %d may run", limit, n, held, total)
+			t.Fatalf("limit %d, replicas %v holding %v: %d may run", limit, names, held, total)
 		}
 	}
 }
@@ -328,6 +370,7 @@ func TestOutageShareRule(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	from := t0.Add(700 * time.Millisecond)
 	o := &outage{since: t0, ttl: time.Second, maxRun: time.Minute, alive: 3, servesFrom: from,
+		known: []string{"a", "b", "c"}, self: "a",
 		held:   map[string][]time.Time{"p": {t0.Add(300 * time.Millisecond)}},
 		others: map[string]map[string][]time.Time{"p": {"b": slices.Repeat([]time.Time{t0.Add(time.Minute)}, 5)}}}
 	for _, tc := range []struct {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -10,27 +11,48 @@ import (
 // lease_ttl/4 while Redis answers), and when Redis goes, the outage rule starts from it:
 // what the others held beyond their shares is counted until those calls may have ended.
 
-// viewAllowed is how many calls one replica may run in a scope of the configured limit
-// at now, by the outage rule's view: its share (Share(limit, alive)) less what the view
-// showed the other replicas holding beyond their own shares, each entry counted until
-// its deadline (the latest moment its call can still run). others maps each other
-// replica to its entries' deadlines in the scope; entries past their deadline count for
-// nothing. The answer is never below 0: a replica whose peers held the whole scope
-// starts nothing until their calls' deadlines, and what each replica runs adds up to
-// at most the limit while the replicas are no more than the limit.
-func viewAllowed(limit, alive int, others map[string][]time.Time, now time.Time) int {
-	share := Share(limit, alive)
+// shareOf is the share of limit of the replica named self among alive (the names seen
+// alive at the last heartbeat, self included): limit divided by their number, the
+// remainder going one each to the first names in byte order, so the shares of all add
+// up to exactly the limit, even with more replicas than the limit (then some get 0:
+// never a stall of the whole cluster, never beyond the cap). A replica not in alive gets
+// 0; with alive empty, self alone has the whole limit.
+func shareOf(limit int, alive []string, self string) int {
+	if len(alive) == 0 {
+		return limit
+	}
+	order := slices.Sorted(slices.Values(alive))
+	i := slices.Index(order, self)
+	if i < 0 {
+		return 0
+	}
+	share := limit / len(order)
+	if i < limit%len(order) {
+		share++
+	}
+	return share
+}
+
+// viewAllowed is how many calls the replica self may run in a scope of the configured
+// limit at now, by the outage rule's view: its share (shareOf) less what the view showed
+// the other replicas holding beyond their own shares, each entry counted until its
+// deadline (the latest moment its call can still run). others maps each other replica to
+// its entries' deadlines in the scope; entries past their deadline count for nothing. The
+// answer is never below 0: a replica whose peers held the whole scope starts nothing
+// until their calls' deadlines, and what every replica runs adds up to at most the limit
+// (TestViewAllowedAddsUp).
+func viewAllowed(limit int, alive []string, self string, others map[string][]time.Time, now time.Time) int {
 	beyond := 0
-	for _, deadlines := range others {
+	for r, deadlines := range others {
 		n := 0
 		for _, d := range deadlines {
 			if now.Before(d) {
 				n++
 			}
 		}
-		beyond += max(0, n-share)
+		beyond += max(0, n-shareOf(limit, alive, r))
 	}
-	return max(0, share-beyond)
+	return max(0, shareOf(limit, alive, self)-beyond)
 }
 
 // possibleExcess is what one replica's calls in a scope may take beyond the limit once

@@ -37,14 +37,31 @@ for i = 1, k do
   members[i] = ARGV[8 + i]
 end
 
--- The silent replicas, each with the alive count its shares were taken at (the replicas
--- whose heartbeat was younger than ttl at its last one).
+-- The silent replicas, each with its place among the replicas its shares were taken
+-- among (those whose heartbeat was younger than ttl at its last one), in byte order: a
+-- share is limit / n, the remainder going one each to the first (shareOf in view.go).
+-- Byte order, whatever the server's collation locale (Lua's < on strings follows it).
+local function before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
 local silent = {}
 local quiet = redis.call('ZRANGEBYSCORE', KEYS[ns + nb + 1], now - horizon_ms, '(' .. (now - silent_ms), 'WITHSCORES')
 for x = 1, #quiet, 2 do
   local beat = tonumber(quiet[x + 1])
   if quiet[x] ~= replica then
-    silent[#silent + 1] = {name = quiet[x], alive = redis.call('ZCOUNT', KEYS[ns + nb + 1], '(' .. (beat - ttl), '+inf')}
+    local names = redis.call('ZRANGEBYSCORE', KEYS[ns + nb + 1], '(' .. (beat - ttl), '+inf')
+    table.sort(names, before)
+    for i, n in ipairs(names) do
+      if n == quiet[x] then
+        silent[#silent + 1] = {name = quiet[x], alive = #names, place = i - 1}
+      end
+    end
   end
 end
 local function reserved(key, limit)
@@ -60,7 +77,11 @@ local function reserved(key, limit)
   end
   local n = 0
   for _, s in ipairs(silent) do
-    n = n + math.max(0, math.max(1, math.floor(limit / math.max(1, s.alive))) - (live[s.name] or 0))
+    local share = math.floor(limit / s.alive)
+    if s.place < limit % s.alive then
+      share = share + 1
+    end
+    n = n + math.max(0, share - (live[s.name] or 0))
   end
   return n
 end
