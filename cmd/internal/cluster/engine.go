@@ -76,7 +76,7 @@ type timings struct {
 	margin    time.Duration // kept off a lease's local validity, for clock rate drift
 	// silent: a heartbeat older than this (on the server's clock) is one that was missed:
 	// its replica may be on the outage rule, and the acquire script keeps its share free.
-	// A heartbeat comes at most heartbeat + tick after the last one, and runs within op.
+	// A heartbeat is sent heartbeat after the last one was, and runs within op of it.
 	silent time.Duration
 	// horizon: how long after its last heartbeat a silent replica's share is kept free;
 	// past it, it counts as dead (lease_ttl + MaxRun).
@@ -84,11 +84,11 @@ type timings struct {
 }
 
 func newTimings(ttl, timeout, maxRun time.Duration) timings {
-	t := timings{ttl: ttl, op: timeout, heartbeat: ttl / 4, tick: min(max(ttl/10, 10*time.Millisecond), time.Second), margin: ttl / 20}
+	t := timings{ttl: ttl, op: timeout, heartbeat: ttl / 5, tick: min(max(ttl/10, 10*time.Millisecond), time.Second), margin: ttl / 20}
 	if t.op == 0 {
 		t.op = min(max(ttl/5, 10*time.Millisecond), 2*time.Second)
 	}
-	t.silent = t.heartbeat + t.tick + t.op + t.margin
+	t.silent = t.heartbeat + t.op + 2*t.margin
 	t.horizon = ttl + maxRun
 	return t
 }
@@ -305,12 +305,18 @@ func (e *Engine) loop() {
 	defer e.wg.Done()
 	tick := time.NewTicker(e.t.tick)
 	defer tick.Stop()
+	// The heartbeat has its own timer, due heartbeat after the last one was sent: the
+	// peers take a heartbeat older than timings.silent for a missed one.
+	beat := time.NewTimer(e.t.heartbeat)
+	defer beat.Stop()
 	for {
-		kicked := false
+		kicked, ticked := false, false
 		select {
 		case <-e.stop:
 			return
 		case <-tick.C:
+			ticked = true
+		case <-beat.C:
 		case <-e.kick:
 			kicked = true
 		}
@@ -325,8 +331,15 @@ func (e *Engine) loop() {
 			ctx, cancel := context.WithCancel(context.Background())
 			_ = e.heartbeat(ctx) // a failure is recorded by heartbeat itself
 			cancel()
+			e.mu.Lock()
+			next := e.t.heartbeat - e.now().Sub(e.lastBeat)
+			if e.out != nil && e.rejoined.IsZero() {
+				next = e.t.heartbeat // away: the ticks probe
+			}
+			e.mu.Unlock()
+			beat.Reset(max(next, time.Millisecond))
 		}
-		if !kicked {
+		if ticked {
 			e.notify(Event{Kind: Poll, Replica: e.o.Replica})
 		}
 	}

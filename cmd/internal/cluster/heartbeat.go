@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -52,7 +54,7 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	e.mu.Lock()
 	e.beating = false
 	if err != nil {
-		if !adopt {
+		if !adopt && !unsent(err) {
 			// It may have run in Redis until it was given up (not after its deadline).
 			e.execBound = laterOf(e.execBound, sent.Add(e.t.op))
 		}
@@ -120,6 +122,13 @@ func (e *Engine) notAfterLocked(sent time.Time) int64 {
 		return 0
 	}
 	return e.beatRedis + sent.Add(e.t.op).Sub(e.beatReply).Milliseconds()
+}
+
+// unsent reports an error that certainly came before the command was written: no
+// connection could be made (Redis stopped, a link refused).
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 func laterOf(a, b time.Time) time.Time {

@@ -8,7 +8,7 @@ import (
 
 // The view is what a replica last saw of the cluster's occupancy: per scope, the live
 // lease entries of every replica. Every heartbeat refreshes it (at least every
-// lease_ttl/4 while Redis answers), and when Redis goes, the outage rule starts from it:
+// lease_ttl/5 while Redis answers), and when Redis goes, the outage rule starts from it:
 // what the others held beyond their shares is counted until those calls may have ended.
 
 // shareOf is the share of limit of the replica named self among alive (the names seen
