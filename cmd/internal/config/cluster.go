@@ -15,7 +15,7 @@ import (
 type Cluster struct {
 	Redis Redis `yaml:"redis"`
 	// LeaseTTL is how long a lease lives unrenewed: a replica that dies gives its lanes
-	// back within it; leases are renewed every third of it. Omitted → 10s; between 1s and
+	// back within it; leases are renewed every fifth of it. Omitted → 10s; between 1s and
 	// 5m.
 	LeaseTTL Duration `yaml:"lease_ttl"`
 	// Outage is the rule a replica runs on while Redis does not answer it: "share" (its
