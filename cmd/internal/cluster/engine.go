@@ -21,8 +21,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Options configure an Engine. The config package's cluster section fills the first six;
-// the wiring adds MaxRun and Notify.
+// Options configure an Engine. The config package's cluster section fills the first six,
+// Timeout and Strict; the wiring adds MaxRun and Notify.
 type Options struct {
 	// Addr is the Redis server's host:port. Required.
 	Addr string
@@ -36,7 +36,7 @@ type Options struct {
 	// processes must not share one (the engine reports it in Health.DuplicateName).
 	Replica string
 	// LeaseTTL is how long a lease lives unrenewed: a replica that dies gives its slots
-	// back within it. Required, at least 50ms; leases are renewed every LeaseTTL/3.
+	// back within it. Required, at least 50ms; leases are renewed every LeaseTTL/5.
 	LeaseTTL time.Duration
 	// MaxRun is the longest one call can hold its lease (the longest run_timeout plus the
 	// kill grace): after an outage began, calls started before it may still run this long

@@ -19,15 +19,12 @@ const (
 	Shared Phase = iota
 	// Holding: Redis stopped answering a moment ago (by the strict rule: less than
 	// lease_ttl ago; by the default one, until every peer's acquire keeps this replica's
-	// shares free, at most timings.silent after its last heartbeat could have run). The replica starts a call
-	// only in a slot it still holds a valid lease on (one a call of its own has finished
-	// with): those are still counted in Redis. So an outage, or a partition of this
-	// replica alone, exceeds no cap while its leases are valid (at least two thirds of
-	// lease_ttl after the cut: they were renewed at most lease_ttl/3 before it), and a
-	// peer can trust that a replica whose heartbeat is younger than lease_ttl runs nothing
-	// Redis does not count (heartbeat and renewal are one script). Calls already running
+	// shares free, at most timings.silent after its last heartbeat could have run). The
+	// replica starts a call only in a slot it still holds a valid lease on (one a call of
+	// its own has finished with): those are still counted in Redis. So an outage, or a
+	// partition of this replica alone, exceeds no cap while holding. Calls already running
 	// are never stopped for an outage: past its leases' expiry, a cut-off replica's calls
-	// run uncounted (docs/architecture.md, the failure table).
+	// beyond its share run uncounted (docs/architecture.md, the failure table).
 	Holding
 	// Settling (the strict rule only): Redis has been away for lease_ttl or more, but calls started before the
 	// outage may still run on any replica (for up to MaxRun). Each scope allows

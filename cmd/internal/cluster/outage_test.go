@@ -399,3 +399,47 @@ func TestOutageShareRule(t *testing.T) {
 		t.Errorf("tokens from %s, want %s", o.tokensFrom(), from)
 	}
 }
+
+// TestShareRuleOverTime: every replica loses Redis at once, each holding some calls (at
+// most the limit together) that end at random times before their deadline; then each
+// replica, at every step, starts what viewAllowed lets it beside its own running calls,
+// its calls ending at random too. The scope never runs more than its limit.
+func TestShareRuleOverTime(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const step, maxRun = 10 * time.Millisecond, 2 * time.Second
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		n, limit := 1+r.IntN(5), 1+r.IntN(9)
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("r%d", i)
+		}
+		calls := make([][]time.Time, n) // per replica: when each running call ends
+		for left := r.IntN(limit + 1); left > 0; left-- {
+			i := r.IntN(n)
+			calls[i] = append(calls[i], t0.Add(time.Duration(r.Int64N(int64(maxRun)))))
+		}
+		views := make([]map[string][]time.Time, n) // what each saw the others hold, at t0
+		for i := range n {
+			views[i] = map[string][]time.Time{}
+			for j := range n {
+				if j != i && len(calls[j]) > 0 {
+					views[i][names[j]] = slices.Repeat([]time.Time{t0.Add(maxRun)}, len(calls[j]))
+				}
+			}
+		}
+		for now := t0; now.Before(t0.Add(2 * maxRun)); now = now.Add(step) {
+			total := 0
+			for i := range n {
+				calls[i] = slices.DeleteFunc(calls[i], func(end time.Time) bool { return !now.Before(end) })
+				for len(calls[i]) < viewAllowed(limit, names, names[i], views[i], now) && r.IntN(2) == 0 {
+					calls[i] = append(calls[i], now.Add(time.Duration(1+r.Int64N(int64(maxRun)))))
+				}
+				total += len(calls[i])
+			}
+			if total > limit {
+				t.Fatalf("seed %d: %d running at %s, limit %d (%d replicas)", seed, total, now.Sub(t0), limit, n)
+			}
+		}
+	}
+}
