@@ -97,6 +97,8 @@ func TestInvalidFixtures(t *testing.T) {
 			":21: routes[3].name: \"a/b\" may contain only letters", ":23: routes[3].rules[0].when: only the last rule may have no condition", ":24: routes[3].rules[1].when: the last rule must have no condition", ":26: routes[4].rules: a route needs at least one rule"},
 		"cluster": {":2: cluster.redis.addr: must be host:port, e.g. 127.0.0.1:6379, got \"localhost\"", ":2: cluster.redis.db: must be 0 or more, got -1",
 			":3: cluster.lease_ttl: must be between 1s and 5m0s, got 500ms", ":4: cluster.replica: may contain only printable ASCII without spaces or '|'"},
+		"cluster_outage": {":2: cluster.redis.timeout: must be 0 (lease_ttl/5) or between 10ms and lease_ttl/2 (2s), got 3s",
+			":4: cluster.outage: must be \"share\" or \"strict\", got \"lenient\""},
 		"many_problems": {":2: listen:", ":3: limits.max_admitted:", ":5: providers[0].name:", ":7: providers[0].lanes:", ":8: providers[1].models:", ":10: providers[2].name: duplicate", ":11: providers[2].kind: unknown kind \"wat\""},
 	}
 	files, err := filepath.Glob(filepath.Join(testdataDir, "invalid", "*.yaml"))
