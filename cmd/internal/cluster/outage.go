@@ -115,6 +115,11 @@ func (o *outage) allowed(scope string, limit int, now time.Time) int {
 				n++
 			}
 		}
+		if !o.strict && !o.blind {
+			// Never beyond what the share rule allows: once those entries expire, only
+			// the share is kept free for a replica cut off alone.
+			n = min(n, viewAllowed(limit, o.known, o.self, o.others[scope], now))
+		}
 		return n
 	case Settling:
 		return min(share, len(o.held[scope]))

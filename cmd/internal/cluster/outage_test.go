@@ -371,7 +371,8 @@ func TestOutageShareRule(t *testing.T) {
 	from := t0.Add(700 * time.Millisecond)
 	o := &outage{since: t0, ttl: time.Second, maxRun: time.Minute, alive: 3, servesFrom: from,
 		known: []string{"a", "b", "c"}, self: "a",
-		held:   map[string][]time.Time{"p": {t0.Add(300 * time.Millisecond)}},
+		held: map[string][]time.Time{"p": {t0.Add(300 * time.Millisecond)},
+			"r": slices.Repeat([]time.Time{t0.Add(300 * time.Millisecond)}, 4)},
 		others: map[string]map[string][]time.Time{"p": {"b": slices.Repeat([]time.Time{t0.Add(time.Minute)}, 5)}}}
 	for _, tc := range []struct {
 		at    time.Duration
@@ -382,6 +383,7 @@ func TestOutageShareRule(t *testing.T) {
 		{0, "p", Holding, 1},                      // the slot it holds
 		{400 * time.Millisecond, "p", Holding, 0}, // its lease expired in Redis
 		{400 * time.Millisecond, "q", Holding, 0},
+		{0, "r", Holding, 3},                    // held 4, but never beyond its share
 		{700 * time.Millisecond, "q", Alone, 3}, // a scope nobody held: the share
 		{700 * time.Millisecond, "p", Alone, 1}, // b held 2 beyond its share
 		{time.Minute, "p", Alone, 3},            // b's calls past their deadline
