@@ -78,23 +78,7 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 		e.announced = false
 		again = true // now the heartbeat
 	default:
-		e.lastBeat = sent
-		now := e.now()
-		e.execBound = laterOf(e.execBound, now)
-		e.beatRedis, e.beatReply = res.redisNow, now
-		e.seeViewLocked(res.view, now)
-		e.seenLocked(res)
-		if !res.known && e.announced {
-			e.forgottenLocked()
-		}
-		e.announced = true
-		if res.added > 0 && e.out == nil {
-			e.health.LostLeases += uint64(res.added)
-			e.log.Warn().Int64("entries", res.added).Msg("cluster: leases had expired unrenewed and were counted again")
-		}
-		if !e.rejoined.IsZero() && e.rejoinDoneLocked() {
-			e.out, e.rejoined, e.local = nil, time.Time{}, nil
-		}
+		e.beatenLocked(res, sent)
 	}
 	if !adopt || !again {
 		e.setPhaseLocked(e.phaseLocked(e.now()), nil)
@@ -111,6 +95,29 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	e.unlock()
 	e.flush(ctx, pending, folds)
 	return again, nil
+}
+
+// beatenLocked records a heartbeat sent at sent that Redis answered with res: when it
+// ran, the view and the replicas it saw, and what it found (a lost heartbeat, entries
+// counted again); a rejoin whose peers are all fresh ends.
+func (e *Engine) beatenLocked(res beatResult, sent time.Time) {
+	e.lastBeat = sent
+	now := e.now()
+	e.execBound = laterOf(e.execBound, now)
+	e.beatRedis, e.beatReply = res.redisNow, now
+	e.seeViewLocked(res.view, now)
+	e.seenLocked(res)
+	if !res.known && e.announced {
+		e.forgottenLocked()
+	}
+	e.announced = true
+	if res.added > 0 && e.out == nil {
+		e.health.LostLeases += uint64(res.added)
+		e.log.Warn().Int64("entries", res.added).Msg("cluster: leases had expired unrenewed and were counted again")
+	}
+	if !e.rejoined.IsZero() && e.rejoinDoneLocked() {
+		e.out, e.rejoined, e.local = nil, time.Time{}, nil
+	}
 }
 
 // notAfterLocked is the server-clock deadline (ms) of a heartbeat sent at sent: past
