@@ -119,8 +119,9 @@ type Engine struct {
 	// (a reply's arrival, or a heartbeat given up at its deadline). From execBound +
 	// silent (+ margin) on, every peer's acquire keeps this replica's shares free.
 	execBound time.Time
-	beatRedis int64     // the server's clock (ms) at the last heartbeat
-	beatReply time.Time // when its answer came back
+	beatRedis int64         // the server's clock (ms) at the last heartbeat
+	beatSent  time.Time     // when it was sent
+	beatRTT   time.Duration // and how long its answer took
 	// The view: per scope, per other replica, its entries' deadlines (first seen + MaxRun),
 	// refreshed by every heartbeat; firstSeen remembers when each entry was first seen.
 	view      map[string]map[string][]time.Time

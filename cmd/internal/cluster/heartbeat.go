@@ -56,7 +56,7 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	if err != nil {
 		if !adopt && !unsent(err) {
 			// It may have run in Redis until it was given up (not after its deadline).
-			e.execBound = laterOf(e.execBound, sent.Add(e.t.op))
+			e.execBound = laterOf(e.execBound, sent.Add(e.t.op+e.lateByLocked()))
 		}
 		if !ended(ctx) {
 			e.lostLocked(err)
@@ -104,7 +104,7 @@ func (e *Engine) beatenLocked(res beatResult, sent time.Time) {
 	e.lastBeat = sent
 	now := e.now()
 	e.execBound = laterOf(e.execBound, now)
-	e.beatRedis, e.beatReply = res.redisNow, now
+	e.beatRedis, e.beatSent, e.beatRTT = res.redisNow, sent, now.Sub(sent)
 	e.seeViewLocked(res.view, now)
 	e.seenLocked(res)
 	if !res.known && e.announced {
@@ -121,14 +121,26 @@ func (e *Engine) beatenLocked(res beatResult, sent time.Time) {
 }
 
 // notAfterLocked is the server-clock deadline (ms) of a heartbeat sent at sent: past
-// one round trip's bound the engine gives it up, and Redis must not run it later (see
-// execBound). The server's clock is read off the last heartbeat's answer, counted from
-// when it came back (so the deadline errs early); 0 (no deadline) before the first.
+// one round trip's bound the engine gives it up, and Redis must not run it much later
+// (see execBound). The server's clock is read off the last heartbeat's answer, counted
+// from when that one was sent: so the deadline errs late, by at most that heartbeat's
+// round trip (lateBy), never early (an early one would refuse every heartbeat of a
+// replica whose answers are read late, and keep it off Redis); 0 (none) before the first.
 func (e *Engine) notAfterLocked(sent time.Time) int64 {
 	if e.beatRedis == 0 {
 		return 0
 	}
-	return e.beatRedis + sent.Add(e.t.op).Sub(e.beatReply).Milliseconds()
+	return e.beatRedis + sent.Add(e.t.op).Sub(e.beatSent).Milliseconds()
+}
+
+// lateByLocked is how much later than its deadline a heartbeat sent now may still run in
+// Redis (notAfterLocked): the last answered heartbeat's round trip, or, before the first,
+// without a deadline, lease_ttl (by then the replica is alone anyway).
+func (e *Engine) lateByLocked() time.Duration {
+	if e.beatRedis == 0 {
+		return e.t.ttl
+	}
+	return e.beatRTT
 }
 
 // unsent reports an error that certainly came before the command was written: no
