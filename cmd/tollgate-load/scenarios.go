@@ -49,7 +49,7 @@ var scenarios = []scenario{
 		run: overload},
 	{name: "queue-memory", about: "heap per queued request with max_admitted 10,000 and a held backend",
 		localOnly: true, run: queueMemory},
-	{name: "cluster", localOnly: true, about: "three replicas sharing one redis-server: a burst of 50 spread over them, then Redis stopped and restarted under load; no lane or cap exceeded at the backends (not run without redis-server)",
+	{name: "cluster", localOnly: true, about: "three replicas sharing one redis-server: a burst of 50 spread over them, then Redis stopped and restarted under load, then stopped under idle replicas, each serving a call within lease_ttl + 1s; no lane or cap exceeded at the backends (not run without redis-server)",
 		run: clusterLoad},
 	{name: "slow-readers", localOnly: true, about: "max_running clients that never read beside normal traffic: served as if they were not there, lanes back within run_timeout + 1s, heap bounded",
 		run: slowReaders},

@@ -33,7 +33,8 @@ type shared struct {
 func newShared(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*shared, error) {
 	c := cfg.Cluster
 	o := cluster.Options{Addr: c.Redis.Addr, Password: c.Redis.Password, DB: c.Redis.DB,
-		Replica: cfg.ReplicaName(), LeaseTTL: c.LeaseTTL.D(), MaxRun: maxRun(cfg), Logger: log}
+		Replica: cfg.ReplicaName(), LeaseTTL: c.LeaseTTL.D(), MaxRun: maxRun(cfg), Logger: log,
+		Timeout: c.Redis.Timeout.D(), Strict: c.Outage == config.OutageStrict}
 	if c.Redis.TLS {
 		host, _, _ := net.SplitHostPort(c.Redis.Addr) // validated by the config
 		o.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}

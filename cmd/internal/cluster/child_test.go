@@ -219,8 +219,10 @@ func TestProcessesShareABucket(t *testing.T) {
 }
 
 // TestKilledReplicaGivesBack: a replica process holding every slot of a scope is killed
-// with SIGKILL; the slots come back to another replica within lease_ttl (plus the poll
-// interval an actor would retry on), never before the leases expire.
+// with SIGKILL; its slots come back to another replica within lease_ttl (plus the poll
+// interval an actor would retry on), never before the leases expire, except its share:
+// a replica silent since its heartbeat may be cut off and serving on it, so the share is
+// kept free until lease_ttl + MaxRun after that heartbeat.
 func TestKilledReplicaGivesBack(t *testing.T) {
 	s := startRedis(t)
 	e, ev := newEngine(t, s, "survivor")
@@ -250,7 +252,16 @@ func TestKilledReplicaGivesBack(t *testing.T) {
 		return err == nil
 	})
 	t.Logf("slots back %s after SIGKILL (lease_ttl %s)", time.Since(killed).Round(time.Millisecond), testTTL)
-	mustAcquire(t, e, context.Background(), c)
+	if _, err := e.Acquire(context.Background(), c); !errors.As(err, &busy) {
+		t.Fatalf("the silent replica's share (1 of 2) was not kept free: %v", err)
+	}
+	eventually(t, testTTL+2*testTTL+time.Second, "the killed replica's share back", func() bool {
+		_, err := e.Acquire(context.Background(), c)
+		return err == nil
+	})
+	if d := time.Since(killed); d < testTTL+2*testTTL-testTTL/2 {
+		t.Errorf("its share came back %s after SIGKILL, before lease_ttl + MaxRun", d)
+	}
 	eventually(t, 5*time.Second, "the reclaim announced", func() bool {
 		return ev.has(func(e Event) bool { return e.Kind == Freed && e.Scopes[0] == "p/cli" })
 	})

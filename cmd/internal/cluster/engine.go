@@ -21,8 +21,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Options configure an Engine. The config package's cluster section fills the first six;
-// the wiring adds MaxRun and Notify.
+// Options configure an Engine. The config package's cluster section fills the first six,
+// Timeout and Strict; the wiring adds MaxRun and Notify.
 type Options struct {
 	// Addr is the Redis server's host:port. Required.
 	Addr string
@@ -36,13 +36,22 @@ type Options struct {
 	// processes must not share one (the engine reports it in Health.DuplicateName).
 	Replica string
 	// LeaseTTL is how long a lease lives unrenewed: a replica that dies gives its slots
-	// back within it. Required, at least 50ms; leases are renewed every LeaseTTL/3.
+	// back within it. Required, at least 50ms; leases are renewed every LeaseTTL/5.
 	LeaseTTL time.Duration
 	// MaxRun is the longest one call can hold its lease (the longest run_timeout plus the
 	// kill grace): after an outage began, calls started before it may still run this long
 	// on any replica, and the outage rule counts them until then (Settling). Required, at
 	// least LeaseTTL.
 	MaxRun time.Duration
+	// Timeout bounds one Redis round trip: past it, Redis counts as away (the heartbeat
+	// decides). 0 means LeaseTTL/5, at least 10ms and at most 2s; otherwise at least 10ms
+	// and at most LeaseTTL/2. A Redis slower than this is taken for an absent one.
+	Timeout time.Duration
+	// Strict keeps the stricter outage rule: for lease_ttl only the slots this replica
+	// still holds, then min(share, held) until MaxRun has passed, then the share (Holding,
+	// Settling, Alone). False (the default): the share at once, less what the last view
+	// showed the others holding beyond theirs (docs/architecture.md, the outage rule).
+	Strict bool
 	// Prefix is the hash tag of every key and the channel ({Prefix}:...); "" means
 	// "tollgate". Replicas share limits exactly when they name the same Redis, DB and Prefix.
 	Prefix string
@@ -62,14 +71,26 @@ type Options struct {
 type timings struct {
 	ttl       time.Duration
 	op        time.Duration // one Redis round trip's bound; past it Redis counts as away
-	heartbeat time.Duration // renew every lease and say this replica is alive
+	heartbeat time.Duration // renew every lease, say this replica is alive, refresh the view
 	tick      time.Duration // probe while away, Poll events, time-driven phase changes
 	margin    time.Duration // kept off a lease's local validity, for clock rate drift
+	// silent: a heartbeat older than this (on the server's clock) is one that was missed:
+	// its replica may be on the outage rule, and the acquire script keeps its share free.
+	// A heartbeat is sent heartbeat after the last one was, and runs within op of it.
+	silent time.Duration
+	// horizon: how long after its last heartbeat a silent replica's share is kept free;
+	// past it, it counts as dead (lease_ttl + MaxRun).
+	horizon time.Duration
 }
 
-func newTimings(ttl time.Duration) timings {
-	return timings{ttl: ttl, op: min(max(ttl/5, 10*time.Millisecond), 2*time.Second),
-		heartbeat: ttl / 3, tick: min(max(ttl/10, 10*time.Millisecond), time.Second), margin: ttl / 20}
+func newTimings(ttl, timeout, maxRun time.Duration) timings {
+	t := timings{ttl: ttl, op: timeout, heartbeat: ttl / 5, tick: min(max(ttl/10, 10*time.Millisecond), time.Second), margin: ttl / 20}
+	if t.op == 0 {
+		t.op = min(max(ttl/5, 10*time.Millisecond), 2*time.Second)
+	}
+	t.silent = t.heartbeat + t.op + 2*t.margin
+	t.horizon = ttl + maxRun
+	return t
 }
 
 // Engine shares one replica's lanes, caps, rate limits, key cooldowns and learned lanes
@@ -94,6 +115,18 @@ type Engine struct {
 	known     []string // replicas alive at the last heartbeat, this one included
 	ages      map[string]time.Duration
 	seq       uint64
+	// execBound: the latest local time a heartbeat of this replica may have run in Redis
+	// (a reply's arrival, or a heartbeat given up at its deadline). From execBound +
+	// silent (+ margin) on, every peer's acquire keeps this replica's shares free.
+	execBound time.Time
+	beatRedis int64         // the server's clock (ms) at the last heartbeat
+	beatSent  time.Time     // when it was sent
+	beatRTT   time.Duration // and how long its answer took
+	// The view: per scope, per other replica, its entries' deadlines (first seen + MaxRun),
+	// refreshed by every heartbeat; firstSeen remembers when each entry was first seen.
+	view      map[string]map[string][]time.Time
+	viewAt    time.Time
+	firstSeen map[string]time.Time
 	leases    map[string]*Lease // this replica's running calls, by member
 	running   map[string]int    // per scope: calls of this replica running in it
 	pending   []entry           // ended calls whose entries may still be in Redis
@@ -141,7 +174,7 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	var inc [8]byte
 	_, _ = rand.Read(inc[:]) // never fails (crypto/rand)
-	t := newTimings(o.LeaseTTL)
+	t := newTimings(o.LeaseTTL, o.Timeout, o.MaxRun)
 	e := &Engine{o: o, t: t, ks: newKeyspace(o.Prefix), incarnation: hex.EncodeToString(inc[:]),
 		log:    o.Logger.With().Str("replica", o.Replica).Logger(),
 		leases: map[string]*Lease{}, running: map[string]int{}, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
@@ -210,6 +243,9 @@ func (o *Options) check() error {
 	if o.MaxRun < o.LeaseTTL {
 		errs = append(errs, fmt.Errorf("cluster: MaxRun (%s) must be at least LeaseTTL (%s)", o.MaxRun, o.LeaseTTL))
 	}
+	if o.Timeout != 0 && (o.Timeout < 10*time.Millisecond || o.Timeout > o.LeaseTTL/2) {
+		errs = append(errs, fmt.Errorf("cluster: Timeout must be 0 (LeaseTTL/5) or between 10ms and LeaseTTL/2 (%s), got %s", o.LeaseTTL/2, o.Timeout))
+	}
 	if o.DB < 0 {
 		errs = append(errs, fmt.Errorf("cluster: DB must be 0 or more, got %d", o.DB))
 	}
@@ -270,12 +306,18 @@ func (e *Engine) loop() {
 	defer e.wg.Done()
 	tick := time.NewTicker(e.t.tick)
 	defer tick.Stop()
+	// The heartbeat has its own timer, due heartbeat after the last one was sent: the
+	// peers take a heartbeat older than timings.silent for a missed one.
+	beat := time.NewTimer(e.t.heartbeat)
+	defer beat.Stop()
 	for {
-		kicked := false
+		kicked, ticked := false, false
 		select {
 		case <-e.stop:
 			return
 		case <-tick.C:
+			ticked = true
+		case <-beat.C:
 		case <-e.kick:
 			kicked = true
 		}
@@ -290,8 +332,15 @@ func (e *Engine) loop() {
 			ctx, cancel := context.WithCancel(context.Background())
 			_ = e.heartbeat(ctx) // a failure is recorded by heartbeat itself
 			cancel()
+			e.mu.Lock()
+			next := e.t.heartbeat - e.now().Sub(e.lastBeat)
+			if e.out != nil && e.rejoined.IsZero() {
+				next = e.t.heartbeat // away: the ticks probe
+			}
+			e.mu.Unlock()
+			beat.Reset(max(next, time.Millisecond))
 		}
-		if !kicked {
+		if ticked {
 			e.notify(Event{Kind: Poll, Replica: e.o.Replica})
 		}
 	}
@@ -392,7 +441,7 @@ var phaseLine = map[Phase]string{
 	Shared:    "shared leases in Redis",
 	Holding:   "Redis unreachable: running only on the lease slots this replica holds",
 	Settling:  "Redis unreachable: each scope runs on min(share, what this replica held)",
-	Alone:     "Redis unreachable: each scope runs on this replica's share",
+	Alone:     "Redis unreachable: each scope runs on this replica's share, less what the others held beyond theirs",
 	Rejoining: "Redis answers again: calls registered, waiting for the replicas seen before the outage",
 }
 
@@ -421,8 +470,38 @@ func (e *Engine) newOutageLocked() {
 		}
 	}
 	e.out = &outage{since: now, ttl: e.t.ttl, maxRun: e.o.MaxRun, alive: max(1, len(e.known)),
-		known: e.known, held: held}
+		known: e.known, held: held, strict: e.o.Strict, others: e.view, self: e.o.Replica,
+		servesFrom: e.execBound.Add(e.t.silent + e.t.margin)}
 	e.rejoined = time.Time{}
 	e.local = map[string]*localBucket{}
 	e.health.Outages++
+	e.excessLocked(now)
+}
+
+// excessLocked counts and logs what this replica's running calls may take beyond a
+// scope's limit now that every replica may be on the outage rule: its calls beyond its
+// share started so lately that a peer's last view may not show them (the view's refresh
+// interval and one round trip before now). The limits are those its calls claimed.
+func (e *Engine) excessLocked(now time.Time) {
+	since := now.Add(-(e.t.heartbeat + e.t.tick + 2*e.t.op))
+	starts, limits := map[string][]time.Time{}, map[string]int{}
+	for _, l := range e.leases {
+		for i, s := range l.scopes {
+			starts[s] = append(starts[s], l.started)
+			limits[s] = l.limits[i]
+		}
+	}
+	total, by := 0, zerolog.Dict()
+	for s, st := range starts {
+		if n := possibleExcess(e.running[s], e.out.share(limits[s]), st, since); n > 0 {
+			total += n
+			by = by.Int(s, n)
+		}
+	}
+	if total == 0 {
+		return
+	}
+	e.health.OutageExcess += uint64(total)
+	e.log.Warn().Dict("scopes", by).Int("calls", total).Msg("cluster: Redis lost with calls beyond this replica's " +
+		"shares that the other replicas may not have seen: a scope may run over its limit by these until they end")
 }

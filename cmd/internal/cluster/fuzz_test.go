@@ -63,9 +63,11 @@ func replyOf(s string) []any {
 }
 
 // FuzzParseBeat: a heartbeat answer of any shape is decoded or refused, never a panic,
-// and what is decoded lists each replica with its age.
+// and what is decoded lists each replica with its age, and files each entry of the view
+// under the replica that holds it.
 func FuzzParseBeat(f *testing.F) {
-	for _, s := range []string{"0  1 a 10 b 20", "3 abcd 0", "1", "x y z", "0 - 1 a"} {
+	for _, s := range []string{"0  1 5000 2 a 10 b 20 0", "3 abcd 0", "1", "x y z", "0 - 1 a",
+		"0  1 5000 2 a 10 b 20 1 p/x 2 a|i|1 b|i|2", "0 x 1 7 1 a 0 2 s 1 a|i|3 t 0", "0  1 5000 1 a 10 1 s 3 a|i|1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -79,6 +81,15 @@ func FuzzParseBeat(f *testing.F) {
 		for _, n := range res.names {
 			if _, ok := res.ages[n]; !ok {
 				t.Fatalf("%q: %s without an age", s, n)
+			}
+		}
+		for scope, by := range res.view {
+			for r, ms := range by {
+				for _, m := range ms {
+					if memberReplica(m) != r {
+						t.Fatalf("%q: %s in %s filed under %s", s, m, scope, r)
+					}
+				}
 			}
 		}
 	})

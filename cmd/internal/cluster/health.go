@@ -20,6 +20,10 @@ type Health struct {
 	Outages       uint64    // times Redis was lost
 	LostLeases    uint64    // entries found expired at renewal and counted again
 	Beats         uint64    // heartbeats answered
+	// OutageExcess counts the calls beyond this replica's shares, started too lately for
+	// the other replicas' views to show them, that it held when it lost Redis: the only
+	// calls that can take a scope beyond its limit during an outage.
+	OutageExcess uint64
 	// DuplicateName: another process heartbeats with this replica's name.
 	DuplicateName bool
 }
@@ -52,11 +56,12 @@ var (
 	descAlive    = prometheus.NewDesc("tollgate_cluster_replicas_alive", "Replicas whose heartbeat was seen within lease_ttl, this one included.", nil, nil)
 	descOutages  = prometheus.NewDesc("tollgate_cluster_outages_total", "Times this replica lost Redis and fell back to its shares.", nil, nil)
 	descLost     = prometheus.NewDesc("tollgate_cluster_lost_leases_total", "Lease entries found expired at renewal (renewed too late) and counted again.", nil, nil)
+	descExcess   = prometheus.NewDesc("tollgate_cluster_outage_excess", "Calls beyond this replica's shares that it held when it lost Redis, started too lately for the other replicas' views to show them: at most this many can run over a cap during the outage.", nil, nil)
 	descDupeName = prometheus.NewDesc("tollgate_cluster_duplicate_replica", "1 when another process heartbeats with this replica's name.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRedisUp, descPhase, descAlive, descOutages, descLost, descDupeName} {
+	for _, d := range []*prometheus.Desc{descRedisUp, descPhase, descAlive, descOutages, descLost, descExcess, descDupeName} {
 		ch <- d
 	}
 }
@@ -76,5 +81,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAlive, prometheus.GaugeValue, float64(h.ReplicasAlive))
 	ch <- prometheus.MustNewConstMetric(descOutages, prometheus.CounterValue, float64(h.Outages))
 	ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(h.LostLeases))
+	ch <- prometheus.MustNewConstMetric(descExcess, prometheus.CounterValue, float64(h.OutageExcess))
 	ch <- prometheus.MustNewConstMetric(descDupeName, prometheus.GaugeValue, b(h.DuplicateName))
 }

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -43,14 +45,19 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 			groups[s] = append(groups[s], l.member)
 		}
 	}
+	sent := e.now()
+	notAfter := e.notAfterLocked(sent)
 	e.mu.Unlock()
 
-	sent := e.now()
-	res, err := e.beat(ctx, groups, !adopt)
+	res, err := e.beat(ctx, groups, !adopt, notAfter)
 
 	e.mu.Lock()
 	e.beating = false
 	if err != nil {
+		if !adopt && !unsent(err) {
+			// It may have run in Redis until it was given up (not after its deadline).
+			e.execBound = laterOf(e.execBound, sent.Add(e.t.op+e.lateByLocked()))
+		}
 		if !ended(ctx) {
 			e.lostLocked(err)
 		}
@@ -71,19 +78,7 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 		e.announced = false
 		again = true // now the heartbeat
 	default:
-		e.lastBeat = sent
-		e.seenLocked(res)
-		if !res.known && e.announced {
-			e.forgottenLocked()
-		}
-		e.announced = true
-		if res.added > 0 && e.out == nil {
-			e.health.LostLeases += uint64(res.added)
-			e.log.Warn().Int64("entries", res.added).Msg("cluster: leases had expired unrenewed and were counted again")
-		}
-		if !e.rejoined.IsZero() && e.rejoinDoneLocked() {
-			e.out, e.rejoined, e.local = nil, time.Time{}, nil
-		}
+		e.beatenLocked(res, sent)
 	}
 	if !adopt || !again {
 		e.setPhaseLocked(e.phaseLocked(e.now()), nil)
@@ -100,6 +95,66 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	e.unlock()
 	e.flush(ctx, pending, folds)
 	return again, nil
+}
+
+// beatenLocked records a heartbeat sent at sent that Redis answered with res: when it
+// ran, the view and the replicas it saw, and what it found (a lost heartbeat, entries
+// counted again); a rejoin whose peers are all fresh ends.
+func (e *Engine) beatenLocked(res beatResult, sent time.Time) {
+	e.lastBeat = sent
+	now := e.now()
+	e.execBound = laterOf(e.execBound, now)
+	e.beatRedis, e.beatSent, e.beatRTT = res.redisNow, sent, now.Sub(sent)
+	e.seeViewLocked(res.view, now)
+	e.seenLocked(res)
+	if !res.known && e.announced {
+		e.forgottenLocked()
+	}
+	e.announced = true
+	if res.added > 0 && e.out == nil {
+		e.health.LostLeases += uint64(res.added)
+		e.log.Warn().Int64("entries", res.added).Msg("cluster: leases had expired unrenewed and were counted again")
+	}
+	if !e.rejoined.IsZero() && e.rejoinDoneLocked() {
+		e.out, e.rejoined, e.local = nil, time.Time{}, nil
+	}
+}
+
+// notAfterLocked is the server-clock deadline (ms) of a heartbeat sent at sent: past
+// one round trip's bound the engine gives it up, and Redis must not run it much later
+// (see execBound). The server's clock is read off the last heartbeat's answer, counted
+// from when that one was sent: so the deadline errs late, by at most that heartbeat's
+// round trip (lateBy), never early (an early one would refuse every heartbeat of a
+// replica whose answers are read late, and keep it off Redis); 0 (none) before the first.
+func (e *Engine) notAfterLocked(sent time.Time) int64 {
+	if e.beatRedis == 0 {
+		return 0
+	}
+	return e.beatRedis + sent.Add(e.t.op).Sub(e.beatSent).Milliseconds()
+}
+
+// lateByLocked is how much later than its deadline a heartbeat sent now may still run in
+// Redis (notAfterLocked): the last answered heartbeat's round trip, or, before the first,
+// without a deadline, lease_ttl (by then the replica is alone anyway).
+func (e *Engine) lateByLocked() time.Duration {
+	if e.beatRedis == 0 {
+		return e.t.ttl
+	}
+	return e.beatRTT
+}
+
+// unsent reports an error that certainly came before the command was written: no
+// connection could be made (Redis stopped, a link refused).
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // forgottenLocked handles a heartbeat that found this replica's own heartbeat gone from
@@ -197,16 +252,18 @@ type beatResult struct {
 	known    bool   // this replica had a heartbeat in Redis already
 	names    []string
 	ages     map[string]time.Duration
+	redisNow int64       // the server's clock (ms) when it ran the heartbeat; 0 for an adoption
+	view     seenEntries // every replica's live entries; nil for an adoption
 }
 
 // beat runs the heartbeat script; alive false adopts only (see the script).
-func (e *Engine) beat(ctx context.Context, groups map[string][]string, alive bool) (beatResult, error) {
-	keys := []string{e.ks.replicas(), e.ks.incarnations()}
+func (e *Engine) beat(ctx context.Context, groups map[string][]string, alive bool, notAfter int64) (beatResult, error) {
+	keys := []string{e.ks.replicas(), e.ks.incarnations(), e.ks.scopes()}
 	flag := 0
 	if alive {
 		flag = 1
 	}
-	args := []any{e.o.Replica, e.incarnation, e.t.ttl.Milliseconds(), flag}
+	args := []any{e.o.Replica, e.incarnation, e.t.ttl.Milliseconds(), flag, e.ks.scopePrefix(), notAfter}
 	for scope, members := range groups {
 		keys = append(keys, e.ks.scope(scope))
 		args = append(args, len(members))
@@ -223,12 +280,13 @@ func (e *Engine) beat(ctx context.Context, groups map[string][]string, alive boo
 	return parseBeat(res)
 }
 
-// parseBeat decodes {added, previous, known, name1, age1, ...}.
+// parseBeat decodes {added, previous, known} (an adoption) or {added, previous, known,
+// now_ms, n, name1, age1, ..., view...} (a heartbeat: parseView has the view's shape).
 func parseBeat(res []any) (beatResult, error) {
 	bad := func() (beatResult, error) {
 		return beatResult{}, fmt.Errorf("cluster: heartbeat: unexpected answer %v", res)
 	}
-	if len(res) < 3 || len(res)%2 != 1 {
+	if len(res) < 3 {
 		return bad()
 	}
 	added, ok1 := res[0].(int64)
@@ -238,7 +296,20 @@ func parseBeat(res []any) (beatResult, error) {
 		return bad()
 	}
 	out := beatResult{added: added, previous: prev, known: known == 1, ages: map[string]time.Duration{}}
-	for i := 3; i < len(res); i += 2 {
+	if len(res) == 3 {
+		return out, nil
+	}
+	if len(res) < 6 {
+		return bad()
+	}
+	now, ok1 := res[3].(int64)
+	n, ok2 := res[4].(int64)
+	if !ok1 || !ok2 || n < 0 || 5+2*int(n) > len(res) {
+		return bad()
+	}
+	out.redisNow = now
+	i := 5
+	for range n {
 		name, ok1 := res[i].(string)
 		age, ok2 := res[i+1].(int64)
 		if !ok1 || !ok2 {
@@ -246,6 +317,12 @@ func parseBeat(res []any) (beatResult, error) {
 		}
 		out.names = append(out.names, name)
 		out.ages[name] = time.Duration(age) * time.Millisecond
+		i += 2
 	}
+	view, err := parseView(res, i)
+	if err != nil {
+		return beatResult{}, err
+	}
+	out.view = view
 	return out, nil
 }

@@ -20,6 +20,8 @@ func (k keyspace) bucket(name string) string { return k.tag + ":bucket:" + name 
 func (k keyspace) cool(name string) string   { return k.tag + ":cool:" + name }
 func (k keyspace) lanes(name string) string  { return k.tag + ":lanes:" + name }
 func (k keyspace) replicas() string          { return k.tag + ":replicas" }
+func (k keyspace) scopes() string            { return k.tag + ":scopes" }
+func (k keyspace) scopePrefix() string       { return k.tag + ":lease:" }
 func (k keyspace) incarnations() string      { return k.tag + ":incarnations" }
 func (k keyspace) events() string            { return k.tag + ":events" }
 

@@ -77,6 +77,14 @@ func (c *Claim) check() error {
 	return nil
 }
 
+func (c *Claim) limits() []int {
+	out := make([]int, len(c.Scopes))
+	for i, s := range c.Scopes {
+		out[i] = s.Limit
+	}
+	return out
+}
+
 func (c *Claim) names() []string {
 	out := make([]string, len(c.Scopes))
 	for i, s := range c.Scopes {
@@ -116,6 +124,8 @@ func (b *Busy) Unwrap() error { return b.Err }
 type Lease struct {
 	e *Engine
 	entry
+	limits   []int     // per scope, the limit claimed (for the outage's excess count)
+	started  time.Time // when it was taken (local clock)
 	released atomic.Bool
 }
 
@@ -181,7 +191,8 @@ func (e *Engine) AcquireAll(ctx context.Context, cs []Claim) ([]*Lease, error) {
 	case err == nil && busy == nil:
 		ls := make([]*Lease, len(cs))
 		for i := range cs {
-			ls[i] = &Lease{e: e, entry: entry{member: members[i], scopes: cs[i].names(), valid: sent.Add(e.t.ttl - e.t.margin)}}
+			ls[i] = &Lease{e: e, entry: entry{member: members[i], scopes: cs[i].names(), valid: sent.Add(e.t.ttl - e.t.margin)},
+				limits: cs[i].limits(), started: sent}
 			e.leases[members[i]] = ls[i]
 		}
 		return ls, nil
@@ -265,7 +276,8 @@ var errForgotten = errors.New("cluster: acquire: this replica has no heartbeat i
 // when everything was taken.
 func (e *Engine) acquire(ctx context.Context, members []string, t *tally) (*Busy, error) {
 	keys := make([]string, 0, len(t.scopes)+len(t.buckets)+1)
-	args := []any{e.t.ttl.Milliseconds(), len(members), len(t.scopes), len(t.buckets), e.ks.events(), e.o.Replica}
+	args := []any{e.t.ttl.Milliseconds(), len(members), len(t.scopes), len(t.buckets), e.ks.events(), e.o.Replica,
+		e.t.silent.Milliseconds(), e.t.horizon.Milliseconds()}
 	for _, m := range members {
 		args = append(args, m)
 	}
@@ -280,7 +292,7 @@ func (e *Engine) acquire(ctx context.Context, members []string, t *tally) (*Busy
 		keys = append(keys, e.ks.bucket(b.Name))
 		args = append(args, b.PerMinute, b.capacity(), b.Cost)
 	}
-	keys = append(keys, e.ks.replicas())
+	keys = append(keys, e.ks.replicas(), e.ks.scopes())
 	ctx, cancel := context.WithTimeout(ctx, e.t.op)
 	defer cancel()
 	res, err := acquireScript.Run(ctx, e.rdb, keys, args...).Int64Slice()
@@ -326,7 +338,7 @@ func (e *Engine) undoLocked(t *tally, charged bool) {
 func (e *Engine) addLeaseLocked(c *Claim, valid time.Time) *Lease {
 	e.seq++
 	m := member(e.o.Replica, e.incarnation, e.seq)
-	l := &Lease{e: e, entry: entry{member: m, scopes: c.names(), valid: valid}}
+	l := &Lease{e: e, entry: entry{member: m, scopes: c.names(), valid: valid}, limits: c.limits(), started: e.now()}
 	e.leases[m] = l
 	return l
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -19,11 +20,11 @@ func TestShare(t *testing.T) {
 	}
 }
 
-// TestOutagePhases: the rule in each phase of one outage.
+// TestOutagePhases: the strict rule in each phase of one outage.
 func TestOutagePhases(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	ttl, maxRun := 10*time.Second, time.Minute
-	o := &outage{since: t0, ttl: ttl, maxRun: maxRun, alive: 3,
+	o := &outage{since: t0, ttl: ttl, maxRun: maxRun, alive: 3, strict: true,
 		held: map[string][]time.Time{"p": {t0.Add(2 * time.Second), t0.Add(5 * time.Second), t0.Add(5 * time.Second), t0.Add(6 * time.Second)}}}
 	for _, tc := range []struct {
 		at    time.Duration
@@ -54,7 +55,7 @@ func TestOutagePhases(t *testing.T) {
 			t.Errorf("at %s, %s limit %d: allowed %d, want %d", tc.at, tc.scope, tc.limit, got, tc.want)
 		}
 	}
-	blind := &outage{since: t0, ttl: ttl, maxRun: maxRun, alive: 1, blind: true}
+	blind := &outage{since: t0, ttl: ttl, maxRun: maxRun, alive: 1, blind: true, strict: true}
 	if p, n := blind.phase(t0), blind.allowed("p", 5, t0); p != Alone || n != 5 {
 		t.Errorf("a replica that never reached Redis: %s, %d allowed; want fallback, 5", p, n)
 	}
@@ -63,7 +64,7 @@ func TestOutagePhases(t *testing.T) {
 	}
 }
 
-// TestOutageRuleProperty drives the outage rule of several replicas through random
+// TestOutageRuleProperty drives the strict outage rule of several replicas through random
 // outages of the Redis they share and their switch back, against a model of that Redis,
 // and checks the cluster-wide count of one scope after every step: it never exceeds the
 // limit (when the replicas are no more than the limit, as SPEC §17's "at least 1" needs).
@@ -172,11 +173,11 @@ func simulateOutage(seed uint64) string {
 			rp.calls = kept
 			switch {
 			case rp.phase == Shared && !up && noticed:
-				rp.phase, rp.out = Holding, &outage{since: at, ttl: ttl, maxRun: maxRun, alive: n, known: names, held: heldOf(rp, rp.valid)}
+				rp.phase, rp.out = Holding, &outage{since: at, ttl: ttl, maxRun: maxRun, alive: n, known: names, strict: true, held: heldOf(rp, rp.valid)}
 			case rp.phase == Shared && up && now >= rp.detect && now < rp.detect+step:
 				// Its first heartbeat since the outage began, and Redis answers it.
 				if rp.beat < 0 { // Redis lost it: forgotten, rejoin from now
-					rp.out = &outage{since: at, ttl: ttl, maxRun: maxRun, alive: n, known: names, held: heldOf(rp, now+ttl-margin)}
+					rp.out = &outage{since: at, ttl: ttl, maxRun: maxRun, alive: n, known: names, strict: true, held: heldOf(rp, now+ttl-margin)}
 					rp.phase, rp.rejoined = Rejoining, now
 				}
 				rp.regCount, rp.regExpiry, rp.beat, rp.valid = len(rp.calls), now+ttl, now, now+ttl-margin
@@ -228,4 +229,219 @@ func simStart(rp *simReplica, now time.Duration, at time.Time, limit int, up boo
 		return len(rp.calls)+1 <= rp.out.allowed("s", limit, at)
 	}
 	return up && len(rp.calls)+1 <= rp.out.allowed("s", limit, at) && redisCount() < limit
+}
+
+// TestShareOf: the limit split among the replicas alive, the remainder going one each to
+// the first names in byte order; the shares add up to exactly the limit.
+func TestShareOf(t *testing.T) {
+	abc := []string{"c", "a", "b"}
+	for _, tc := range []struct {
+		limit int
+		alive []string
+		self  string
+		want  int
+	}{
+		{9, abc, "a", 3}, {9, abc, "c", 3},
+		{10, abc, "a", 4}, {10, abc, "b", 3}, {10, abc, "c", 3},
+		{11, abc, "b", 4}, {11, abc, "c", 3},
+		{2, abc, "a", 1}, {2, abc, "b", 1}, {2, abc, "c", 0}, // more replicas than slots
+		{1, abc, "a", 1}, {1, abc, "b", 0},
+		{5, abc, "d", 0},                // not seen alive
+		{5, nil, "d", 5},                // alone
+		{5, []string{"B", "a"}, "B", 3}, // byte order: upper case first
+	} {
+		if got := shareOf(tc.limit, tc.alive, tc.self); got != tc.want {
+			t.Errorf("shareOf(%d, %v, %s) = %d, want %d", tc.limit, tc.alive, tc.self, got, tc.want)
+		}
+	}
+	for limit := 1; limit < 12; limit++ {
+		sum := 0
+		for _, r := range abc {
+			sum += shareOf(limit, abc, r)
+		}
+		if sum != limit {
+			t.Errorf("limit %d: the shares add up to %d", limit, sum)
+		}
+	}
+}
+
+// TestViewAllowed: a replica's share less what the view showed the others holding beyond
+// theirs, each entry until its deadline.
+func TestViewAllowed(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s ...int) []time.Time {
+		var out []time.Time
+		for _, x := range s {
+			out = append(out, t0.Add(time.Duration(x)*time.Second))
+		}
+		return out
+	}
+	abc := []string{"a", "b", "c"}
+	for _, tc := range []struct {
+		name   string
+		limit  int
+		alive  []string
+		others map[string][]time.Time
+		now    int
+		want   int
+	}{
+		{"quiet cluster: the share", 9, abc, nil, 0, 3},
+		{"alone: the whole limit", 9, []string{"a"}, nil, 0, 9},
+		{"the remainder to the first", 10, abc, nil, 0, 4},
+		{"more replicas than slots: the first get 1", 2, abc, nil, 0, 1},
+		{"balanced: peers at their shares", 9, abc, map[string][]time.Time{"b": at(5, 5, 5), "c": at(5, 5, 5)}, 0, 3},
+		{"a peer below its share frees nothing", 9, abc, map[string][]time.Time{"b": at(5)}, 0, 3},
+		{"a peer 2 beyond its share", 9, abc, map[string][]time.Time{"b": at(5, 5, 5, 5, 5)}, 0, 1},
+		{"two peers beyond", 9, abc, map[string][]time.Time{"b": at(5, 5, 5, 5), "c": at(5, 5, 5, 5)}, 0, 1},
+		{"one peer held everything", 3, abc, map[string][]time.Time{"b": at(5, 5, 5)}, 0, 0},
+		{"never below 0", 3, abc, map[string][]time.Time{"b": at(5, 5, 5), "c": at(5, 5, 5)}, 0, 0},
+		{"a peer not seen alive: all it held is beyond", 3, abc, map[string][]time.Time{"d": at(5)}, 0, 0},
+		{"deadlines passed one by one", 3, abc, map[string][]time.Time{"b": at(2, 5, 8)}, 3, 0},
+		{"at a deadline the entry is over", 3, abc, map[string][]time.Time{"b": at(2, 5, 8)}, 5, 1},
+		{"all deadlines passed", 3, abc, map[string][]time.Time{"b": at(2, 5, 8)}, 9, 1},
+		{"c's share of 2 is 0: its 1 is beyond", 2, abc, map[string][]time.Time{"c": at(5)}, 0, 0},
+	} {
+		if got := viewAllowed(tc.limit, tc.alive, "a", tc.others, t0.Add(time.Duration(tc.now)*time.Second)); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestViewAllowedAddsUp: whatever the replicas held when Redis went (at most the limit
+// together), calls started by viewAllowed on every replica, each counting its own, never
+// take the scope over its limit, however many replicas there are.
+func TestViewAllowedAddsUp(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 3000 {
+		n := 1 + r.IntN(6)
+		limit := 1 + r.IntN(10)
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("r%d", r.IntN(1000))
+		}
+		if hasDupes(names) {
+			continue
+		}
+		held := make([]int, n)
+		for left := r.IntN(limit + 1); left > 0; left-- {
+			held[r.IntN(n)]++
+		}
+		total := 0
+		for i := range n {
+			others := map[string][]time.Time{}
+			for j := range n {
+				if j != i && held[j] > 0 {
+					others[names[j]] = slices.Repeat([]time.Time{t0.Add(time.Hour)}, held[j])
+				}
+			}
+			total += max(held[i], viewAllowed(limit, names, names[i], others, t0))
+		}
+		if total > limit {
+			t.Fatalf("limit %d, replicas %v holding %v: %d may run", limit, names, held, total)
+		}
+	}
+}
+
+// TestPossibleExcess: only calls beyond the share that started since the last refresh.
+func TestPossibleExcess(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	old, recent := t0.Add(-time.Second), t0.Add(time.Millisecond)
+	for _, tc := range []struct {
+		running, share int
+		starts         []time.Time
+		want           int
+	}{
+		{2, 3, []time.Time{recent, recent}, 0},          // within its share
+		{5, 3, []time.Time{old, old, old, old, old}, 0}, // beyond, but every peer saw them
+		{5, 3, []time.Time{old, old, old, recent, recent}, 2},
+		{5, 3, []time.Time{recent, recent, recent, recent, recent}, 2}, // beyond the share only
+		{4, 3, []time.Time{t0, old, old, old}, 1},                      // since is inclusive
+	} {
+		if got := possibleExcess(tc.running, tc.share, tc.starts, t0); got != tc.want {
+			t.Errorf("%d running, share %d: %d, want %d", tc.running, tc.share, got, tc.want)
+		}
+	}
+}
+
+// TestOutageShareRule: the default rule holds until its peers keep its shares free, then
+// runs on viewAllowed; tokens are lent from then too.
+func TestOutageShareRule(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	from := t0.Add(700 * time.Millisecond)
+	o := &outage{since: t0, ttl: time.Second, maxRun: time.Minute, alive: 3, servesFrom: from,
+		known: []string{"a", "b", "c"}, self: "a",
+		held: map[string][]time.Time{"p": {t0.Add(300 * time.Millisecond)},
+			"r": slices.Repeat([]time.Time{t0.Add(300 * time.Millisecond)}, 4)},
+		others: map[string]map[string][]time.Time{"p": {"b": slices.Repeat([]time.Time{t0.Add(time.Minute)}, 5)}}}
+	for _, tc := range []struct {
+		at    time.Duration
+		scope string
+		phase Phase
+		want  int
+	}{
+		{0, "p", Holding, 1},                      // the slot it holds
+		{400 * time.Millisecond, "p", Holding, 0}, // its lease expired in Redis
+		{400 * time.Millisecond, "q", Holding, 0},
+		{0, "r", Holding, 3},                    // held 4, but never beyond its share
+		{700 * time.Millisecond, "q", Alone, 3}, // a scope nobody held: the share
+		{700 * time.Millisecond, "p", Alone, 1}, // b held 2 beyond its share
+		{time.Minute, "p", Alone, 3},            // b's calls past their deadline
+		{time.Hour, "q", Alone, 3},
+	} {
+		now := t0.Add(tc.at)
+		if p := o.phase(now); p != tc.phase {
+			t.Errorf("at %s: phase %s, want %s", tc.at, p, tc.phase)
+		}
+		if got := o.allowed(tc.scope, 9, now); got != tc.want {
+			t.Errorf("at %s, %s: allowed %d, want %d", tc.at, tc.scope, got, tc.want)
+		}
+	}
+	if !o.tokensFrom().Equal(from) {
+		t.Errorf("tokens from %s, want %s", o.tokensFrom(), from)
+	}
+}
+
+// TestShareRuleOverTime: every replica loses Redis at once, each holding some calls (at
+// most the limit together) that end at random times before their deadline; then each
+// replica, at every step, starts what viewAllowed lets it beside its own running calls,
+// its calls ending at random too. The scope never runs more than its limit.
+func TestShareRuleOverTime(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const step, maxRun = 10 * time.Millisecond, 2 * time.Second
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		n, limit := 1+r.IntN(5), 1+r.IntN(9)
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("r%d", i)
+		}
+		calls := make([][]time.Time, n) // per replica: when each running call ends
+		for left := r.IntN(limit + 1); left > 0; left-- {
+			i := r.IntN(n)
+			calls[i] = append(calls[i], t0.Add(time.Duration(r.Int64N(int64(maxRun)))))
+		}
+		views := make([]map[string][]time.Time, n) // what each saw the others hold, at t0
+		for i := range n {
+			views[i] = map[string][]time.Time{}
+			for j := range n {
+				if j != i && len(calls[j]) > 0 {
+					views[i][names[j]] = slices.Repeat([]time.Time{t0.Add(maxRun)}, len(calls[j]))
+				}
+			}
+		}
+		for now := t0; now.Before(t0.Add(2 * maxRun)); now = now.Add(step) {
+			total := 0
+			for i := range n {
+				calls[i] = slices.DeleteFunc(calls[i], func(end time.Time) bool { return !now.Before(end) })
+				for len(calls[i]) < viewAllowed(limit, names, names[i], views[i], now) && r.IntN(2) == 0 {
+					calls[i] = append(calls[i], now.Add(time.Duration(1+r.Int64N(int64(maxRun)))))
+				}
+				total += len(calls[i])
+			}
+			if total > limit {
+				t.Fatalf("seed %d: %d running at %s, limit %d (%d replicas)", seed, total, now.Sub(t0), limit, n)
+			}
+		}
+	}
 }

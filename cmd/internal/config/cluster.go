@@ -15,9 +15,15 @@ import (
 type Cluster struct {
 	Redis Redis `yaml:"redis"`
 	// LeaseTTL is how long a lease lives unrenewed: a replica that dies gives its lanes
-	// back within it; leases are renewed every third of it. Omitted → 10s; between 1s and
+	// back within it; leases are renewed every fifth of it. Omitted → 10s; between 1s and
 	// 5m.
 	LeaseTTL Duration `yaml:"lease_ttl"`
+	// Outage is the rule a replica runs on while Redis does not answer it: "share" (its
+	// share of every limit at once, less what its last view of the cluster showed the
+	// others holding beyond theirs) or "strict" (only the slots it holds for lease_ttl,
+	// then min(share, held) until the longest run_timeout has passed, then its share).
+	// Omitted → "share".
+	Outage string `yaml:"outage"`
 	// Replica names this gateway among the replicas: printable ASCII without spaces or
 	// '|', at most 200 bytes, and unique among them. "" → ReplicaName's default, the host
 	// name and the listen port (known only once --listen has been applied).
@@ -33,6 +39,10 @@ type Redis struct {
 	Password string `yaml:"password"`
 	// DB is the database to select; 0 (Redis's default) when omitted; 0 or more.
 	DB int `yaml:"db"`
+	// Timeout bounds one round trip to Redis: a Redis that answers slower is taken for an
+	// absent one (the outage rule). Omitted or 0 → lease_ttl/5, at most 2s; otherwise
+	// between 10ms and lease_ttl/2.
+	Timeout Duration `yaml:"timeout"`
 	// TLS connects with TLS (the engine takes the tls.Config; the default one verifies the
 	// server against the system's roots).
 	TLS bool `yaml:"tls"`
@@ -44,11 +54,21 @@ const (
 	minLeaseTTL     = time.Second
 	maxLeaseTTL     = 5 * time.Minute
 	maxReplicaName  = 200
+	minRedisTimeout = 10 * time.Millisecond
+)
+
+// The values of cluster.outage.
+const (
+	OutageShare  = "share"
+	OutageStrict = "strict"
 )
 
 func clusterDefaults(c *Cluster, omitted func(path string, zero bool) bool) {
 	if omitted("cluster.lease_ttl", c.LeaseTTL == 0) {
 		c.LeaseTTL = Duration(defaultLeaseTTL)
+	}
+	if omitted("cluster.outage", c.Outage == "") {
+		c.Outage = OutageShare
 	}
 }
 
@@ -63,6 +83,13 @@ func validateCluster(c *Cluster, p *problems) {
 	}
 	if c.LeaseTTL.D() < minLeaseTTL || c.LeaseTTL.D() > maxLeaseTTL {
 		p.add("cluster.lease_ttl", "must be between %s and %s, got %s", minLeaseTTL, maxLeaseTTL, c.LeaseTTL)
+	}
+	if t := c.Redis.Timeout.D(); t != 0 && (t < minRedisTimeout || t > c.LeaseTTL.D()/2) {
+		p.add("cluster.redis.timeout", "must be 0 (lease_ttl/5) or between %s and lease_ttl/2 (%s), got %s",
+			minRedisTimeout, c.LeaseTTL.D()/2, c.Redis.Timeout)
+	}
+	if c.Outage != OutageShare && c.Outage != OutageStrict {
+		p.add("cluster.outage", "must be %q or %q, got %q", OutageShare, OutageStrict, c.Outage)
 	}
 	if msg := replicaProblem(c.Replica); c.Replica != "" && msg != "" {
 		p.add("cluster.replica", "%s", msg)
@@ -114,5 +141,11 @@ func (c *Cluster) summary() string {
 		b.WriteString(", password set")
 	}
 	b.WriteString(", lease_ttl " + c.LeaseTTL.String())
+	if c.Redis.Timeout != 0 {
+		b.WriteString(", timeout " + c.Redis.Timeout.String())
+	}
+	if c.Outage == OutageStrict {
+		b.WriteString(", outage strict")
+	}
 	return b.String()
 }

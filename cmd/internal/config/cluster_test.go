@@ -18,7 +18,7 @@ func TestClusterSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cfg.Cluster
-	if c == nil || c.Redis != (Redis{Addr: "127.0.0.1:6379", Password: secretA, DB: 2, TLS: true}) || c.LeaseTTL.D() != 10*time.Second {
+	if c == nil || c.Redis != (Redis{Addr: "127.0.0.1:6379", Password: secretA, DB: 2, TLS: true}) || c.Outage != OutageShare || c.LeaseTTL.D() != 10*time.Second {
 		t.Fatalf("cluster %+v", c)
 	}
 	host, _ := os.Hostname()
@@ -75,5 +75,39 @@ func TestClusterNeedsRestart(t *testing.T) {
 	}
 	if _, ch := Reloaded(old, old); slices.Contains(ch.Restart, "cluster") {
 		t.Errorf("an unchanged cluster: section needs a restart: %v", ch.Restart)
+	}
+}
+
+// TestClusterOutageAndTimeout: cluster.outage defaults to share and takes strict;
+// cluster.redis.timeout is 0 (the engine's default) or between 10ms and lease_ttl/2; a
+// bad value is named with what it must be.
+func TestClusterOutageAndTimeout(t *testing.T) {
+	base := "providers: [{name: demo, kind: fake, models: [{id: echo}]}]\n"
+	for _, tc := range []struct {
+		section, outage, err string
+		timeout              time.Duration
+	}{
+		{section: `{redis: {addr: "r:6379"}}`, outage: OutageShare},
+		{section: `{redis: {addr: "r:6379"}, outage: strict}`, outage: OutageStrict},
+		{section: `{redis: {addr: "r:6379", timeout: 1s}, lease_ttl: 3s}`, outage: OutageShare, timeout: time.Second},
+		{section: `{redis: {addr: "r:6379", timeout: 1500ms}, lease_ttl: 3s}`, outage: OutageShare, timeout: 1500 * time.Millisecond},
+		{section: `{redis: {addr: "r:6379"}, outage: lenient}`, err: `cluster.outage: must be "share" or "strict", got "lenient"`},
+		{section: `{redis: {addr: "r:6379", timeout: 2s}, lease_ttl: 3s}`, err: "cluster.redis.timeout: must be 0 (lease_ttl/5) or between 10ms and lease_ttl/2 (1.5s), got 2s"},
+		{section: `{redis: {addr: "r:6379", timeout: 5ms}}`, err: "cluster.redis.timeout: must be 0 (lease_ttl/5) or between 10ms and lease_ttl/2 (5s), got 5ms"},
+	} {
+		cfg, err := Parse("c.yaml", []byte(base+"cluster: "+tc.section), testEnv)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.section, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.section, err)
+			continue
+		}
+		if c := cfg.Cluster; c.Outage != tc.outage || c.Redis.Timeout.D() != tc.timeout {
+			t.Errorf("%s: outage %q timeout %s, want %q %s", tc.section, c.Outage, c.Redis.Timeout, tc.outage, tc.timeout)
+		}
 	}
 }

@@ -100,6 +100,8 @@ func TestInvalidFixtures(t *testing.T) {
 		"allowed": {":2: auth.allowed_hosts[1]: \"gw.example.com:8080\": give the host without a port", ":2: auth.allowed_hosts[2]: \"https://gw.example.com\" is not a host name",
 			":2: auth.allowed_hosts[3]: empty host", ":2: auth.allowed_hosts[4]: \"*.com\": a wildcard needs a domain of two labels", ":3: auth.allowed_origins[1]: \"null\" is the origin of sandboxed frames",
 			":3: auth.allowed_origins[2]: \"*\" would let every web page", ":3: auth.allowed_origins[3]: \"app.example.com\" is not an origin", ":3: auth.allowed_origins[4]: \"https://app.example.com/ui\" is not an origin: an origin is scheme://host[:port] only"},
+		"cluster_outage": {":2: cluster.redis.timeout: must be 0 (lease_ttl/5) or between 10ms and lease_ttl/2 (2s), got 3s",
+			":4: cluster.outage: must be \"share\" or \"strict\", got \"lenient\""},
 		"many_problems": {":2: listen:", ":3: limits.max_admitted:", ":5: providers[0].name:", ":7: providers[0].lanes:", ":8: providers[1].models:", ":10: providers[2].name: duplicate", ":11: providers[2].kind: unknown kind \"wat\""},
 	}
 	files, err := filepath.Glob(filepath.Join(testdataDir, "invalid", "*.yaml"))

@@ -5,7 +5,8 @@
 -- KEYS[1..ns]        the scopes' sorted sets: member = lease id, score = expiry (ms)
 -- KEYS[ns+1..ns+nb]  the buckets: the GCRA's theoretical arrival time (µs), absent = full
 -- KEYS[ns+nb+1]      the replicas' sorted set (heartbeat.lua)
--- ARGV: ttl_ms, k, ns, nb, channel, replica, then the k lease ids,
+-- KEYS[ns+nb+2]      the scopes' names (a set, read by heartbeat.lua for the view)
+-- ARGV: ttl_ms, k, ns, nb, channel, replica, silent_ms, horizon_ms, then the k lease ids,
 --       then per scope: limit, name, count, and the indexes (1..k) of the leases in it;
 --       then per bucket: per_minute, capacity, cost (of all the leases together)
 -- Returns {1} when everything was taken, {0, 1, i, 0} when scope i has not the room,
@@ -14,9 +15,15 @@
 -- not be counted, so nothing is taken until a heartbeat registers them. A lease the scope
 -- already holds (a retried call) counts as taken. Expired leases are reclaimed on the way,
 -- and their scopes announced as freed.
+--
+-- A replica whose heartbeat is older than silent_ms (but younger than horizon_ms) may be
+-- cut off from Redis and serving on its share by the outage rule: each scope keeps that
+-- share free for it, less the live entries it still has there (which ZCARD counts), so
+-- the calls it starts unheard are counted here too.
 local ttl, k = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ns, nb = tonumber(ARGV[3]), tonumber(ARGV[4])
 local channel, replica = ARGV[5], ARGV[6]
+local silent_ms, horizon_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
@@ -27,7 +34,56 @@ end
 
 local members = {}
 for i = 1, k do
-  members[i] = ARGV[6 + i]
+  members[i] = ARGV[8 + i]
+end
+
+-- The silent replicas, each with its place among the replicas its shares were taken
+-- among (those whose heartbeat was younger than ttl at its last one), in byte order: a
+-- share is limit / n, the remainder going one each to the first (shareOf in view.go).
+-- Byte order, whatever the server's collation locale (Lua's < on strings follows it).
+local function before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+local silent = {}
+local quiet = redis.call('ZRANGEBYSCORE', KEYS[ns + nb + 1], now - horizon_ms, '(' .. (now - silent_ms), 'WITHSCORES')
+for x = 1, #quiet, 2 do
+  local beat = tonumber(quiet[x + 1])
+  if quiet[x] ~= replica then
+    local names = redis.call('ZRANGEBYSCORE', KEYS[ns + nb + 1], '(' .. (beat - ttl), '+inf')
+    table.sort(names, before)
+    for i, n in ipairs(names) do
+      if n == quiet[x] then
+        silent[#silent + 1] = {name = quiet[x], alive = #names, place = i - 1}
+      end
+    end
+  end
+end
+local function reserved(key, limit)
+  if #silent == 0 then
+    return 0
+  end
+  local live = {}
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf')) do
+    local r = string.match(m, '^([^|]*)|')
+    if r then
+      live[r] = (live[r] or 0) + 1
+    end
+  end
+  local n = 0
+  for _, s in ipairs(silent) do
+    local share = math.floor(limit / s.alive)
+    if s.place < limit % s.alive then
+      share = share + 1
+    end
+    n = n + math.max(0, share - (live[s.name] or 0))
+  end
+  return n
 end
 
 local freed = {}
@@ -41,8 +97,8 @@ local function cost(n, per_minute)
   return math.ceil(n * 60000000 / per_minute)
 end
 
-local a = 7 + k
-local scopes = {}
+local a = 9 + k
+local scopes, names = {}, {}
 for i = 1, ns do
   local key, limit, name, count = KEYS[i], tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
   local in_scope = {}
@@ -50,7 +106,7 @@ for i = 1, ns do
     in_scope[x] = members[tonumber(ARGV[a + 2 + x])]
   end
   a = a + 3 + count
-  scopes[i] = in_scope
+  scopes[i], names[i] = in_scope, name
   if redis.call('ZREMRANGEBYSCORE', key, '-inf', now) > 0 then
     freed[#freed + 1] = name
   end
@@ -60,7 +116,7 @@ for i = 1, ns do
       need = need + 1
     end
   end
-  if need > 0 and redis.call('ZCARD', key) + need > limit then
+  if need > 0 and redis.call('ZCARD', key) + reserved(key, limit) + need > limit then
     announce()
     return {0, 1, i, 0}
   end
@@ -87,6 +143,12 @@ for i = 1, ns do
     redis.call('ZADD', KEYS[i], now + ttl, m)
   end
   redis.call('PEXPIRE', KEYS[i], 2 * ttl)
+end
+for i = 1, ns do
+  redis.call('SADD', KEYS[ns + nb + 2], names[i])
+end
+if ns > 0 then
+  redis.call('PEXPIRE', KEYS[ns + nb + 2], 2 * ttl)
 end
 for j = 1, nb do
   redis.call('SET', KEYS[ns + j], string.format('%.0f', tats[j]),

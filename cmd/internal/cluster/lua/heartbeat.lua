@@ -3,19 +3,31 @@
 --
 -- KEYS[1]  the replicas' sorted set: member = replica name, score = last heartbeat (ms)
 -- KEYS[2]  the replicas' incarnations (hash): which process last used each name
--- KEYS[3..] the scopes this replica holds leases in
--- ARGV: replica, incarnation, ttl_ms, beat (1, or 0 to adopt only), then per scope key:
---       count, members...
--- Returns {added, previous incarnation or "", known, name1, age1_ms, ...}: known is 1 when
+-- KEYS[3]  the scopes' names (acquire.lua adds them)
+-- KEYS[4..] the scopes this replica holds leases in
+-- ARGV: replica, incarnation, ttl_ms, beat (1, or 0 to adopt only), lease key prefix,
+--       not_after (ms on the server's clock, 0: none), then per scope key: count, members...
+-- A heartbeat that reaches Redis after not_after does nothing and fails: its sender gave it
+-- up, and may be serving on the outage rule, which its peers must see from its silence.
+-- Returns {added, previous incarnation or "", known, now_ms, n, name1, age1_ms, ...,
+-- nameN, ageN_ms, view...}: known is 1 when
 -- this replica already had a heartbeat in Redis (0: Redis lost its data, or this is its
 -- first), added
 -- counts entries that were missing (a lease reclaimed while this replica could not renew
 -- it, or a call started without Redis being registered) and are counted again now. An
 -- adoption returns {added, "", 0}: a replica back from an outage registers its calls first,
 -- and says it is alive (which tells its peers Redis counts all it runs) only after.
+-- A heartbeat then adds the view of the cluster's occupancy: the number of scopes, then
+-- per scope its name, the number of its live entries, and those entries (lease ids).
+-- The scopes' keys are named from the prefix, not passed: which scopes exist is what the
+-- heartbeat learns here (all keys share one hash tag, so one slot of a Redis Cluster).
 local replica, incarnation, ttl, beat = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+local prefix, not_after = ARGV[5], tonumber(ARGV[6])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if not_after > 0 and now > not_after then
+  return redis.error_reply('LATE heartbeat past its sender\'s deadline')
+end
 
 local previous, known = '', 0
 if beat then
@@ -33,8 +45,8 @@ if beat then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 3600000)
 end
 
-local added, a = 0, 5
-for i = 3, #KEYS do
+local added, a = 0, 7
+for i = 4, #KEYS do
   local n = tonumber(ARGV[a])
   a = a + 1
   for _ = 1, n do
@@ -42,15 +54,41 @@ for i = 3, #KEYS do
     a = a + 1
   end
   redis.call('PEXPIRE', KEYS[i], 2 * ttl)
+  redis.call('SADD', KEYS[3], string.sub(KEYS[i], #prefix + 1))
+  redis.call('PEXPIRE', KEYS[3], 2 * ttl)
 end
 
 local out = {added, previous, known}
 if not beat then
   return out
 end
+out[#out + 1] = now
 local alive = redis.call('ZRANGEBYSCORE', KEYS[1], now - ttl, '+inf', 'WITHSCORES')
+out[#out + 1] = #alive / 2
 for i = 1, #alive, 2 do
   out[#out + 1] = alive[i]
   out[#out + 1] = now - tonumber(alive[i + 1])
+end
+
+local names = redis.call('SMEMBERS', KEYS[3])
+local view = {}
+for _, name in ipairs(names) do
+  local live = redis.call('ZRANGEBYSCORE', prefix .. name, '(' .. now, '+inf')
+  if #live == 0 and redis.call('EXISTS', prefix .. name) == 0 then
+    redis.call('SREM', KEYS[3], name)
+  elseif #live > 0 then
+    view[#view + 1] = {name, live}
+  end
+end
+if #view > 0 then
+  redis.call('PEXPIRE', KEYS[3], 2 * ttl)
+end
+out[#out + 1] = #view
+for _, v in ipairs(view) do
+  out[#out + 1] = v[1]
+  out[#out + 1] = #v[2]
+  for _, m in ipairs(v[2]) do
+    out[#out + 1] = m
+  end
 end
 return out
