@@ -32,8 +32,7 @@ const maxIdleRequesters = 64
 func (a *providerActor) spawnLane(ctx actor.Context, m int) {
 	la := &laneActor{g: a.g, p: a.p, m: m, slot: a.slot, names: [2]string{a.name, a.models[m].Name}, running: map[policy.ID]*call{},
 		retired: map[string]bool{}}
-	props := actor.PropsFromProducer(func() actor.Actor { return la },
-		actor.WithSupervisor(requestStrategy()), actor.WithDispatcher(a.g.dispatch))
+	props := a.g.props(func() actor.Actor { return la }, actor.WithSupervisor(requestStrategy()))
 	a.lanes = append(a.lanes, ctx.Spawn(props))
 }
 
@@ -82,8 +81,7 @@ func (a *laneActor) requester(ctx actor.Context) *actor.PID {
 		a.idle = a.idle[:n-1]
 		return pid
 	}
-	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &requestActor{g: a.g} },
-		actor.WithDispatcher(a.g.dispatch)))
+	return ctx.Spawn(a.g.props(func() actor.Actor { return &requestActor{g: a.g} }))
 }
 
 // requesterStopped: a request actor stopped (it failed; its strategy stops it). Its

@@ -140,9 +140,9 @@ func (s *supervisor) spawnProviders(ctx actor.Context) {
 func (s *supervisor) spawnProvider(ctx actor.Context, sl *slot, pv Provider, models []Model) {
 	pa := newProviderActor(s.g, sl, pv, models)
 	pa.sync = s.sync // a provider added after a rebuild answers the generation in force
-	props := actor.PropsFromProducer(func() actor.Actor { return pa }, actor.WithDispatcher(s.g.dispatch),
+	props := s.g.props(func() actor.Actor { return pa },
 		actor.WithMailbox(func() actor.Mailbox {
-			mb := actor.Unbounded()()
+			mb := s.g.mailbox()
 			pa.inbox = mb // before the mailbox runs: its first message happens after this
 			return mb
 		}))
