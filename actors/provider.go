@@ -374,6 +374,9 @@ func (a *providerActor) resync(ctx actor.Context, sync uint64) {
 // Offers supersede each other, so sending fewer is sending the last of them. With nothing
 // waiting, the offer goes at once, without the extra message.
 func (a *providerActor) offer(ctx actor.Context, now time.Time) {
+	if a.pol.Queued() == 0 {
+		a.stopTimer() // nothing waits for a deadline or a token: a wake-up would find nothing
+	}
 	switch {
 	case a.offerQueued:
 	case a.inbox == nil || a.inbox.UserMessageCount() == 0:
@@ -397,10 +400,15 @@ func (a *providerActor) sendOffer(ctx actor.Context, now time.Time) {
 	}
 }
 
-// arm sets the timer for the provider's next wake-up, unless one is armed no later.
+// arm sets the timer for the provider's next wake-up, unless one is armed no later; with
+// nothing to wake for, it stops the timer.
 func (a *providerActor) arm(now time.Time) {
 	at, ok := a.pol.NextWake(now)
-	if !ok || (!a.wakeAt.IsZero() && !at.Before(a.wakeAt)) {
+	if !ok {
+		a.stopTimer()
+		return
+	}
+	if !a.wakeAt.IsZero() && !at.Before(a.wakeAt) {
 		return
 	}
 	a.stopTimer()
@@ -413,6 +421,7 @@ func (a *providerActor) arm(now time.Time) {
 func (a *providerActor) stopTimer() {
 	if a.timer != nil {
 		a.timer.Stop()
+		a.timer = nil
 	}
 	a.wakeAt = time.Time{}
 }
