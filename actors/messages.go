@@ -145,12 +145,18 @@ type offer struct {
 type dispatchNow struct{}
 
 // grants, from the supervisor to a provider actor: the starts it is granted, the verdicts on
-// its waiting arrivals and the acknowledgement of its last offer, from one dispatch.
+// its waiting arrivals and the acknowledgement of its last offer, from one dispatch, and the
+// credit it may start arrivals on without offering them (nil: none).
 type grants struct {
-	g   []policy.Grant
-	v   []policy.Verdict
-	ack *policy.Ack
+	g      []policy.Grant
+	v      []policy.Verdict
+	ack    *policy.Ack
+	credit *policy.Credit
 }
+
+// recall, from the supervisor to a provider actor: offer again, giving back the credit it
+// holds (policy.Recall).
+type recall struct{ r policy.Recall }
 
 // resync, from a rebuilt supervisor to every provider actor: report afresh for generation sync.
 type resync struct{ sync uint64 }
