@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -28,19 +29,73 @@ type instantStream struct{}
 func (instantStream) Next() (llm.Chunk, error) { return llm.Chunk{}, io.EOF }
 func (instantStream) Close() error             { return nil }
 
-// mailboxCounter counts the messages posted to the gateway's mailboxes (every actor's: it is a
-// mailbox middleware, newGateway's seam), system messages included, but not the state
-// queries a benchmark's own idle check sends.
-type mailboxCounter struct{ n atomic.Int64 }
+// mailboxCounter counts, while on, the messages posted to the gateway's mailboxes (every
+// actor's: it is a mailbox middleware, newGateway's seam), system messages included, but not
+// the state queries a benchmark's own idle check sends. Off, it costs a load per message, so
+// a timed run leaves it off and the messages are counted in a run of their own.
+type mailboxCounter struct {
+	on atomic.Bool
+	n  atomic.Int64
+}
 
 func (c *mailboxCounter) MailboxStarted() {}
 func (c *mailboxCounter) MessagePosted(m any) {
-	if _, query := m.(*stateQuery); !query {
+	if _, query := m.(*stateQuery); c.on.Load() && !query {
 		c.n.Add(1)
 	}
 }
 func (c *mailboxCounter) MessageReceived(any) {}
 func (c *mailboxCounter) MailboxEmpty()       {}
+
+// cycle is one admission cycle on model id: Start, the stream's end, Close.
+func cycle(b *testing.B, g *Gateway, id string, req *llm.Request) bool {
+	sv, err := g.Start(context.Background(), id, llm.Interactive, req)
+	if err != nil {
+		b.Errorf("start %s: %v", id, err)
+		return false
+	}
+	if _, err := sv.Stream.Next(); err != io.EOF {
+		b.Errorf("next: %v", err)
+	}
+	_ = sv.Stream.Close()
+	return true
+}
+
+// msgsPerCall runs n more cycles over ids from clients goroutines with the counter on, and
+// reports the mailbox messages per cycle. With settle, it counts once the gateway is idle
+// again, so that the last cycles' releases are in; without (calls are held), those few are
+// left out.
+func msgsPerCall(b *testing.B, g *Gateway, ids []string, msgs *mailboxCounter, clients, n int, settle bool) {
+	req := &llm.Request{Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}}
+	msgs.on.Store(true)
+	defer msgs.on.Store(false)
+	n0 := msgs.n.Load()
+	var left atomic.Int64
+	left.Store(int64(n))
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Go(func() { // exits when the n cycles are made
+			for i := w; left.Add(-1) >= 0 && cycle(b, g, ids[i%len(ids)], req); i++ {
+			}
+		})
+	}
+	wg.Wait()
+	if settle {
+		waitIdle(b, g)
+	}
+	b.ReportMetric(float64(msgs.n.Load()-n0)/float64(n), "msgs/call")
+}
+
+// waitIdle waits until every cycle has given its lanes back.
+func waitIdle(b *testing.B, g *Gateway) {
+	deadline := time.Now().Add(5 * time.Second)
+	for st := g.State(); !(st.Running == 0 && st.Queued == 0); st = g.State() {
+		if time.Now().After(deadline) {
+			b.Fatalf("gateway not idle after the benchmark: %+v", st)
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+}
 
 // benchGateway has providers×models routes with lanes to spare, so no call ever queues or is
 // refused: every Start is a full admission cycle (arrive → start → request actor → open →
@@ -112,7 +167,6 @@ func BenchmarkAdmission(b *testing.B) {
 			b.ReportAllocs()
 			cpu0 := cpuTime()
 			b.ResetTimer()
-			msgs0 := msgs.n.Load()
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
@@ -131,26 +185,18 @@ func BenchmarkAdmission(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			// Mailbox messages per cycle: the last cycles' releases may still be on their
-			// way, a handful against b.N.
-			b.ReportMetric(float64(msgs.n.Load()-msgs0)/float64(b.N), "msgs/call")
-			for _, s := range held {
-				_ = s.Close()
-			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
 			// CPU time per cycle is steadier than wall time on a shared machine; divided
 			// into GOMAXPROCS cores it gives the rate this process could reach alone.
 			perCycle := float64(cpuTime()-cpu0) / float64(b.N)
 			b.ReportMetric(perCycle, "cpu-ns/cycle")
 			b.ReportMetric(float64(runtime.GOMAXPROCS(0))*1e9/perCycle, "cpu-bound-cycles/s")
-			// Every cycle must have given its lanes back: the benchmark measured full cycles.
-			deadline := time.Now().Add(5 * time.Second)
-			for st := g.State(); !(st.Running == 0 && st.Queued == 0); st = g.State() {
-				if time.Now().After(deadline) {
-					b.Fatalf("gateway not idle after the benchmark: %+v", st)
-				}
-				time.Sleep(time.Millisecond) // polling with a deadline
+			msgsPerCall(b, g, ids, msgs, c.parallelism*runtime.GOMAXPROCS(0), countedCycles, c.held == 0)
+			for _, s := range held {
+				_ = s.Close()
 			}
+			// Every cycle must have given its lanes back: the benchmark measured full cycles.
+			waitIdle(b, g)
 		})
 	}
 }
@@ -164,7 +210,7 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	ctx := context.Background()
 	req := &llm.Request{Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}}
 	b.ReportAllocs()
-	cpu0, msgs0 := cpuTime(), msgs.n.Load()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		sv, err := g.Start(ctx, ids[0], llm.Interactive, req)
 		if err != nil {
@@ -176,5 +222,9 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		_ = sv.Stream.Close()
 	}
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/cycle")
-	b.ReportMetric(float64(msgs.n.Load()-msgs0)/float64(b.N), "msgs/call")
+	msgsPerCall(b, g, ids, msgs, 1, countedCycles, true)
 }
+
+// countedCycles is how many cycles a benchmark runs after its timed ones to count their
+// messages.
+const countedCycles = 5000
