@@ -318,7 +318,9 @@ func (d *Dispatcher) Verdicts(buf []Verdict) []Verdict {
 // Hold takes k global slots at once for a batch (SPEC §5), if the gateway runs at most
 // MaxRunning - k and every provider is known; it reports whether it did. The slots count as
 // running until Unhold gives them back: the batch's providers count their members as running
-// in their next offers, and each Unholds its share when its offer is in.
+// in their next offers, and each Unholds its share when its offer is in. When it refuses and
+// credit no request may use could be what fills the cap, a recall is due (Recalls): the
+// caller asks again once Recalling is false.
 func (d *Dispatcher) Hold(k int) bool {
 	if d.unknown > 0 || k < 0 || d.running+k > d.limits.MaxRunning {
 		if d.unknown == 0 && k >= 0 && d.credited > 0 && d.running-d.excess()+k <= d.limits.MaxRunning {
