@@ -119,7 +119,7 @@ func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
 		next := a.requester(ctx)
 		c.s.self.Store(next)
 		if c.ctx.Err() != nil {
-			ctx.Send(next, &clientGone{c: c})
+			ctx.Send(next, &clientGone{s: c.s})
 		}
 	}
 }

@@ -232,8 +232,9 @@ type laneReport struct {
 // cancelAll, from a provider actor to its lane actors: stop every running call with cause.
 type cancelAll struct{ cause error }
 
-// clientGone, from a request's context watcher to its request actor: call c's client left.
-type clientGone struct{ c *call }
+// clientGone, from a running call's hang-up watcher to its request actor: the client of the
+// call whose stream s is left.
+type clientGone struct{ s *stream }
 
 // stateQuery, from Gateway.State to the supervisor and to each provider actor: answer your
 // part of /admin/state on reply.

@@ -36,28 +36,28 @@ var (
 // call, so a late one of the previous call cannot reach the next.
 type requestActor struct {
 	g *Gateway
-	c *call // the call whose hang-up it is handling; nil otherwise
+	s *stream // the call whose hang-up it is handling; nil otherwise
 }
 
 func (a *requestActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	if m, ok := msg.(*clientGone); ok {
-		a.c = m.c // first: a fault while it handles the hang-up still cancels the call
+		a.s = m.s // first: a fault while it handles the hang-up still cancels the call
 	}
-	if a.c != nil && !a.c.route.slot.down.Load() {
-		a.g.faults.hit(faultRequest, a.c.route.provider, a.c.route.model, msg)
+	if a.s != nil && !a.s.c.route.slot.down.Load() {
+		a.g.faults.hit(faultRequest, a.s.c.route.provider, a.s.c.route.model, msg)
 	}
 	switch msg.(type) {
 	case *clientGone:
-		a.c.s.cancel(errClientGone) // a no-op when the call already ended
-		a.c = nil
+		a.s.cancel(errClientGone) // a no-op when the call already ended
+		a.s = nil
 	case *actor.Stopping:
-		if a.c != nil {
+		if a.s != nil {
 			// Marked before the cancellation whose release reaches the lane, so the lane
 			// never recycles this actor for the next call (its Terminated comes later).
-			a.c.s.requesterStopping.Store(true)
-			a.c.s.cancel(errStopped)
-			a.c = nil
+			a.s.requesterStopping.Store(true)
+			a.s.cancel(errStopped)
+			a.s = nil
 		}
 	}
 }
@@ -119,7 +119,7 @@ func newStream(g *Gateway, c *call, lane, requester *actor.PID) *stream {
 	s := &stream{g: g, c: c, lane: lane, ctx: bctx, cancelCtx: cancel, key: c.key}
 	s.self.Store(requester)
 	root := g.system.Root
-	s.stopWatch = context.AfterFunc(c.ctx, func() { root.Send(s.self.Load(), &clientGone{c: c}) })
+	s.stopWatch = context.AfterFunc(c.ctx, func() { root.Send(s.self.Load(), &clientGone{s: s}) })
 	s.timer = time.AfterFunc(c.route.timeout, func() { s.cancel(errRunTimeout) })
 	return s
 }
