@@ -110,20 +110,28 @@ func (d *Dispatcher) quiet() bool {
 }
 
 // CreditFor gives provider p credit with the message the caller is about to send it after a
-// dispatch, when the dispatcher is quiet and max_running has room: a ceiling of what p runs
-// (as the dispatcher counts it) plus a share of the headroom, at most the room p's offer
-// said it has. ok is false when it gives none.
+// dispatch, when the dispatcher is quiet: a ceiling of what p runs (as the dispatcher counts
+// it) plus a share of max_running's headroom, at most the room p's offer said it has. Even
+// with no headroom or room to add, a ceiling of what p runs lets it start as many again as
+// finish, without asking. ok is false when it gives none.
 func (d *Dispatcher) CreditFor(p int) (Credit, bool) {
 	if !d.credit || p < 0 || p >= len(d.provs) || !d.quiet() {
 		return Credit{}, false
 	}
 	dp := &d.provs[p]
 	free := d.limits.MaxRunning - d.running
-	if dp.credit > 0 || !dp.known || dp.offer.Room <= 0 || free <= 0 {
+	if dp.credit > 0 || !dp.known || free < 0 {
+		return Credit{}, false // past a lowered cap, a finish must not make room for a start
+	}
+	add := 0
+	if free > 0 {
+		add = max(0, min(dp.offer.Room, max(1, free/len(d.provs))))
+	}
+	if dp.running+add <= 0 {
 		return Credit{}, false
 	}
 	before := d.contrib(dp)
-	dp.credit = dp.running + min(dp.offer.Room, max(1, free/len(d.provs)))
+	dp.credit = dp.running + add
 	dp.creditSeq = dp.offer.Seq
 	d.credited++
 	d.running += d.contrib(dp) - before
