@@ -223,6 +223,12 @@ func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
 		b.decide(s.g.notFound(s.retiredMember(b).route.id)) // a reload removed its provider meanwhile
 		return
 	case !s.disp.Hold(k):
+		if s.disp.Recalling() {
+			// Unused credit may hold the slots: begin again once it is given back (unpark).
+			s.parked = append(s.parked, b)
+			s.sendRecalls(ctx)
+			return
+		}
 		b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: s.g.RetryAfter(),
 			Message: fmt.Sprintf("the gateway runs %d of its %d requests at once (max_running); the batch needs %d free at the same time",
 				min(s.disp.Running(), s.limits.MaxRunning), s.limits.MaxRunning, k)})
@@ -246,6 +252,7 @@ func (s *supervisor) reservedBy(ctx actor.Context, m *reserved) {
 		b.held -= share
 	}
 	s.schedule(ctx) // the offer may list arrivals, or the slots given back may let one start
+	s.unpark(ctx)
 	if !slices.Contains(s.batches, b) {
 		// Aborted already (a rebuilt supervisor forgot it): free what was reserved.
 		if m.ok {
@@ -276,12 +283,12 @@ func (s *supervisor) reservedBy(ctx actor.Context, m *reserved) {
 // forgetBatches aborts the batches in flight: a rebuilt supervisor does not know where they
 // stood. Their clients are told to try again; reservations that come later are freed.
 func (s *supervisor) forgetBatches() {
-	for _, b := range s.batches {
+	for _, b := range append(s.batches, s.parked...) {
 		clear(b.waiting) // the new dispatcher holds nothing for it: nothing to give back
 		b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: time.Second,
 			Message: "internal fault: the gateway's supervisor restarted while admitting this batch; nothing ran, try again"})
 	}
-	s.batches = nil
+	s.batches, s.parked = nil, nil
 }
 
 // reserve is a provider's part of a batch: all its members start in its policy now, or none.

@@ -357,3 +357,35 @@ func TestBatchesAmongSingles(t *testing.T) {
 	}
 	t.Logf("%d batches started, %d refused, %d single calls served", started.Load(), refused.Load(), singles.Load())
 }
+
+// A batch that needs slots the standing credit of an idle provider holds waits for the
+// credit to come back, then runs: the dispatcher counts credit as running, so without the
+// recall it would refuse the batch on a gateway that runs nothing.
+func TestBatchWaitsForCreditToComeBack(t *testing.T) {
+	g, held := batchGateway(t, 2)
+	ctx := context.Background()
+	one := startAsync(ctx, g, "a/x", llm.Normal) // its grants message gives a credit
+	close(held.next(t).release)
+	if r := recv(t, one); r.err != nil {
+		t.Fatal(r.err)
+	} else if _, err := drain(t, r.stream); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, g, "idle", idle)
+	members, err := g.StartBatch(ctx, []string{"a/x", "b/z"}, llm.Normal, batchReq())
+	if err != nil {
+		t.Fatalf("a batch of 2 on an idle gateway with max_running 2: %v", err)
+	}
+	for range members {
+		close(held.next(t).release)
+	}
+	for _, m := range members {
+		if m.Err != nil {
+			t.Fatalf("member %s: %v", m.Model, m.Err)
+		}
+		if _, err := drain(t, m.Stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitState(t, g, "idle", idle)
+}

@@ -13,8 +13,9 @@ import (
 // Schedule never blocks: when every worker is busy and the queue is full, or after stop, it
 // falls back to a goroutine of its own, so a sender inside Receive cannot deadlock the pool.
 type poolDispatcher struct {
-	work       chan func()
+	work       chan func() // a nil func tells one worker to exit
 	quit       chan struct{}
+	workers    int
 	wg         sync.WaitGroup
 	throughput int
 	stopOnce   sync.Once
@@ -23,8 +24,8 @@ type poolDispatcher struct {
 // newPoolDispatcher starts GOMAXPROCS workers. throughput is how many messages a mailbox
 // processes before it yields its worker (protoactor's default is 300).
 func newPoolDispatcher(throughput int) *poolDispatcher {
-	d := &poolDispatcher{work: make(chan func(), 1024), quit: make(chan struct{}), throughput: throughput}
 	n := runtime.GOMAXPROCS(0)
+	d := &poolDispatcher{work: make(chan func(), 1024), quit: make(chan struct{}), workers: n, throughput: throughput}
 	d.wg.Add(n)
 	for range n {
 		go d.worker() // exits at stop
@@ -32,22 +33,15 @@ func newPoolDispatcher(throughput int) *poolDispatcher {
 	return d
 }
 
+// worker runs mailboxes until it takes stop's nil: a plain receive, not a select with the
+// quit channel, since a worker wakes for every message an idle mailbox gets.
 func (d *poolDispatcher) worker() {
 	defer d.wg.Done()
-	for {
-		select {
-		case fn := <-d.work:
-			fn()
-		case <-d.quit:
-			for { // run what was queued before stop, then exit
-				select {
-				case fn := <-d.work:
-					fn()
-				default:
-					return
-				}
-			}
+	for fn := range d.work {
+		if fn == nil {
+			return
 		}
+		fn()
 	}
 }
 
@@ -71,6 +65,11 @@ func (d *poolDispatcher) Throughput() int { return d.throughput }
 
 // stop ends the workers once they have run what was queued; later Schedules spawn goroutines.
 func (d *poolDispatcher) stop() {
-	d.stopOnce.Do(func() { close(d.quit) })
+	d.stopOnce.Do(func() {
+		close(d.quit)
+		for range d.workers {
+			d.work <- nil // after what was queued: the workers run that first
+		}
+	})
 	d.wg.Wait()
 }

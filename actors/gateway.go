@@ -158,6 +158,7 @@ type Gateway struct {
 	supervisor *actor.PID
 	slots      atomic.Pointer[[]*slot] // the providers by slot (slots.go); grown by Reconfigure
 	dispatch   *poolDispatcher
+	mailbox    actor.MailboxProducer // every actor's mailbox (newGateway)
 
 	table   atomic.Pointer[modelTable] // routes, cards, models; see AddModels
 	tableMu sync.Mutex                 // serializes the copy-on-write updates of table
@@ -190,12 +191,16 @@ type Gateway struct {
 const mailboxThroughput = 300
 
 // New validates opts, starts the actor system and returns a running Gateway.
-func New(opts Options) (*Gateway, error) {
+func New(opts Options) (*Gateway, error) { return newGateway(opts) }
+
+// newGateway is New with mailbox middlewares on every actor's mailbox: a test's seam (the
+// admission benchmark counts the messages a call costs); production passes none.
+func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 	if err := validate(&opts); err != nil {
 		return nil, err
 	}
 	g := &Gateway{opts: opts, log: opts.Logger, idle: make(chan struct{}), stopped: make(chan struct{}),
-		failed: make(chan struct{}), faults: newFaultPlan()}
+		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...)}
 	slots := make([]*slot, len(opts.Providers))
 	for p, pv := range opts.Providers {
 		slots[p] = &slot{p: p, name: pv.Name}
@@ -211,8 +216,7 @@ func New(opts Options) (*Gateway, error) {
 	g.dispatch = newPoolDispatcher(mailboxThroughput)
 	spawned := make(chan []*actor.PID, 1)
 	sup := newSupervisor(g, spawned)
-	props := actor.PropsFromProducer(func() actor.Actor { return sup },
-		actor.WithGuardian(newSupervisorGuardian(g)), actor.WithDispatcher(g.dispatch))
+	props := g.props(func() actor.Actor { return sup }, actor.WithGuardian(newSupervisorGuardian(g)))
 	pid, err := g.system.Root.SpawnNamed(props, "supervisor")
 	if err != nil {
 		return nil, fmt.Errorf("start supervisor: %w", err)
@@ -221,6 +225,13 @@ func New(opts Options) (*Gateway, error) {
 	<-spawned // the supervisor spawns its providers before it handles anything else
 	g.readSharedAtStart()
 	return g, nil
+}
+
+// props are the props of one of the gateway's actors: its mailbox on the gateway's pool of
+// workers, then opts (which may replace the mailbox).
+func (g *Gateway) props(producer actor.Producer, opts ...actor.PropsOption) *actor.Props {
+	return actor.PropsFromProducer(producer, append([]actor.PropsOption{actor.WithDispatcher(g.dispatch),
+		actor.WithMailbox(g.mailbox)}, opts...)...)
 }
 
 func validate(o *Options) error {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -119,11 +120,21 @@ func testProvider(name string, b llm.Backend, models ...string) Provider {
 
 func newTestGateway(t *testing.T, maxRunning, maxAdmitted int, ps ...Provider) *Gateway {
 	t.Helper()
+	return newWatchedGateway(t, nil, maxRunning, maxAdmitted, ps...)
+}
+
+// newWatchedGateway is newTestGateway with mw on every actor's mailbox (nil: none).
+func newWatchedGateway(t *testing.T, mw actor.MailboxMiddleware, maxRunning, maxAdmitted int, ps ...Provider) *Gateway {
+	t.Helper()
 	log := zerolog.Nop()
 	if os.Getenv("TOLLGATE_TEST_LOG") != "" {
 		log = zerolog.New(zerolog.NewTestWriter(t))
 	}
-	g, err := New(Options{MaxRunning: maxRunning, MaxAdmitted: maxAdmitted, Providers: ps, Logger: log})
+	var mws []actor.MailboxMiddleware
+	if mw != nil {
+		mws = append(mws, mw)
+	}
+	g, err := newGateway(Options{MaxRunning: maxRunning, MaxAdmitted: maxAdmitted, Providers: ps, Logger: log}, mws...)
 	if err != nil {
 		t.Fatal(err)
 	}

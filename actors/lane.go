@@ -33,8 +33,7 @@ const maxIdleRequesters = 64
 func (a *providerActor) spawnLane(ctx actor.Context, m int) {
 	la := &laneActor{g: a.g, p: a.p, m: m, slot: a.slot, names: [2]string{a.name, a.models[m].Name}, running: map[policy.ID]*call{},
 		retired: map[string]bool{}}
-	props := actor.PropsFromProducer(func() actor.Actor { return la },
-		actor.WithSupervisor(requestStrategy()), actor.WithDispatcher(a.g.dispatch))
+	props := a.g.props(func() actor.Actor { return la }, actor.WithSupervisor(requestStrategy()))
 	a.lanes = append(a.lanes, ctx.Spawn(props))
 }
 
@@ -73,6 +72,13 @@ func (a *laneActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
+	case *actor.Stopping:
+		// Its request actors stop with it, but name no call: what runs here stops now.
+		for _, c := range a.running {
+			if c.s != nil {
+				c.s.cancel(errStopped)
+			}
+		}
 	}
 }
 
@@ -83,15 +89,15 @@ func (a *laneActor) requester(ctx actor.Context) *actor.PID {
 		a.idle = a.idle[:n-1]
 		return pid
 	}
-	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &requestActor{g: a.g} },
-		actor.WithDispatcher(a.g.dispatch)))
+	return ctx.Spawn(a.g.props(func() actor.Actor { return &requestActor{g: a.g} }))
 }
 
 // requesterStopped: a request actor stopped (it failed; its strategy stops it). Its
-// stopping cancelled the call it served; it must not be handed another. A call handed to it
-// after it failed (its release reached the lane before its failure did, so it was
-// recycled) never reached it: that call gets a new request actor, not the failed one's fate.
-// One the lane retired itself serves no call and was never handed out again.
+// stopping cancelled the call whose hang-up it handled; it must not be handed another. A
+// call handed to it after it failed (its release reached the lane before its failure did,
+// so it was recycled) is not its fate: that call gets a new request actor, told at once if
+// the client has left meanwhile (the hang-up may have gone to the stopped one). One the
+// lane retired itself serves no call and was never handed out again.
 func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
 	if a.retired[pid.Id] {
 		delete(a.retired, pid.Id)
@@ -104,15 +110,18 @@ func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
 		}
 	}
 	for _, c := range a.running {
-		if c.s == nil || c.s.self == nil || !c.s.self.Equal(pid) {
+		if c.s == nil || !c.s.self.Load().Equal(pid) {
 			continue
 		}
 		if c.s.requesterStopping.Load() {
 			c.s.cancel(errStopped) // it stopped while serving c (a no-op: it cancelled c)
 			continue
 		}
-		c.s.self = a.requester(ctx)
-		ctx.Send(c.s.self, &serve{c: c})
+		next := a.requester(ctx)
+		c.s.self.Store(next)
+		if c.ctx.Err() != nil {
+			ctx.Send(next, &clientGone{s: c.s})
+		}
 	}
 }
 
@@ -125,10 +134,8 @@ func (a *laneActor) start(ctx actor.Context, c *call) {
 		return
 	}
 	a.running[c.id] = c
-	s := newStream(a.g, c, ctx.Self())
+	s := newStream(a.g, c, ctx.Self(), a.requester(ctx))
 	c.s = s
-	s.self = a.requester(ctx)
-	ctx.Send(s.self, &serve{c: c})
 	if !c.answer(admitResult{stream: s, queueWait: c.queueWait(c.started)}) {
 		a.drop(ctx, c)
 	}
@@ -144,13 +151,13 @@ func (a *laneActor) release(ctx actor.Context, c *call) {
 	}
 	if _, ok := a.running[c.id]; ok {
 		delete(a.running, c.id)
-		if c.s != nil && c.s.self != nil && !c.s.requesterStopping.Load() {
-			ctx.Send(c.s.self, &done{c: c})
-			if len(a.idle) < maxIdleRequesters {
-				a.idle = append(a.idle, c.s.self)
+		// Its watcher is unregistered (the stream ended): the request actor is free.
+		if c.s != nil && !c.s.requesterStopping.Load() {
+			if self := c.s.self.Load(); len(a.idle) < maxIdleRequesters {
+				a.idle = append(a.idle, self)
 			} else {
-				a.retired[c.s.self.Id] = true
-				ctx.Stop(c.s.self)
+				a.retired[self.Id] = true
+				ctx.Stop(self)
 			}
 		}
 	}

@@ -145,12 +145,18 @@ type offer struct {
 type dispatchNow struct{}
 
 // grants, from the supervisor to a provider actor: the starts it is granted, the verdicts on
-// its waiting arrivals and the acknowledgement of its last offer, from one dispatch.
+// its waiting arrivals and the acknowledgement of its last offer, from one dispatch, and the
+// credit it may start arrivals on without offering them (nil: none).
 type grants struct {
-	g   []policy.Grant
-	v   []policy.Verdict
-	ack *policy.Ack
+	g      []policy.Grant
+	v      []policy.Verdict
+	ack    *policy.Ack
+	credit *policy.Credit
 }
+
+// recall, from the supervisor to a provider actor: offer again, giving back the credit it
+// holds (policy.Recall).
+type recall struct{ r policy.Recall }
 
 // resync, from a rebuilt supervisor to every provider actor: report afresh for generation sync.
 type resync struct{ sync uint64 }
@@ -226,8 +232,9 @@ type laneReport struct {
 // cancelAll, from a provider actor to its lane actors: stop every running call with cause.
 type cancelAll struct{ cause error }
 
-// clientGone, from a request's context watcher to its request actor: call c's client left.
-type clientGone struct{ c *call }
+// clientGone, from a running call's hang-up watcher to its request actor: the client of the
+// call whose stream s is left.
+type clientGone struct{ s *stream }
 
 // stateQuery, from Gateway.State to the supervisor and to each provider actor: answer your
 // part of /admin/state on reply.

@@ -137,9 +137,13 @@ func (a *providerActor) Receive(ctx actor.Context) {
 			break
 		}
 		m.answer(a.retryAsk(m, now))
-		a.offer(ctx, now)
+		a.update(ctx, now)
 	case *wake:
 		a.wake(ctx)
+	case *recall:
+		if a.pol.Recall(m.r) {
+			a.offer(ctx, a.g.now())
+		}
 	case offerDue:
 		a.sendOffer(ctx, a.g.now())
 	case *unleased:
@@ -232,13 +236,20 @@ func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	case err != nil:
 		c.answer(admitResult{err: err})
 	default:
-		a.enter(c, now)
+		a.enter(ctx, c, now)
 	}
-	a.offer(ctx, now)
+	a.update(ctx, now)
 }
 
-// enter queues a call in the policy; one the policy refuses is answered at once.
-func (a *providerActor) enter(c *call, now time.Time) {
+// enter starts a call at once on the provider's credit when it can, else queues it in the
+// policy; one the policy refuses is answered at once.
+func (a *providerActor) enter(ctx actor.Context, c *call, now time.Time) {
+	if a.creditable() {
+		if st, ok := a.pol.StartOnCredit(c.id, a.arrival(c), now); ok {
+			a.run(ctx, c, st.Key, now)
+			return
+		}
+	}
 	a.waiting[c.id] = c
 	if o, k := a.pol.Enter(c.id, a.arrival(c), now); o == policy.Rejected {
 		delete(a.waiting, c.id)
@@ -292,10 +303,7 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 			changed = true
 			continue
 		}
-		a.current(c)
-		a.started(c, st.Key, now)
-		c.lanes = [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}
-		ctx.Send(a.lanes[c.route.m], &startCall{c: c})
+		a.run(ctx, c, st.Key, now)
 	}
 	for _, v := range m.v {
 		c := a.waiting[v.ID]
@@ -318,17 +326,44 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 	if m.ack != nil && a.pol.Ack(*m.ack) > 0 {
 		changed = true // the requests it matured await their verdicts: list them
 	}
-	if changed {
+	switch {
+	case changed:
 		a.offer(ctx, now)
-	} else {
-		a.arm(now)
+		return
+	case m.credit != nil && a.creditable():
+		a.pol.TakeCredit(*m.credit)
 	}
+	a.arm(now)
+}
+
+// run hands a call the policy started on key to its model's lane.
+func (a *providerActor) run(ctx actor.Context, c *call, key int, now time.Time) {
+	a.current(c)
+	a.started(c, key, now)
+	c.lanes = [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}
+	ctx.Send(a.lanes[c.route.m], &startCall{c: c})
+}
+
+// creditable reports whether the provider may hold and use standing credit: not while it
+// drains or retires (those offer after every change to report idle), nor with replicas.
+func (a *providerActor) creditable() bool {
+	return !a.draining && !a.retiring && a.goneLanes == 0 && a.g.opts.Shared == nil
+}
+
+// update offers after a change, unless the dispatcher needs no offer: the provider holds
+// credit that bounds what it runs, and nothing waits (policy.Provider.Quiet).
+func (a *providerActor) update(ctx actor.Context, now time.Time) {
+	if a.pol.Quiet() && a.creditable() {
+		a.stopTimer() // nothing waits: nothing to wake for
+		return
+	}
+	a.offer(ctx, now)
 }
 
 func (a *providerActor) freed(ctx actor.Context, c *call) {
 	now := a.g.now()
 	if a.finish(c, now) {
-		a.offer(ctx, now)
+		a.update(ctx, now)
 	}
 }
 
@@ -374,6 +409,9 @@ func (a *providerActor) resync(ctx actor.Context, sync uint64) {
 // Offers supersede each other, so sending fewer is sending the last of them. With nothing
 // waiting, the offer goes at once, without the extra message.
 func (a *providerActor) offer(ctx actor.Context, now time.Time) {
+	if a.pol.Queued() == 0 {
+		a.stopTimer() // nothing waits for a deadline or a token: a wake-up would find nothing
+	}
 	switch {
 	case a.offerQueued:
 	case a.inbox == nil || a.inbox.UserMessageCount() == 0:
@@ -397,10 +435,15 @@ func (a *providerActor) sendOffer(ctx actor.Context, now time.Time) {
 	}
 }
 
-// arm sets the timer for the provider's next wake-up, unless one is armed no later.
+// arm sets the timer for the provider's next wake-up, unless one is armed no later; with
+// nothing to wake for, it stops the timer.
 func (a *providerActor) arm(now time.Time) {
 	at, ok := a.pol.NextWake(now)
-	if !ok || (!a.wakeAt.IsZero() && !at.Before(a.wakeAt)) {
+	if !ok {
+		a.stopTimer()
+		return
+	}
+	if !a.wakeAt.IsZero() && !at.Before(a.wakeAt) {
 		return
 	}
 	a.stopTimer()
@@ -413,6 +456,7 @@ func (a *providerActor) arm(now time.Time) {
 func (a *providerActor) stopTimer() {
 	if a.timer != nil {
 		a.timer.Stop()
+		a.timer = nil
 	}
 	a.wakeAt = time.Time{}
 }
@@ -523,6 +567,8 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		a.waiting[m.c.id] = m.c
 	case *resync:
 		a.sync = m.sync // answered when the rebuild ends
+	case *recall:
+		// The rebuilt policy holds no credit; the rebuild's end offers.
 	case offerDue:
 		a.offerQueued = false // the rebuild's end offers
 	case *stateQuery:
@@ -662,6 +708,10 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		a.failedOffer(ctx, now)
 	case offerDue: // queued before the provider failed; failedOffer offers at once now
 		a.offerQueued = false
+	case *recall:
+		if a.pol.Recall(m.r) {
+			a.failedOffer(ctx, now)
+		}
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
 	case *addModel:

@@ -102,6 +102,9 @@ func (s *supervisor) reconfigure(ctx actor.Context, m *reconfigure) {
 	for _, p := range m.remove {
 		ctx.Send(s.providers[p], &retire{r: m})
 	}
+	// Credit handed out under the old caps comes back before the reload is acknowledged, so
+	// every call sent after it reaches its provider after the recall.
+	s.sendRecalls(ctx)
 	m.ack(-1, nil)
 	s.schedule(ctx) // raised caps may let a start through now
 }

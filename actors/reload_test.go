@@ -330,3 +330,38 @@ func TestReloadKeysCarryCooldowns(t *testing.T) {
 		t.Error("a reload that changes no key made a new ring")
 	}
 }
+
+// A lowered max_running binds the next start even when the provider held standing credit
+// handed out under the old cap: the credit is back before the reload is acknowledged (the
+// supervisor recalls it, and the provider's own reconfigure offers, which gives it back), so
+// a call sent after the reload queues instead of starting on the old credit.
+func TestReloadRecallsCredit(t *testing.T) {
+	b := newHeld()
+	p := testProvider("p", b, "m")
+	p.Lanes, p.Models[0].Lanes = 4, 4
+	g := newTestGateway(t, 4, 16, p)
+	ctx := context.Background()
+	first := startAsync(ctx, g, "p/m", llm.Normal) // its grants message gives credit for 4
+	c1 := b.next(t)
+	reload(t, g, 1, 16, p)
+	second := startAsync(ctx, g, "p/m", llm.Normal)
+	waitState(t, g, "the second call waiting", func(s AdminState) bool { return s.Queued == 1 })
+	b.noCall(t)
+	if st := g.State(); st.Running != 1 {
+		t.Fatalf("running %d with max_running 1", st.Running)
+	}
+	close(c1.release)
+	for _, ch := range []chan result{first, second} {
+		if ch == second {
+			close(b.next(t).release)
+		}
+		r := recv(t, ch)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if _, err := drain(t, r.stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitState(t, g, "idle", idle)
+}

@@ -23,63 +23,43 @@ var (
 	errDraining   = errors.New("the gateway is shutting down")
 )
 
-// requestActor owns one running call's cancellation: it turns the client's hang-up, or its own
-// stopping (a fault in it, a shutdown), into cancellation of the backend. The call's stream,
-// context and run timer are made by the lane actor (newStream); Start opens the backend in
-// the caller's goroutine, never in Receive.
+// requestActor owns one running call's cancellation: the call's hang-up watcher tells it that
+// the client left (clientGone), and it cancels the backend; its stopping while it does (a
+// fault in it) cancels the call too. The call's stream, context, run timer and watcher are
+// made by the lane actor (newStream), which also stops what runs on it when it stops itself
+// (a shutdown); Start opens the backend in the caller's goroutine, never in Receive.
 //
 // A request actor serves one call at a time and its lane recycles it for the next one (see
 // laneActor.requester): spawning and stopping an actor per call was a large part of an
-// admission cycle's CPU (docs/benchmarks.md). A call's messages carry the call, so a late
-// hang-up of the previous call cannot reach the next.
+// admission cycle's CPU (docs/benchmarks.md). It is handed a call by being named the stream's
+// (stream.self), not by a message, so a call that ends without a hang-up costs it nothing. A
+// hang-up carries its stream, so a late one of the previous call cannot reach the next.
 type requestActor struct {
-	g         *Gateway
-	c         *call // nil while idle
-	stopWatch func() bool
+	g *Gateway
+	s *stream // the call whose hang-up it is handling; nil otherwise
 }
-
-// serve, from a lane actor to a request actor: own call c from now on.
-type serve struct{ c *call }
-
-// done, from a lane actor to a request actor: call c has ended; go idle.
-type done struct{ c *call }
 
 func (a *requestActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	if a.c != nil && !a.c.route.slot.down.Load() {
-		a.g.faults.hit(faultRequest, a.c.route.provider, a.c.route.model, msg)
+	if m, ok := msg.(*clientGone); ok {
+		a.s = m.s // first: a fault while it handles the hang-up still cancels the call
 	}
-	switch m := msg.(type) {
-	case *serve:
-		a.c = m.c
-		root, self, c := a.g.system.Root, ctx.Self(), m.c
-		// The watcher turns the client's hang-up into a message (at once if the client has
-		// already gone); stopWatch unregisters it.
-		a.stopWatch = context.AfterFunc(c.ctx, func() { root.Send(self, &clientGone{c: c}) })
+	if a.s != nil && !a.s.c.route.slot.down.Load() {
+		a.g.faults.hit(faultRequest, a.s.c.route.provider, a.s.c.route.model, msg)
+	}
+	switch msg.(type) {
 	case *clientGone:
-		if m.c == a.c {
-			a.c.s.cancel(errClientGone)
-		}
-	case *done:
-		if m.c == a.c {
-			a.idle()
-		}
+		a.s.cancel(errClientGone) // a no-op when the call already ended
+		a.s = nil
 	case *actor.Stopping:
-		if a.c != nil {
+		if a.s != nil {
 			// Marked before the cancellation whose release reaches the lane, so the lane
 			// never recycles this actor for the next call (its Terminated comes later).
-			a.c.s.requesterStopping.Store(true)
-			a.c.s.cancel(errStopped) // a no-op when the call already ended
-			a.idle()
+			a.s.requesterStopping.Store(true)
+			a.s.cancel(errStopped)
+			a.s = nil
 		}
 	}
-}
-
-func (a *requestActor) idle() {
-	if a.stopWatch != nil {
-		a.stopWatch()
-	}
-	a.c, a.stopWatch = nil, nil
 }
 
 // stream is the running call as the HTTP layer sees it: the backend's stream, with errors
@@ -95,7 +75,11 @@ type stream struct {
 	g    *Gateway
 	c    *call
 	lane *actor.PID
-	self *actor.PID // the request actor serving the call
+	// self is the request actor serving the call, which its hang-up watcher tells: the lane
+	// names another when it stops (laneActor.requesterStopped). stopWatch unregisters the
+	// watcher once the call has ended.
+	self      atomic.Pointer[actor.PID]
+	stopWatch func() bool
 	// requesterStopping: self is stopping (it failed, or the gateway stops); set before the
 	// release it causes, read by the lane.
 	requesterStopping atomic.Bool
@@ -127,10 +111,15 @@ type stream struct {
 
 // newStream makes a started call's context (cancellable with a cause, derived from the
 // client's so that values such as the trace span reach the adapters, but not its
-// cancellation: that goes through the request actor) and arms its run timer.
-func newStream(g *Gateway, c *call, lane *actor.PID) *stream {
+// cancellation: that goes through the request actor), the watcher that turns the client's
+// hang-up into a message to the request actor requester (at once if the client has already
+// gone), and arms its run timer.
+func newStream(g *Gateway, c *call, lane, requester *actor.PID) *stream {
 	bctx, cancel := context.WithCancelCause(context.WithoutCancel(c.ctx))
 	s := &stream{g: g, c: c, lane: lane, ctx: bctx, cancelCtx: cancel, key: c.key}
+	s.self.Store(requester)
+	root := g.system.Root
+	s.stopWatch = context.AfterFunc(c.ctx, func() { root.Send(s.self.Load(), &clientGone{s: s}) })
 	s.timer = time.AfterFunc(c.route.timeout, func() { s.cancel(errRunTimeout) })
 	return s
 }
@@ -345,6 +334,7 @@ func (s *stream) abandon() {
 func (s *stream) finishLocked() {
 	s.closed = true
 	s.timer.Stop()
+	s.stopWatch()
 	end := &s.c.end
 	end.attempts, end.key, end.opened, end.err, end.usage = s.attempts, s.key, s.opened, s.failed, s.usage
 	if end.opened {

@@ -42,12 +42,26 @@ type supervisor struct {
 	idle     []bool // after drain: the providers that reported nothing left running
 
 	batches []*batchCall // in flight: their reservations are still to come
+	parked  []*batchCall // waiting for credit to come back before they are held (unpark)
+	rbuf    []policy.Recall
 }
 
 func newSupervisor(g *Gateway, spawned chan<- []*actor.PID) *supervisor {
 	n := len(g.opts.Providers)
-	return &supervisor{g: g, disp: policy.NewDispatcher(g.limits(), n), limits: g.limits(), spawned: spawned,
-		out: make([]grants, n), retired: make([]bool, n)}
+	s := &supervisor{g: g, limits: g.limits(), spawned: spawned, out: make([]grants, n), retired: make([]bool, n)}
+	s.disp = s.newDispatcher(n)
+	return s
+}
+
+// newDispatcher is a dispatcher for n providers under the caps in force. It hands out
+// standing credit unless the replicas share their limits: there every start waits for its
+// leases anyway.
+func (s *supervisor) newDispatcher(n int) *policy.Dispatcher {
+	d := policy.NewDispatcher(s.limits, n)
+	if s.g.opts.Shared == nil {
+		d.EnableCredit()
+	}
+	return d
 }
 
 func (s *supervisor) Receive(ctx actor.Context) {
@@ -62,6 +76,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *offer:
 		s.disp.Report(m.p, m.o)
 		s.schedule(ctx)
+		s.unpark(ctx)
 	case *dispatchNow:
 		s.scheduled = false
 		s.dispatch(ctx)
@@ -121,10 +136,34 @@ func (s *supervisor) dispatch(ctx actor.Context) {
 	}
 	for p := range s.out {
 		if o := &s.out[p]; len(o.g) > 0 || len(o.v) > 0 || o.ack != nil {
+			if cr, ok := s.disp.CreditFor(p); ok {
+				o.credit = &cr
+			}
 			// The message owns its slices: the next dispatch starts new ones.
-			ctx.Send(s.providers[p], &grants{g: o.g, v: o.v, ack: o.ack})
+			ctx.Send(s.providers[p], &grants{g: o.g, v: o.v, ack: o.ack, credit: o.credit})
 			*o = grants{}
 		}
+	}
+	s.sendRecalls(ctx)
+}
+
+// sendRecalls asks back the credit the dispatcher needs back (policy.Recall).
+func (s *supervisor) sendRecalls(ctx actor.Context) {
+	s.rbuf = s.disp.Recalls(s.rbuf[:0])
+	for _, r := range s.rbuf {
+		ctx.Send(s.providers[r.Provider], &recall{r: r})
+	}
+}
+
+// unpark begins again the batches that waited for credit to come back, once it has.
+func (s *supervisor) unpark(ctx actor.Context) {
+	if len(s.parked) == 0 || s.disp.Recalling() {
+		return
+	}
+	parked := s.parked
+	s.parked = nil
+	for _, b := range parked {
+		s.batch(ctx, b)
 	}
 }
 
@@ -140,9 +179,9 @@ func (s *supervisor) spawnProviders(ctx actor.Context) {
 func (s *supervisor) spawnProvider(ctx actor.Context, sl *slot, pv Provider, models []Model) {
 	pa := newProviderActor(s.g, sl, pv, models)
 	pa.sync = s.sync // a provider added after a rebuild answers the generation in force
-	props := actor.PropsFromProducer(func() actor.Actor { return pa }, actor.WithDispatcher(s.g.dispatch),
+	props := s.g.props(func() actor.Actor { return pa },
 		actor.WithMailbox(func() actor.Mailbox {
-			mb := actor.Unbounded()()
+			mb := s.g.mailbox()
 			pa.inbox = mb // before the mailbox runs: its first message happens after this
 			return mb
 		}))
@@ -158,7 +197,7 @@ func (s *supervisor) spawnProvider(ctx actor.Context, sl *slot, pv Provider, mod
 // resyncInterval, since a provider that crashed while handling the request lost it.
 func (s *supervisor) rebuild(ctx actor.Context) {
 	s.sync++
-	s.disp = policy.NewDispatcher(s.limits, len(s.providers))
+	s.disp = s.newDispatcher(len(s.providers))
 	s.disp.Forget(s.sync)
 	for p, gone := range s.retired {
 		if gone {
@@ -240,6 +279,10 @@ var errGatewayFailed = errors.New("the gateway's supervisor failed repeatedly")
 // receiveFailed is the supervisor once the gateway has failed: it grants nothing and only
 // follows the drain.
 func (s *supervisor) receiveFailed(ctx actor.Context, msg any) {
+	for _, b := range s.parked {
+		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is stopping after an internal failure (see its log)"})
+	}
+	s.parked = nil
 	switch m := msg.(type) {
 	case *startBatch:
 		m.b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is stopping after an internal failure (see its log)"})

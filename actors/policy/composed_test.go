@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -42,6 +43,12 @@ type composed struct {
 	trace    func(format string, args ...any)
 	// armed is each provider's timer, as its actor arms it after every message it handles.
 	armed []wakeAt
+	// credit: the dispatcher hands out standing credit and the providers use it as their
+	// actors do (credit.go); early are the requests started on it other than newcomers,
+	// which takeStarts reports first.
+	credit bool
+	early  []ID
+	stats  map[string]int // when set, counts the starts on credit and the recalls
 }
 
 type wakeAt struct {
@@ -63,7 +70,9 @@ type provMsg struct {
 	grants   []Grant
 	verdicts []Verdict
 	ack      *Ack
-	resync   uint64 // > 0: a rebuilt dispatcher's request for a fresh offer
+	credit   *Credit
+	resync   uint64  // > 0: a rebuilt dispatcher's request for a fresh offer
+	recall   *Recall // alone in its message
 }
 
 type handledGrant struct {
@@ -79,6 +88,68 @@ func newComposed(l Limits, specs []ProviderSpec) *composed {
 		h.ps = append(h.ps, NewProvider(ps))
 	}
 	return h
+}
+
+// newCreditComposed is newComposed with standing credit on, as the actors run it.
+func newCreditComposed(l Limits, specs []ProviderSpec) *composed {
+	h := newComposed(l, specs)
+	h.credit = true
+	h.d.EnableCredit()
+	return h
+}
+
+// sendRecalls sends the recalls the dispatcher wants.
+func (h *composed) sendRecalls() {
+	for _, r := range h.d.Recalls(nil) {
+		h.toProv[r.Provider] = append(h.toProv[r.Provider], provMsg{recall: &r})
+		h.count("credit recalled")
+	}
+}
+
+// settled is what a provider's actor does after a change that its credit may cover: it
+// offers unless the dispatcher needs no offer (Quiet).
+func (h *composed) settled(p int, now time.Time) {
+	if h.credit && h.ps[p].Quiet() {
+		h.arm(p, now)
+		return
+	}
+	h.report(p, now)
+}
+
+// countedRunning is what the dispatcher must count as running when nothing is in flight:
+// each provider's running, or the ceiling of the credit the dispatcher counts it holding.
+func (h *composed) countedRunning() int {
+	n := 0
+	for p, pr := range h.ps {
+		if c := h.d.Credit(p); c > 0 {
+			n += c
+		} else {
+			n += pr.Running()
+		}
+	}
+	return n
+}
+
+// creditErr says what is wrong with the credit when nothing is in flight: a provider holding
+// credit the dispatcher does not count, or running past it.
+func (h *composed) creditErr() error {
+	for p, pr := range h.ps {
+		c := h.d.Credit(p)
+		switch {
+		case pr.Credit() != 0 && pr.Credit() != c:
+			return fmt.Errorf("provider %d holds credit %d, the dispatcher counts %d", p, pr.Credit(), c)
+		case c > 0 && pr.Running() > c:
+			return fmt.Errorf("provider %d runs %d on credit %d", p, pr.Running(), c)
+		}
+	}
+	return nil
+}
+
+// availNow is what provider pr could start now if granted, without making an offer (which
+// would give back its credit).
+func availNow(pr *Provider, now time.Time) [llm.NumPriorities]int {
+	pr.simulate(now, -1)
+	return pr.sim.avail
 }
 
 // report is a provider's offer to the dispatcher.
@@ -156,9 +227,13 @@ func (h *composed) deliverSup(now time.Time) {
 	}
 	for p, pm := range out {
 		if len(pm.grants) > 0 || len(pm.verdicts) > 0 || pm.ack != nil {
+			if c, ok := h.d.CreditFor(p); ok {
+				pm.credit = &c
+			}
 			h.toProv[p] = append(h.toProv[p], pm)
 		}
 	}
+	h.sendRecalls()
 }
 
 // deliverProv handles provider p's oldest message as the provider actor does. With
@@ -171,6 +246,12 @@ func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
 	if m.resync > 0 {
 		pr.Resync(m.resync)
 		h.report(p, now)
+		return
+	}
+	if m.recall != nil {
+		if pr.Recall(*m.recall) {
+			h.report(p, now)
+		}
 		return
 	}
 	changed := false
@@ -220,8 +301,11 @@ func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
 	if m.ack != nil && pr.Ack(*m.ack) > 0 {
 		changed = true // the requests it matured await their verdicts: list them
 	}
-	if changed {
+	switch {
+	case changed:
 		h.report(p, now)
+	case m.credit != nil:
+		pr.TakeCredit(*m.credit)
 	}
 	h.arm(p, now)
 }
@@ -278,6 +362,9 @@ func (h *composed) rebuildDispatcher() {
 	}
 	h.sync++
 	h.d = NewDispatcher(h.limits, len(h.ps))
+	if h.credit {
+		h.d.EnableCredit()
+	}
 	h.d.Forget(h.sync)
 	h.scheduled = false
 	for i := 0; i < len(h.toSup); i++ { // its reminder to itself is lost with it
@@ -296,7 +383,8 @@ func (h *composed) rebuildDispatcher() {
 // them), leaving out the newcomers Arrive already reported. Grants not handled yet stay
 // for a later call.
 func (h *composed) takeStarts() []ID {
-	var out []ID
+	out := h.early
+	h.early = nil
 	n := 0
 	for _, p := range h.grantOrder {
 		if len(h.handled[p]) == 0 {
@@ -330,7 +418,7 @@ func (h *composed) Finish(id ID, now time.Time) bool {
 		return false
 	}
 	delete(h.where, id)
-	h.report(p, now)
+	h.settled(p, now)
 	h.deliver(now)
 	return true
 }
@@ -477,6 +565,11 @@ func (h *composed) Enter(id ID, p int, a Arrival, now time.Time) (Outcome, llm.K
 	if _, dup := h.where[id]; dup {
 		return Rejected, llm.KindInvalidRequest
 	}
+	if h.startOnCredit(p, id, a, now) {
+		h.settled(p, now)
+		h.deliver(now)
+		return Started, 0
+	}
 	if o, k := h.ps[p].Enter(id, a, now); o == Rejected {
 		return o, k
 	}
@@ -509,12 +602,39 @@ func (h *composed) Requeue(id, next ID, now time.Time) bool {
 	}
 	pr.Finish(id, now)
 	delete(h.where, id)
-	pr.Enter(next, Arrival{Model: in.Model, Class: in.Priority, Tokens: in.Tokens, Arrived: in.Arrived,
-		Deadline: in.Deadline, Confirmed: true}, now)
-	h.where[next] = p
-	h.report(p, now)
+	a := Arrival{Model: in.Model, Class: in.Priority, Tokens: in.Tokens, Arrived: in.Arrived, Deadline: in.Deadline, Confirmed: true}
+	if h.startOnCredit(p, next, a, now) {
+		h.early = append(h.early, next)
+	} else {
+		pr.Enter(next, a, now)
+		h.where[next] = p
+	}
+	h.settled(p, now)
 	h.deliver(now)
 	return true
+}
+
+// startOnCredit starts request id at provider p on its credit, as its actor does with an
+// arrival, and reports whether it did.
+func (h *composed) startOnCredit(p int, id ID, a Arrival, now time.Time) bool {
+	if !h.credit {
+		return false
+	}
+	if _, ok := h.ps[p].StartOnCredit(id, a, now); !ok {
+		return false
+	}
+	h.where[id] = p
+	h.count("started on credit")
+	if h.onStart != nil {
+		h.onStart(p, id)
+	}
+	return true
+}
+
+func (h *composed) count(c string) {
+	if h.stats != nil {
+		h.stats[c]++
+	}
 }
 
 // change applies f to provider p, then has it offer.
@@ -548,7 +668,14 @@ func (h *composed) Batch(members []batchMember, class llm.Priority, now time.Tim
 		}
 		by[mb.p] = append(by[mb.p], Member{ID: mb.id, Model: mb.m, Class: class, Tokens: mb.cost})
 	}
-	if !h.d.Hold(len(members)) {
+	held := h.d.Hold(len(members))
+	for try := 0; !held && h.d.Recalling() && try < 3; try++ {
+		// Unused credit may hold the slots: the supervisor asks again once it is back.
+		h.sendRecalls()
+		h.deliver(now)
+		held = h.d.Hold(len(members))
+	}
+	if !held {
 		return false, BlockedElsewhere
 	}
 	reserved := map[int]*Reservation{}

@@ -25,6 +25,13 @@ type Dispatcher struct {
 	kept       int                    // Σ provs.kept
 	held       int                    // slots Hold took for batches, counted in running
 	judge      []Verdict              // Verdicts' scratch list
+
+	// Standing credit (credit.go): whether it is handed out, how many providers hold some,
+	// how many of them were asked to give it back and have not yet, and whether a recall is
+	// due (Recalls).
+	credit              bool
+	credited, recalling int
+	recallWanted        bool
 }
 
 // dprov is the dispatcher's view of one provider: its last offer, corrected for the grants
@@ -42,9 +49,14 @@ type dprov struct {
 	unanswered int  // pending requests of the last offer without a verdict yet
 	kept       int  // requests its queue keeps, with the verdicts to keep not yet applied
 	ackDue     bool // its last offer reported fresh requests: Acks answers it
-	running    int
-	queued     int
-	avail      [llm.NumPriorities]int
+	// credit is the ceiling of the credit it holds (0: none), given with the answer to
+	// offer creditSeq; recalled: a Recall for it was sent.
+	credit    int
+	creditSeq uint64
+	recalled  bool
+	running   int
+	queued    int
+	avail     [llm.NumPriorities]int
 }
 
 // NewDispatcher starts a dispatcher for providers that are all idle at epoch 0, as new
@@ -75,6 +87,7 @@ func (d *Dispatcher) Forget(sync uint64) {
 		d.retract(dp)
 		*dp = dprov{pending: dp.pending[:0], answered: dp.answered[:0]}
 	}
+	d.credited, d.recalling, d.recallWanted = 0, 0, false
 }
 
 // Ready reports whether every provider has reported since the last Forget.
@@ -89,8 +102,12 @@ func (d *Dispatcher) AddProvider() int {
 	return len(d.provs) - 1
 }
 
-// SetLimits changes the global caps. Lowering them stops nothing already running.
-func (d *Dispatcher) SetLimits(l Limits) { d.limits = l }
+// SetLimits changes the global caps. Lowering them stops nothing already running. Credit
+// handed out under the old caps is recalled (Recalls).
+func (d *Dispatcher) SetLimits(l Limits) {
+	d.limits = l
+	d.recallWanted = d.recallWanted || d.credited > 0
+}
 
 // Report takes provider p's latest offer. An offer of an older generation is ignored (see
 // Forget). An offer of a new epoch voids the grants sent in the old one (the provider
@@ -101,6 +118,7 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	}
 	dp := &d.provs[p]
 	d.retract(dp)
+	d.dropCredit(dp) // every offer gives the credit back
 	if !dp.known {
 		dp.known = true
 		d.unknown--
@@ -139,7 +157,7 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	for _, c := range dp.pending {
 		dp.avail[c] = max(0, dp.avail[c]-1)
 	}
-	d.running += dp.running
+	d.running += d.contrib(dp)
 	d.queued += dp.queued
 	d.unanswered += dp.unanswered
 	d.kept += dp.kept
@@ -168,7 +186,7 @@ func (d *Dispatcher) Due() bool {
 
 // retract takes dp's derived counts out of the totals.
 func (d *Dispatcher) retract(dp *dprov) {
-	d.running -= dp.running
+	d.running -= d.contrib(dp)
 	d.queued -= dp.queued
 	d.unanswered -= dp.unanswered
 	d.kept -= dp.kept
@@ -207,14 +225,18 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 		dp.pending = append(dp.pending, llm.Priority(c))
 		dp.avail[c]--
 		d.avail[c]--
+		before := d.contrib(dp)
 		dp.running++
-		d.running++
+		d.running += d.contrib(dp) - before
 		if dp.queued > 0 {
 			dp.queued--
 			d.queued--
 		}
 		d.lastServed[c] = p
 		buf = append(buf, Grant{Provider: p, Epoch: dp.offer.Epoch, Class: llm.Priority(c)})
+	}
+	if d.credited > 0 && d.avail != [llm.NumPriorities]int{} {
+		d.recallWanted = true // the cap holds back a start that unused credit may be keeping out
 	}
 	return buf
 }
@@ -247,6 +269,12 @@ func (d *Dispatcher) Acks(buf []Ack) []Ack {
 // dispatcher counted it as kept or removed rather than running.
 func (d *Dispatcher) Verdicts(buf []Verdict) []Verdict {
 	if d.unknown > 0 || d.unanswered == 0 {
+		return buf
+	}
+	if d.credited > 0 && d.running+d.kept+d.unanswered > d.limits.MaxAdmitted {
+		// Unused credit counts as running: a verdict may be overloaded only with the exact
+		// count, so the credit is recalled first.
+		d.recallWanted = true
 		return buf
 	}
 	d.judge = d.judge[:0]
@@ -287,9 +315,14 @@ func (d *Dispatcher) Verdicts(buf []Verdict) []Verdict {
 // Hold takes k global slots at once for a batch (SPEC §5), if the gateway runs at most
 // MaxRunning - k and every provider is known; it reports whether it did. The slots count as
 // running until Unhold gives them back: the batch's providers count their members as running
-// in their next offers, and each Unholds its share when its offer is in.
+// in their next offers, and each Unholds its share when its offer is in. When it refuses and
+// credit no request may use could be what fills the cap, a recall is due (Recalls): the
+// caller asks again once Recalling is false.
 func (d *Dispatcher) Hold(k int) bool {
 	if d.unknown > 0 || k < 0 || d.running+k > d.limits.MaxRunning {
+		if d.unknown == 0 && k >= 0 && d.credited > 0 && d.running-d.excess()+k <= d.limits.MaxRunning {
+			d.recallWanted = true // unused credit may hold the slots: ask again once it is back
+		}
 		return false
 	}
 	d.running += k
@@ -324,7 +357,7 @@ func membership[T any](list []T, n int, id func(T) ID) func(ID) bool {
 }
 
 // Running is the number of requests the dispatcher counts as running: every provider's
-// last reported running plus the grants sent to it since.
+// last reported running plus the grants sent to it since, or its credit's ceiling if more.
 func (d *Dispatcher) Running() int { return d.running }
 
 // Queued is the number of requests the dispatcher counts as waiting.

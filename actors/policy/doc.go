@@ -58,6 +58,11 @@
 // order hold within each provider; only the interleaving of concurrent events decides
 // which of two equally entitled requests goes first.
 //
+// Standing credit (credit.go) lets an uncontended arrival skip the round trip: with nothing
+// waiting, the dispatcher's answer to an offer may carry a Credit, a ceiling on what the
+// provider runs that the dispatcher counts whole, on which the provider starts an arrival
+// with its queue empty; the dispatcher recalls it whenever it needs the exact count.
+//
 // Epochs make the protocol survive a crash on either side. A provider rebuilt from its
 // facts (see rebuild.go) starts a new epoch: grants of the old one are void, and its first
 // offer of the new epoch tells the dispatcher to drop them. A dispatcher rebuilt after a

@@ -134,14 +134,18 @@ func (d *ilDriver) arrive() {
 	id, p := d.nextID, d.src.intn(len(d.specs))
 	m, c := d.src.intn(len(d.specs[p].Models)), d.src.intn(llm.NumPriorities)
 	d.last = fmt.Sprintf("arrive %d p%d m%d c%d", id, p, m, c)
-	if o, k := d.g.ps[p].Arrive(id, m, llm.Priority(c), d.now); o != Queued {
-		d.fatalf("Arrive = %v %v", o, k)
-	}
-	d.g.where[id] = p
 	d.fates[id], d.prov[id] = fateQueued, p
 	key := [3]int{p, m, c}
 	d.key[id] = key
 	d.fifo[key] = append(d.fifo[key], id)
+	if d.g.startOnCredit(p, id, Arrival{Model: m, Class: llm.Priority(c)}, d.now) {
+		d.g.settled(p, d.now) // onStart has checked and recorded the start
+		return
+	}
+	if o, k := d.g.ps[p].Arrive(id, m, llm.Priority(c), d.now); o != Queued {
+		d.fatalf("Arrive = %v %v", o, k)
+	}
+	d.g.where[id] = p
 	d.g.report(p, d.now)
 }
 
@@ -170,7 +174,7 @@ func (d *ilDriver) finish() {
 		d.fatalf("Finish(%d) refused a running request", id)
 	}
 	d.fates[id] = fateFinished
-	d.g.report(p, d.now)
+	d.g.settled(p, d.now)
 }
 
 func (d *ilDriver) cancel() {
@@ -310,16 +314,21 @@ func (d *ilDriver) quiesce() {
 		d.fatalf("the dispatcher has work due with nothing in flight")
 	}
 	running, queued := d.g.Running(), d.g.Queued()
-	if d.g.d.Running() != running || d.g.d.Queued() != queued {
-		d.fatalf("the dispatcher counts running %d queued %d, the providers %d %d", d.g.d.Running(), d.g.d.Queued(), running, queued)
+	// Without credit the dispatcher counts what runs; with it, a provider's credit counts
+	// whole (countedRunning is the providers' running without credit).
+	if d.g.d.Running() != d.g.countedRunning() || d.g.d.Queued() != queued {
+		d.fatalf("the dispatcher counts running %d queued %d, the providers %d %d (credit counted: %d)", d.g.d.Running(), d.g.d.Queued(), running, queued, d.g.countedRunning())
+	}
+	if err := d.g.creditErr(); err != nil {
+		d.fatalf("%v", err)
 	}
 	for p, pr := range d.g.ps {
 		if ids := d.g.unconfirmed(p); len(ids) > 0 {
 			d.fatalf("provider %d: %v never got a verdict", p, ids)
 		}
 		if running < d.limits.MaxRunning {
-			if o := pr.Offer(d.now); o.Avail != [llm.NumPriorities]int{} {
-				d.fatalf("provider %d could start %v with the global cap at %d/%d", p, o.Avail, running, d.limits.MaxRunning)
+			if avail := availNow(pr, d.now); avail != [llm.NumPriorities]int{} {
+				d.fatalf("provider %d could start %v with the global cap at %d/%d", p, avail, running, d.limits.MaxRunning)
 			}
 		}
 	}
@@ -376,10 +385,10 @@ func (d *ilDriver) drain() {
 			d.fatalf("finishing running %d: not exactly once", id)
 		}
 		d.fates[id] = fateFinished
-		d.g.report(p, d.now)
+		d.g.settled(p, d.now)
 		d.g.deliver(d.now)
 	}
-	if d.g.Running() != 0 || d.g.Queued() != 0 || d.g.d.Running() != 0 || d.g.d.Queued() != 0 {
+	if d.g.Running() != 0 || d.g.Queued() != 0 || d.g.d.Running() != d.g.countedRunning() || d.g.d.Queued() != 0 {
 		d.fatalf("after drain running %d queued %d (dispatcher %d %d)", d.g.Running(), d.g.Queued(), d.g.d.Running(), d.g.d.Queued())
 	}
 	for id := ID(1); id <= d.nextID; id++ {
@@ -401,6 +410,42 @@ func TestInterleavings(t *testing.T) {
 		src := randSource{rand.New(rand.NewPCG(seed, 0x1e7e))}
 		newILDriver(t, src, stats).run(steps)
 	}
+	checkILCases(t, stats)
+}
+
+// TestInterleavingsWithCredit is TestInterleavings with standing credit on (credit.go):
+// the caps hold at every step with credit handed out, used, given back and recalled while
+// the messages that carry it are in flight and either half crashes.
+func TestInterleavingsWithCredit(t *testing.T) {
+	seeds, steps := 300, 3000
+	if testing.Short() {
+		seeds, steps = 50, 1000
+	}
+	stats := map[string]int{}
+	for seed := range uint64(seeds) {
+		src := randSource{rand.New(rand.NewPCG(seed, 0xc4ed17))}
+		newILDriver(t, src, stats).withCredit().run(steps)
+	}
+	checkILCases(t, stats)
+	for _, c := range []string{"started on credit", "credit recalled"} {
+		if stats[c] == 0 {
+			t.Errorf("no step exercised %q: %v", c, stats)
+		}
+	}
+}
+
+// withCredit turns standing credit on, before the first step.
+func (d *ilDriver) withCredit() *ilDriver {
+	g := newCreditComposed(d.limits, d.specs)
+	g.onStart, g.onReject, g.trace, g.stats = d.g.onStart, d.g.onReject, d.g.trace, d.stats
+	d.g = g
+	return d
+}
+
+// checkILCases fails when the random operations never reached one of the cases the
+// interleaving tests are for.
+func checkILCases(t *testing.T, stats map[string]int) {
+	t.Helper()
 	for _, c := range []string{"started", "rejected gateway_overloaded", "rejected provider_queue_full",
 		"expired", "cancelled", "grant given back", "provider crashed", "dispatcher crashed", "quiesced"} {
 		if stats[c] == 0 {
@@ -422,5 +467,20 @@ func FuzzProtocol(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		newILDriver(t, &byteSource{b: data}, map[string]int{}).run(len(data))
+	})
+}
+
+func FuzzProtocolWithCredit(f *testing.F) {
+	f.Add([]byte{})
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 8 {
+		b := make([]byte, 600)
+		for i := range b {
+			b[i] = byte(r.UintN(256))
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		newILDriver(t, &byteSource{b: data}, map[string]int{}).withCredit().run(len(data))
 	})
 }

@@ -487,8 +487,13 @@ func (d *driver) checkInvariants() {
 	if s.Running != d.ref.running(-1, -1) || s.Queued != d.ref.queued(-1, -1) {
 		d.fatalf("totals running %d queued %d, reference %d %d", s.Running, s.Queued, d.ref.running(-1, -1), d.ref.queued(-1, -1))
 	}
-	if d.g.d.Running() != s.Running || d.g.d.Queued() != s.Queued {
-		d.fatalf("the dispatcher counts running %d queued %d, the providers %d %d", d.g.d.Running(), d.g.d.Queued(), s.Running, s.Queued)
+	// Without credit the dispatcher counts what runs; with it, a provider's credit counts
+	// whole (countedRunning is the providers' running without credit).
+	if d.g.d.Running() != d.g.countedRunning() || d.g.d.Queued() != s.Queued {
+		d.fatalf("the dispatcher counts running %d queued %d, the providers %d %d (credit counted: %d)", d.g.d.Running(), d.g.d.Queued(), s.Running, s.Queued, d.g.countedRunning())
+	}
+	if err := d.g.creditErr(); err != nil {
+		d.fatalf("%v", err)
 	}
 	// A capacity requeue turns a running request into a queued one: admitted already, it is
 	// not held to max_admitted or queue_length again.
@@ -558,7 +563,7 @@ func (d *driver) drain() {
 			d.g.Finish(id, d.now)
 		}
 	}
-	if d.g.Running() != 0 || d.g.Queued() != 0 || d.g.d.Running() != 0 || d.g.d.Queued() != 0 {
+	if d.g.Running() != 0 || d.g.Queued() != 0 || d.g.d.Running() != d.g.countedRunning() || d.g.d.Queued() != 0 {
 		d.fatalf("after drain running %d queued %d (dispatcher %d %d)", d.g.Running(), d.g.Queued(), d.g.d.Running(), d.g.d.Queued())
 	}
 	if len(d.fates) != int(d.nextID) {
@@ -579,6 +584,41 @@ func TestProperties(t *testing.T) {
 		d := newDriver(t, src, stats)
 		d.run(steps)
 	}
+	checkCases(t, stats)
+}
+
+// TestPropertiesWithCredit is TestProperties with standing credit on (credit.go): every
+// decision must still be the reference's, step by step.
+func TestPropertiesWithCredit(t *testing.T) {
+	seeds, steps := 300, 3000
+	if testing.Short() {
+		seeds, steps = 50, 1000
+	}
+	stats := map[string]int{}
+	for seed := range uint64(seeds) {
+		src := randSource{rand.New(rand.NewPCG(seed, 0xc4ed17))}
+		d := newDriver(t, src, stats)
+		d.withCredit()
+		d.run(steps)
+	}
+	checkCases(t, stats)
+	for _, c := range []string{"started on credit", "credit recalled"} {
+		if stats[c] == 0 {
+			t.Errorf("no step exercised %q: %v", c, stats)
+		}
+	}
+}
+
+// withCredit turns standing credit on, before the first step.
+func (d *driver) withCredit() {
+	d.g = newCreditComposed(d.limits, d.specs)
+	d.g.stats = d.stats
+}
+
+// checkCases fails when the random operations never reached one of the cases the property
+// tests are for.
+func checkCases(t *testing.T, stats map[string]int) {
+	t.Helper()
 	for _, c := range []string{"started", "queued", "rejected gateway_overloaded",
 		"rejected provider_queue_full", "expired", "cancelled", "dispatched", "wake for a token",
 		"arrived earlier", "requeued", "retried", "key cooling", "key set aside",
@@ -603,6 +643,23 @@ func FuzzGate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := newDriver(t, &byteSource{b: data}, map[string]int{})
+		d.run(len(data))
+	})
+}
+
+func FuzzGateWithCredit(f *testing.F) {
+	f.Add([]byte{})
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 8 {
+		b := make([]byte, 400)
+		for i := range b {
+			b[i] = byte(r.UintN(256))
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := newDriver(t, &byteSource{b: data}, map[string]int{})
+		d.withCredit()
 		d.run(len(data))
 	})
 }

@@ -142,6 +142,34 @@ type Offer struct {
 	// lanes and the rate limiter shared between classes are charged in class order, which
 	// is the order in which the dispatcher grants.
 	Avail [llm.NumPriorities]int
+	// Room is how many more requests the provider could start at once beyond Avail's, by its
+	// free (effective) lanes and its start cap: what standing credit could be of use to it
+	// (see Credit).
+	Room int
+}
+
+// Credit, from the dispatcher to provider Provider with its answer to offer Seq: the
+// provider may start an arrival itself, without offering it, while it runs fewer than
+// Ceiling requests and nothing waits in its queue. The dispatcher counts the provider as
+// running Ceiling (or what it last reported, if more) until the provider offers again: every
+// offer gives the credit back, and a credit for an offer older than the provider's last, or
+// of another epoch, is void. So the global caps hold with the credit used or not, and the
+// grant protocol runs only when something waits (see doc.go).
+type Credit struct {
+	Provider int
+	Epoch    uint64
+	Seq      uint64
+	Ceiling  int
+}
+
+// Recall, from the dispatcher to provider Provider: give back the credit of offer Seq by
+// offering again, because the dispatcher needs the provider's exact running count (a request
+// waits for the global cap, a verdict may be overloaded, a batch needs its slots, the caps
+// changed). A provider that has offered since has given it back already and ignores it.
+type Recall struct {
+	Provider int
+	Epoch    uint64
+	Seq      uint64
 }
 
 // Grant, from the dispatcher to provider Provider: start one request of class Class now.

@@ -37,6 +37,7 @@ type Provider struct {
 	epoch, seen uint64 // the protocol: grants of this epoch handled so far
 	sync        uint64 // the dispatcher generation last answered
 	offers      uint64 // offers made; each entry knows the one that first reported it
+	credit      int    // the ceiling of the credit held (credit.go); 0: none
 
 	sim simulation // Offer's and Grant's scratch space
 }
@@ -214,8 +215,9 @@ func (p *Provider) Grant(g Grant, now time.Time) (st Start, kept, ok bool) {
 func (p *Provider) Offer(now time.Time) Offer {
 	p.simulate(now, -1)
 	p.offers++
+	p.credit = 0 // an offer gives the credit back (see Credit)
 	o := Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Seq: p.offers, Running: p.running, Queued: p.queued,
-		Kept: p.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail}
+		Kept: p.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail, Room: p.room()}
 	o.Fresh, o.Pending = p.unjudged()
 	return o
 }
@@ -345,6 +347,7 @@ func (p *Provider) Resync(sync uint64) {
 	p.epoch++
 	p.seen = 0
 	p.sync = sync
+	p.credit = 0
 	// The old dispatcher's acknowledgements may be lost: everything reported awaits a verdict.
 	for e := p.deadlines.head; e != none; e = p.entries[e].links[byDeadline].next {
 		if en := &p.entries[e]; en.reported != 0 {

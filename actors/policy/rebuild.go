@@ -42,7 +42,7 @@ func (p *Provider) Rebuilt(now time.Time, epoch, sync uint64) {
 			p.pools[i].lims[k].Drain(now)
 		}
 	}
-	p.epoch, p.seen, p.sync = epoch, 0, sync
+	p.epoch, p.seen, p.sync, p.credit = epoch, 0, sync, 0
 }
 
 // Epoch is the provider's current protocol epoch, and Sync the dispatcher generation it

@@ -75,7 +75,7 @@ func parseInflight(args []string) (inflightOptions, error) {
 	quick := fs.Bool("quick", false, "a smoke run: 100 calls/s held 200ms, one round of 1s")
 	fs.StringVar(&o.logDir, "logs", "", "keep the children's logs in `dir` (default: a temporary directory, removed after a clean run)")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to `file`")
-	fs.BoolVar(&o.strict, "strict", false, "exit non-zero when a target of issue 15 is missed, not only on errors")
+	fs.BoolVar(&o.strict, "strict", false, "exit non-zero when an in-flight target (docs/benchmarks.md) is missed, not only on errors")
 	fs.StringVar(&o.profile, "profile", "", "run Tollgate in-process with pprof and write each group's profiles to `dir`/groupN")
 	if err := fs.Parse(args); err != nil {
 		return o, err
