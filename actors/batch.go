@@ -222,6 +222,11 @@ func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
 	case s.retiredMember(b) != nil:
 		b.decide(s.g.notFound(s.retiredMember(b).route.id)) // a reload removed its provider meanwhile
 		return
+	case !s.disp.Ready():
+		// Rebuilding after a crash: the dispatcher knows the running count again once every
+		// provider has offered, and unpark begins the batch then.
+		s.parked = append(s.parked, b)
+		return
 	case !s.disp.Hold(k):
 		if s.disp.Recalling() {
 			// Unused credit may hold the slots: begin again once it is given back (unpark).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -327,10 +328,7 @@ func TestCrashBatch(t *testing.T) {
 			}
 			waitState(t, g, "idle", idle)
 			// The next batch runs whole: every lane and slot came back.
-			members, err = g.StartBatch(ctx, []string{"p/m", "q/n"}, llm.Normal, batchReq())
-			if err != nil {
-				t.Fatalf("batch after the crash: %v", err)
-			}
+			members = batchAfterRebuild(t, g)
 			for _, m := range members {
 				if m.Err != nil {
 					t.Fatalf("member %s after the crash: %v", m.Model, m.Err)
@@ -342,6 +340,28 @@ func TestCrashBatch(t *testing.T) {
 			}
 			waitState(t, g, "idle", idle)
 		})
+	}
+}
+
+// batchAfterRebuild starts a batch of p/m and q/n once the actors a crash hit have rebuilt
+// their state. A provider that is still rebuilding refuses a batch's reservation with a 429
+// batch_capacity_unavailable saying so, which a client retries after its Retry-After: so
+// does this, for as long as that is the refusal, within patience. (A batch that reaches the
+// supervisor while it rebuilds waits for the rebuild to end instead.) Any other error fails.
+func batchAfterRebuild(t *testing.T, g *Gateway) []llm.BatchMember {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		members, err := g.StartBatch(context.Background(), []string{"p/m", "q/n"}, llm.Normal, batchReq())
+		if err == nil {
+			return members
+		}
+		var le *llm.Error
+		if !errors.As(err, &le) || le.Kind != llm.KindBatchCapacity || !strings.Contains(le.Message, "is rebuilding its state") ||
+			time.Now().After(deadline) {
+			t.Fatalf("batch after the crash: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // the provider's rebuild is its lanes' reports: polling with a deadline
 	}
 }
 

@@ -42,7 +42,7 @@ type supervisor struct {
 	idle     []bool // after drain: the providers that reported nothing left running
 
 	batches []*batchCall // in flight: their reservations are still to come
-	parked  []*batchCall // waiting for credit to come back before they are held (unpark)
+	parked  []*batchCall // waiting for a rebuild to end or credit to come back before they are held (unpark)
 	rbuf    []policy.Recall
 }
 
@@ -155,9 +155,10 @@ func (s *supervisor) sendRecalls(ctx actor.Context) {
 	}
 }
 
-// unpark begins again the batches that waited for credit to come back, once it has.
+// unpark begins again the batches that waited for a rebuild to end or for credit to come
+// back, once nothing of either is left.
 func (s *supervisor) unpark(ctx actor.Context) {
-	if len(s.parked) == 0 || s.disp.Recalling() {
+	if len(s.parked) == 0 || s.disp.Recalling() || !s.disp.Ready() {
 		return
 	}
 	parked := s.parked
@@ -241,6 +242,10 @@ func (s *supervisor) drain(ctx actor.Context) {
 		return
 	}
 	s.draining = true
+	for _, b := range s.parked {
+		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"})
+	}
+	s.parked = nil
 	s.idle = make([]bool, len(s.providers))
 	for p, pid := range s.providers {
 		if s.retired[p] {
