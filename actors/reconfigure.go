@@ -144,7 +144,8 @@ func (a *providerActor) reconfigure(ctx actor.Context, m *reconfigureProvider) {
 	if set.keys {
 		a.keysSince = now
 	}
-	a.health.reconfigure(a.pv, a.models, now)
+	whole, pairs := a.health.reconfigure(a.pv, a.models, now)
+	a.restoredByReload(whole, pairs)
 	a.pol.Reconfigure(a.spec(), now)
 	for len(a.lanes) < len(a.models) {
 		a.spawnLane(ctx, len(a.lanes))
