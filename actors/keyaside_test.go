@@ -31,9 +31,10 @@ func (b *refusingBackend) Open(ctx context.Context, req *llm.Request) (llm.Strea
 
 func (b *refusingBackend) OpenWithKey(_ context.Context, req *llm.Request, key int) (llm.Stream, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.calls = append(b.calls, fmt.Sprintf("%d/%s", key, req.Model))
-	if e := b.refuse(len(b.calls), key, req.Model); e != nil {
+	n := len(b.calls)
+	b.mu.Unlock()
+	if e := b.refuse(n, key, req.Model); e != nil { // refuse may block: not under mu
 		out := *e
 		out.Key = key
 		return nil, &out
@@ -284,5 +285,44 @@ func TestReloadRestoresSetAsideKeys(t *testing.T) {
 	want := []string{"set aside p key", "set aside p model", "restored p key by reload", "restored p model by reload"}
 	if got := o.seen(); !slices.Equal(got, want) {
 		t.Errorf("observer told %v, want %v", got, want)
+	}
+}
+
+// TestCallsWaitForTheProbe: while the probe of the only key is out, a new call waits in the
+// queue for its verdict instead of 502, and is served once the probe is.
+func TestCallsWaitForTheProbe(t *testing.T) {
+	clock := &testClock{now: time.Unix(1000, 0)}
+	gate := make(chan struct{})
+	b := &refusingBackend{keys: 1, refuse: func(n, _ int, _ string) *llm.Error {
+		switch n {
+		case 1:
+			return invalidKey
+		case 2:
+			<-gate // the probe: held before it answers
+		}
+		return nil
+	}}
+	g := keyGateway(t, b, clock, nil)
+	if served(t, g, "p/a") {
+		t.Fatal("the refused call was served")
+	}
+	waitState(t, g, "idle", idle) // the refusal recorded
+	clock.advance(time.Minute)
+	probe := startAsync(context.Background(), g, "p/a", llm.Interactive)
+	waitState(t, g, "the probe at the backend", func(AdminState) bool { return len(b.seen()) == 2 })
+	waiting := startAsync(context.Background(), g, "p/b", llm.Interactive)
+	waitState(t, g, "the next call queued", func(s AdminState) bool { return s.Queued == 1 })
+	close(gate)
+	for _, r := range []chan result{probe, waiting} {
+		res := recv(t, r)
+		if res.err != nil {
+			t.Fatalf("%v: the probe and the call that waited for it are served", res.err)
+		}
+		if _, err := drain(t, res.stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.seen(); len(got) != 3 {
+		t.Errorf("backend saw %v, want the refusal, the probe and the call that waited", got)
 	}
 }

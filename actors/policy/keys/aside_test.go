@@ -237,3 +237,34 @@ func refRefuse(ref map[[2]int]*refAside, i, m int, scope Scope, probe bool, now 
 		a.until, a.probing = now.Add(a.wait), false
 	}
 }
+
+// TestAllRefusedWhileProbing: every key set aside is all refused (502 at once) until a
+// re-probe is due; while the probe is out the calls wait for its verdict (not all refused);
+// a refused probe makes them all refused again.
+func TestAllRefusedWhileProbing(t *testing.T) {
+	r := New(1, Config{MaxCooldown: time.Minute})
+	due := t0.Add(time.Minute)
+	r.Refused(0, 0, OneModel, "403", false, t0)
+	steps := []struct {
+		name string
+		at   time.Time
+		do   func(now time.Time)
+		want bool
+	}{
+		{"set aside", t0, func(time.Time) {}, true},
+		{"another model", t0, func(time.Time) {}, false}, // checked for model 1 below
+		{"re-probe due", due, func(time.Time) {}, false},
+		{"probe out", due, func(now time.Time) { r.Began(0, 0, now) }, false},
+		{"probe refused", due.Add(time.Second), func(now time.Time) { r.Refused(0, 0, OneModel, "403", true, now) }, true},
+	}
+	for _, st := range steps {
+		st.do(st.at)
+		m := 0
+		if st.name == "another model" {
+			m = 1
+		}
+		if got := r.AllRefused(m, st.at); got != st.want {
+			t.Errorf("%s: AllRefused = %v, want %v", st.name, got, st.want)
+		}
+	}
+}
