@@ -126,8 +126,8 @@ func (a *providerActor) keysRefusal(c *call, now time.Time) error {
 	if !a.health.keyed[pl] {
 		return nil
 	}
-	if ring.AllInvalid() {
-		return &llm.Error{Kind: llm.KindUpstreamAuth, Provider: a.name, Message: a.allRefused(c, pl)}
+	if ring.AllRefused(c.route.m, now) {
+		return &llm.Error{Kind: llm.KindUpstreamAuth, Provider: a.name, Message: a.allRefused(c, pl, now)}
 	}
 	if w := a.pol.KeyWait(c.route.m, now); w > 0 && now.Add(w).After(c.deadline) {
 		return &llm.Error{Kind: llm.KindUpstreamRateLimited, Provider: a.name, RetryAfter: w,
@@ -185,6 +185,7 @@ func (a *providerActor) began(c *call, key int, now time.Time) {
 	h := a.health
 	c.key, c.started = key, now
 	c.keyName = a.keyName(c, key)
+	a.probeBegan(c, key, now)
 	a.chargeKey(c) // a batch member, leased before its key was chosen
 	if l, own := h.models[c.route.m]; own {
 		ms := a.pol.Snapshot().Models[c.route.m]
@@ -225,7 +226,7 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 	d := h.retry.Decide(at, rand.Float64())
 	switch {
 	case !d.Retry:
-		return retryAnswer{err: a.finalError(c, m.err, d, ring)}
+		return retryAnswer{err: a.finalError(c, m.err, d, ring, now)}
 	case h.breaker.State(now) != breaker.Closed:
 		return retryAnswer{} // the circuit opened: nothing starts here, the call moves on
 	case !h.budget.Retry(now):
@@ -241,6 +242,7 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 		}
 	}
 	a.pol.Retry(c.id, key, now)
+	a.probeBegan(c, key, now)
 	a.chargeRetry(c, key)
 	if o := a.g.opts.Observer; o != nil {
 		o.Retried(a.name)
@@ -250,16 +252,16 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 
 // finalError is what a call whose attempt is not retried answers: the attempt's error, told
 // more exactly when every key was refused or the retry would have waited too long.
-func (a *providerActor) finalError(c *call, err error, d retry.Decision, ring *keys.Ring) error {
+func (a *providerActor) finalError(c *call, err error, d retry.Decision, ring *keys.Ring, now time.Time) error {
 	e, ok := errors.AsType[*llm.Error](err)
 	if !ok {
 		return err
 	}
 	switch {
-	case e.Kind == llm.KindUpstreamAuth && ring.AllInvalid():
+	case e.Kind == llm.KindUpstreamAuth && ring.AllRefused(c.route.m, now):
 		out := *e
 		pl, _ := a.pol.Keys(c.route.m)
-		out.Message = a.allRefused(c, pl)
+		out.Message = a.allRefused(c, pl, now)
 		return &out
 	case e.Kind == llm.KindUpstreamRateLimited && d.Wait > e.RetryAfter:
 		out := *e
@@ -269,9 +271,15 @@ func (a *providerActor) finalError(c *call, err error, d retry.Decision, ring *k
 	return err
 }
 
-// allRefused is the message of a call whose pool has every key refused.
-func (a *providerActor) allRefused(c *call, pl int) string {
-	msg := fmt.Sprintf("every key of %s was refused by the backend as invalid (401/403); fix them and reload the configuration", c.route.id)
+// allRefused is the message of a call whose pool has every key set aside for its model.
+func (a *providerActor) allRefused(c *call, pl int, now time.Time) string {
+	_, ring := a.pol.Keys(c.route.m)
+	next := "when its probe call ends"
+	if t := ring.NextFree(c.route.m, now); !t.IsZero() {
+		next = "in " + t.Sub(now).Round(time.Second).String()
+	}
+	msg := fmt.Sprintf("every key of %s is set aside after the backend refused it (401/403); the first is tried again %s, and a reload of the configuration restores them",
+		c.route.id, next)
 	if last := a.health.refused[pl]; last != "" {
 		msg += " (the backend said: " + last + ")"
 	}
@@ -319,19 +327,14 @@ func (a *providerActor) record(c *call, key int, err error, now time.Time) (requ
 	case retry.BadKey:
 		a.neutral(c, now)
 		if keyed {
-			ring.SetInvalid(key)
-			if e != nil {
-				h.refused[pl] = e.Message
-			}
-			a.g.log.Warn().Str("provider", a.name).Str("model", c.route.id).Int("key", key).
-				Msg("key refused as invalid: set aside until the configuration is reloaded")
-			a.keysChanged(pl, now)
+			a.keyRefused(c, key, e, now)
 		}
 	case retry.Down:
 		a.failure(c, now)
 	default:
 		a.neutral(c, now)
 	}
+	a.probeEnded(c) // a refusal took the verdict; anything else says nothing of the key
 	return false
 }
 
@@ -349,11 +352,13 @@ func (a *providerActor) settle(c *call, now time.Time) {
 	case end.err != nil:
 		a.record(c, end.key, end.err, now)
 	case end.opened:
+		a.probeSucceeded(c, end.key)
 		a.success(c, now)
 		a.quota(c, end.quota, now)
 	default:
 		a.neutral(c, now)
 	}
+	a.probeEnded(c)
 }
 
 // success is a backend that answered: a probe's success closes the breaker; a busy one may

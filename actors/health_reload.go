@@ -15,9 +15,10 @@ import (
 // reconfigure takes a reload's settings. What the backend showed is kept where the new
 // settings still describe the same thing: a key that stays (by name) keeps its cooldown, the
 // breaker keeps its state unless its settings changed, learned lanes stay learned (cut to
-// the new lanes), the retry budget keeps its history unless its share changed. Keys set
-// aside as invalid come back: SPEC §10 sets them aside until the config is reloaded.
-func (h *health) reconfigure(pv Provider, models []Model, now time.Time) {
+// the new lanes), the retry budget keeps its history unless its share changed. Keys and
+// (key, model) pairs set aside come back (SPEC §10: a reload restores them); it returns how
+// many of each.
+func (h *health) reconfigure(pv Provider, models []Model, now time.Time) (whole, pairs int) {
 	old := h.cfg
 	h.cfg = pv
 	if pv.Breaker != old.Breaker {
@@ -33,7 +34,8 @@ func (h *health) reconfigure(pv Provider, models []Model, now time.Time) {
 	h.lanes.Reconfigure(capacity.Config{Lanes: pv.Lanes, Probe: pv.LanesProbe, Disabled: pv.FixedLanes}, now)
 	cfg := keys.Config{Cooldown: pv.KeyCooldown, MaxCooldown: pv.MaxKeyCooldown}
 	same := cfg == keys.Config{Cooldown: old.KeyCooldown, MaxCooldown: old.MaxKeyCooldown}
-	h.rekey(0, keyNames(pv.KeyIDs, pv.Keys), pv.Keys > 0, cfg, same)
+	restored := func(w, p int) { whole, pairs = whole+w, pairs+p }
+	restored(h.rekey(0, keyNames(pv.KeyIDs, pv.Keys), pv.Keys > 0, cfg, same))
 	for m, mv := range models {
 		pl, has := h.pool[m]
 		switch {
@@ -51,20 +53,22 @@ func (h *health) reconfigure(pv Provider, models []Model, now time.Time) {
 			if kb, ok := pv.Backend.(llm.KeyedBackend); ok {
 				n = kb.Keys(mv.Name)
 			}
-			h.rekey(pl, keyNames(mv.KeyIDs, n), true, cfg, same)
+			restored(h.rekey(pl, keyNames(mv.KeyIDs, n), true, cfg, same))
 			h.models[m].Reconfigure(capacity.Config{Lanes: mv.Lanes, Probe: pv.LanesProbe, Disabled: pv.FixedLanes}, now)
 		}
 	}
+	return whole, pairs
 }
 
 // rekey gives pool pl the keys named ids: a new ring, carrying the cooldowns of the keys
-// that stay. An unchanged pool (same keys, same cooldown rule: sameCfg) with no key set
-// aside keeps its ring as it is.
-func (h *health) rekey(pl int, ids []string, keyed bool, cfg keys.Config, sameCfg bool) {
+// that stay. An unchanged pool (same keys, same cooldown rule: sameCfg) with nothing set
+// aside keeps its ring as it is. It returns what the old ring had set aside: keys, pairs.
+func (h *health) rekey(pl int, ids []string, keyed bool, cfg keys.Config, sameCfg bool) (whole, pairs int) {
 	old := h.rings[pl]
-	if slices.Equal(ids, h.ids[pl]) && sameCfg && !old.AnyInvalid() {
-		return
+	if slices.Equal(ids, h.ids[pl]) && sameCfg && !old.AnySetAside() {
+		return 0, 0
 	}
+	whole, pairs = old.SetAsides()
 	ring := keys.New(len(ids), cfg)
 	from := make([]int, len(ids))
 	for i, id := range ids {
@@ -73,6 +77,7 @@ func (h *health) rekey(pl int, ids []string, keyed bool, cfg keys.Config, sameCf
 	ring.Carry(old, from)
 	h.rings[pl], h.keyed[pl], h.ids[pl] = ring, keyed, ids
 	delete(h.refused, pl)
+	return whole, pairs
 }
 
 // keyNames are the names of n keys: ids when it names them all, else their positions.

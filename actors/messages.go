@@ -43,6 +43,11 @@ type call struct {
 	key   int
 	probe bool
 	busy  bool
+	// keyProbe says the current attempt is the probe of a key (or of the key for its
+	// model) set aside after a refusal, on key probeKey (keys.Ring.Began): its ending is
+	// the key's verdict.
+	keyProbe bool
+	probeKey int
 	// recorded is the attempt of this start (1-based) whose failure the provider actor
 	// recorded when the stream asked (retryAsk); 0 when none. An ending whose last attempt
 	// it is has nothing more to say; one whose retryAsk was answered otherwise (a crash's

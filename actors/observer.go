@@ -21,4 +21,11 @@ type Observer interface {
 	// LanesLearned: provider's effective lanes changed to lanes, for reason (SPEC §11: e.g.
 	// "stated_limit", "rate_limited", "probe", "shared": another replica learned them). The lanes themselves are read from State.
 	LanesLearned(provider string, lanes int, reason string)
+	// KeySetAside: the backend refused one of provider's keys and it was set aside (SPEC
+	// §10), for every model (scope "key") or for one model ("model"). A probe refused
+	// again is not a new set-aside.
+	KeySetAside(provider, scope string)
+	// KeyRestored: a set-aside key (scope "key") or (key, model) pair ("model") of provider
+	// is in use again, by its probe's success ("probe") or a reload ("reload").
+	KeyRestored(provider, scope, by string)
 }

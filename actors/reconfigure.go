@@ -35,6 +35,10 @@ type providerSetup struct {
 	models []Model
 	gone   []bool
 	keys   bool // the keys changed: calls that run now have keys of before
+	// revive: a reload added back the provider an earlier one removed, while its actor
+	// still finished its calls (slot.revive): it serves again in its slot, its running
+	// and queued calls counted against its lanes as before.
+	revive bool
 }
 
 // reconfigured answers one part of a reload: p is the provider's slot, -1 the supervisor's.
@@ -147,7 +151,14 @@ func (a *providerActor) reconfigure(ctx actor.Context, m *reconfigureProvider) {
 	if set.keys {
 		a.keysSince = now
 	}
-	a.health.reconfigure(a.pv, a.models, now)
+	if set.revive && a.retiring {
+		a.retiring = false
+		a.slot.claim.Store(claimNone)
+		a.g.log.Info().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
+			Msg("provider added back by a reload while it finished its calls: it serves again, in the same lanes")
+	}
+	whole, pairs := a.health.reconfigure(a.pv, a.models, now)
+	a.restoredByReload(whole, pairs)
 	a.pol.Reconfigure(a.spec(), now)
 	for len(a.lanes) < len(a.models) {
 		a.spawnLane(ctx, len(a.lanes))
@@ -191,7 +202,8 @@ func (a *providerActor) retireIdle(ctx actor.Context) {
 			}
 		}
 	}
-	if a.retiring && !a.closing && a.pol.Running() == 0 && a.pol.Queued() == 0 && len(a.waiting) == 0 {
+	if a.retiring && !a.closing && a.pol.Running() == 0 && a.pol.Queued() == 0 && len(a.waiting) == 0 &&
+		a.slot.claim.CompareAndSwap(claimNone, claimClosing) { // else a reload is adding it back
 		a.closing = true
 		a.slot.retired.Store(true) // Start sends nothing more (slot.enter)
 		ctx.Send(a.self, &retireCheck{})
@@ -202,7 +214,7 @@ func (a *providerActor) retireIdle(ctx actor.Context) {
 // waiting calls when it went down), so once a reload removed it and its running calls have
 // ended, it stops like any retired provider.
 func (a *providerActor) retireDown(ctx actor.Context) {
-	if a.retiring && !a.closing && a.pol.Running() == 0 {
+	if a.retiring && !a.closing && a.pol.Running() == 0 && a.slot.claim.CompareAndSwap(claimNone, claimClosing) {
 		a.closing = true
 		a.slot.retired.Store(true)
 		ctx.Send(a.self, &retireCheck{})

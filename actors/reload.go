@@ -31,7 +31,9 @@ const reconfigureTimeout = 10 * time.Second
 // their place and deadline, and lowered limits bind only what starts or enters from now on.
 // A new provider gets a slot never used before. A removed provider or model admits nothing
 // new at once (404 model_not_found, as for an unknown model), finishes what it runs and has
-// queued, and then its actors stop. The change reaches the actors first and Start's table
+// queued, and then its actors stop. A name is one provider: one added back while its removed
+// actor still finishes takes that slot back (it serves again, its running calls counted in
+// its lanes); only once the actor has begun to stop, with nothing left, does it get a new one. The change reaches the actors first and Start's table
 // last, so a call can only be routed to what its provider actor already knows.
 func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error) {
 	if err := validate(&opts); err != nil {
@@ -48,10 +50,12 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 	old, slots := g.table.Load(), g.allSlots()
 	provs := slices.Clone(old.provs)
 	models := slices.Clone(old.models)
-	live := map[string]int{}
+	live, removed := map[string]int{}, map[string]int{}
 	for p, sp := range old.provs {
 		if sp.live {
 			live[sp.Name] = p
+		} else {
+			removed[sp.Name] = p // the latest slot of the name
 		}
 	}
 	var ch Changes
@@ -59,6 +63,14 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 	kept := map[int]bool{}
 	for _, pv := range opts.Providers {
 		p, ok := live[pv.Name]
+		revive := false
+		if q, was := removed[pv.Name]; !ok && was && old.provs[q].slot.revive() {
+			// A name is one provider: added back while its removed actor still finishes
+			// its calls, it takes its slot back, so the backend never sees two actors'
+			// lanes.
+			p, ok, revive = q, true, true
+			ch.Added = append(ch.Added, pv.Name)
+		}
 		if !ok {
 			sl := &slot{p: len(slots), name: pv.Name}
 			slots = append(slots, sl)
@@ -73,8 +85,8 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 		ms, gone := mergeModels(old.models[p], was.gone, pv.Models)
 		provs[p] = servedProvider{Provider: pv, slot: was.slot, live: true, gone: gone}
 		models[p] = ms
-		m.change = append(m.change, providerSetup{slot: was.slot, pv: pv, models: ms, gone: gone, keys: was.Backend != pv.Backend})
-		if providerChanged(&was.Provider, old.models[p], was.gone, &pv, ms, gone) {
+		m.change = append(m.change, providerSetup{slot: was.slot, pv: pv, models: ms, gone: gone, keys: was.Backend != pv.Backend, revive: revive})
+		if !revive && providerChanged(&was.Provider, old.models[p], was.gone, &pv, ms, gone) {
 			ch.Changed = append(ch.Changed, pv.Name)
 		}
 	}

@@ -92,3 +92,50 @@ func TestCrashAfterReloadRebuildsFromSettingsInForce(t *testing.T) {
 		t.Fatalf("lanes after the rebuild: %+v", st.Providers[0])
 	}
 }
+
+// TestCrashWhileAddingBack: a provider added back while it finishes its call, whose actor
+// crashes handling that reload, is still one provider once rebuilt: listed once, serving,
+// and with lanes 1 a new call waits for the call it ran before its removal.
+func TestCrashWhileAddingBack(t *testing.T) {
+	ctx := context.Background()
+	b, other := newHeld(), newHeld()
+	p, q := testProvider("p", b, "m"), testProvider("q", other, "m")
+	g := newTestGateway(t, 10, 16, p, q)
+	first := startAsync(ctx, g, "p/m", llm.Interactive)
+	c1 := b.next(t)
+	// Its next reconfigureProvider is the one that adds it back (a removal sends retire).
+	if err := g.InjectFault(Fault{Actor: "provider", Provider: "p", On: "reconfigureProvider"}); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, g, 10, 16, q)
+	reload(t, g, 10, 16, p, q)
+	if g.FaultsFired() != 1 {
+		t.Fatalf("faults fired: %d", g.FaultsFired())
+	}
+	st := waitState(t, g, "p rebuilt and serving", func(s AdminState) bool {
+		pv, _ := providerNamed(s, "p")
+		return pv.State == "ok"
+	})
+	if n := countNamed(st, "p"); n != 1 {
+		t.Fatalf("p listed %d times after the crash", n)
+	}
+	second := startAsync(ctx, g, "p/m", llm.Interactive)
+	waitState(t, g, "the new call queued", func(s AdminState) bool { return s.Queued == 1 })
+	b.noCall(t)
+	close(c1.release)
+	for _, r := range []chan result{first, second} {
+		if r == second {
+			close(b.next(t).release)
+		}
+		res := recv(t, r)
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if _, err := drain(t, res.stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := b.max.Load(); m != 1 {
+		t.Errorf("the backend saw %d calls at once, lanes 1", m)
+	}
+}

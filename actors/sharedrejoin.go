@@ -29,7 +29,7 @@ func (a *providerActor) rejoinCools(now time.Time) map[string]time.Duration {
 			continue
 		}
 		for k := range ring.Len() {
-			if t, ok := ring.ReadyAt(k); ok && t.After(now) {
+			if t, ok := ring.CoolsUntil(k); ok && t.After(now) {
 				out[KeyScope(a.name, pl, k)] = t.Sub(now)
 			}
 		}

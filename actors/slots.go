@@ -27,6 +27,26 @@ type slot struct {
 	// calls that entered before have reached its mailbox (inflight is 0).
 	retired  atomic.Bool
 	inflight atomic.Int64
+	// claim decides, once a reload removed the provider, between its retired actor and a
+	// reload that adds it back (claimNone → claimClosing or claimRevived, whichever comes
+	// first): the actor stops only if no reload took the slot back, and a reload takes it back
+	// only if the actor has not begun to stop. The actor sets it to claimNone again when
+	// it serves anew.
+	claim atomic.Int32
+}
+
+// The values of slot.claim.
+const (
+	claimNone    int32 = iota
+	claimClosing       // the retired actor found itself idle and stops
+	claimRevived       // a reload added the provider back into this slot
+)
+
+// revive takes a removed provider's slot back for a reload that adds it again, unless its
+// actor has begun to stop (it has nothing left then, and the provider gets a new slot) or
+// is out of service.
+func (s *slot) revive() bool {
+	return !s.down.Load() && s.claim.CompareAndSwap(claimNone, claimRevived)
 }
 
 // enter reserves the right to send the provider actor a call; false when it is retired.

@@ -110,11 +110,11 @@ func (a *providerActor) state() ProviderState {
 	lanes := h.lanes.Snapshot(now)
 	ps.EffectiveLanesReason, ps.EffectiveLanesSince = string(lanes.Reason), &lanes.Since
 	if h.keyed[0] {
-		ps.Keys = h.rings[0].Snapshot(now)
+		ps.Keys = a.keyStates(h.rings[0], now)
 	}
 	for m, pl := range h.pool {
 		if m < len(ps.Models) {
-			ps.Models[m].Keys = h.rings[pl].Snapshot(now)
+			ps.Models[m].Keys = a.keyStates(h.rings[pl], now)
 			ps.Models[m].EffectiveReason = string(h.models[m].Snapshot(now).Reason)
 		}
 	}

@@ -40,10 +40,17 @@ func (p *Provider) NextWake(now time.Time) (t time.Time, ok bool) {
 		}
 	}
 	for pl := range s.pools {
-		if !s.pools[pl].blocked {
+		if sp := &s.pools[pl]; sp.blocked {
+			if at, found := p.poolWake(pl, -1, sp.cost, now); found && at.Before(t) {
+				t = at
+			}
+		}
+	}
+	for m, held := range s.held {
+		if !held {
 			continue
 		}
-		if at, found := p.poolWake(pl, now); found && at.Before(t) {
+		if at, found := p.poolWake(p.models[m].pool, m, s.heldCost[m], now); found && at.Before(t) {
 			t = at
 		}
 	}

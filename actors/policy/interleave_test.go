@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/actors/policy/keys"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -268,9 +269,12 @@ func (d *ilDriver) keyRefused() {
 	ring := d.specs[p].Keys[d.src.intn(len(d.specs[p].Keys))].Ring
 	key := d.src.intn(ring.Len())
 	d.last = fmt.Sprintf("p%d key %d refused", p, key)
-	if d.src.intn(20) == 0 {
-		ring.SetInvalid(key)
-	} else {
+	switch d.src.intn(20) {
+	case 0:
+		ring.Refused(key, -1, keys.WholeKey, "refused", false, d.now)
+	case 1:
+		ring.Refused(key, d.src.intn(len(d.specs[p].Models)), keys.OneModel, "refused", false, d.now)
+	default:
 		ring.RateLimited(key, time.Duration(d.src.intn(3))*time.Second, d.now)
 	}
 	d.g.report(p, d.now)

@@ -18,9 +18,9 @@ import (
 func (p *Provider) pickKey(en *entry, now time.Time, skip func(int) bool) (int, bool) {
 	pl := &p.pools[p.models[en.m].pool]
 	if pl.lims == nil && skip == nil {
-		return pl.ring.Pick(now, nil)
+		return pl.ring.Pick(int(en.m), now, nil)
 	}
-	return pl.ring.Pick(now, func(i int) bool {
+	return pl.ring.Pick(int(en.m), now, func(i int) bool {
 		return skip != nil && skip(i) || pl.lims != nil && !pl.lims[i].Allow(en.cost, now)
 	})
 }
@@ -90,7 +90,7 @@ func (p *Provider) Correct(id ID, actual int, now time.Time) {
 }
 
 // Keys returns model m's pool index and its ring, for the caller to record what the backend
-// said of a key (keys.Ring.RateLimited, SetInvalid). Changing a ring changes what may start:
+// said of a key (keys.Ring.RateLimited, Refused). Changing a ring changes what may start:
 // the caller offers afresh afterwards.
 func (p *Provider) Keys(m int) (pool int, ring *keys.Ring) {
 	if m < 0 || m >= len(p.models) {
@@ -100,11 +100,14 @@ func (p *Provider) Keys(m int) (pool int, ring *keys.Ring) {
 	return pl, p.pools[pl].ring
 }
 
-// KeyWait is how long from now until a key of model m's pool is ready: 0 when one is,
-// negative when every key was set aside (waiting cannot help).
+// KeyWait is how long from now until a key of model m's pool is ready for it: 0 when one
+// is, negative when only a probe's end can free one.
 func (p *Provider) KeyWait(m int, now time.Time) time.Duration {
 	_, ring := p.Keys(m)
-	t := ring.NextFree(now)
+	if m < 0 || m >= len(p.models) {
+		m = -1
+	}
+	t := ring.NextFree(m, now)
 	if t.IsZero() {
 		return -1
 	}

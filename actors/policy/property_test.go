@@ -433,29 +433,46 @@ func (d *driver) correct() {
 	d.started(d.ref.dispatch(d.now))
 }
 
-// keyRefused is what the backend says of a key: rate-limited for a hint, or refused for good.
+// keyRefused is what the backend says of a key a call of model m used: rate-limited for a
+// hint, or refused (the key, or the key for m alone), or what the owner records of the key's
+// probe: a call that starts as the probe, and its end.
 func (d *driver) keyRefused() {
 	p := d.src.intn(len(d.specs))
-	pl := d.src.intn(len(d.ref.rings[p]))
+	m := d.src.intn(len(d.specs[p].Models))
+	pl := d.ref.pool(p, m)
 	key := d.src.intn(d.ref.rings[p][pl].Len())
 	hint := time.Duration(d.src.intn(4)) * 1500 * time.Millisecond
-	invalid := d.src.intn(40) == 0
-	d.last = fmt.Sprintf("key p%d pool %d key %d: hint %v invalid %v", p, pl, key, hint, invalid)
-	d.g.change(p, d.now, func(*Provider) {
-		ring := d.specs[p].Keys[pl].Ring
-		if invalid {
-			ring.SetInvalid(key)
-		} else {
-			ring.RateLimited(key, hint, d.now)
-		}
-	})
-	if invalid {
-		d.ref.rings[p][pl].SetInvalid(key)
-		d.stats["key set aside"]++
-	} else {
-		d.ref.rings[p][pl].RateLimited(key, hint, d.now)
-		d.stats["key cooling"]++
+	op, scope, probe := "cooling", keys.WholeKey, d.src.intn(2) == 0
+	switch d.src.intn(40) {
+	case 0:
+		op = "set aside"
+	case 1:
+		op, scope = "set aside for the model", keys.OneModel
+	case 2, 3:
+		op = "probe"
+	case 4:
+		op = "probe succeeded"
+	case 5:
+		op = "probe ended"
 	}
+	d.last = fmt.Sprintf("key p%d m%d pool %d key %d: %s, hint %v, probe %v", p, m, pl, key, op, hint, probe)
+	apply := func(ring *keys.Ring) {
+		switch op {
+		case "cooling":
+			ring.RateLimited(key, hint, d.now)
+		case "probe":
+			ring.Began(key, m, d.now)
+		case "probe succeeded":
+			ring.ProbeSucceeded(key, m)
+		case "probe ended":
+			ring.ProbeEnded(key, m)
+		default:
+			ring.Refused(key, m, scope, "refused", probe, d.now)
+		}
+	}
+	d.g.change(p, d.now, func(*Provider) { apply(d.specs[p].Keys[pl].Ring) })
+	apply(d.ref.rings[p][pl])
+	d.stats["key "+op]++
 	d.started(d.ref.dispatch(d.now))
 }
 
@@ -621,7 +638,7 @@ func checkCases(t *testing.T, stats map[string]int) {
 	t.Helper()
 	for _, c := range []string{"started", "queued", "rejected gateway_overloaded",
 		"rejected provider_queue_full", "expired", "cancelled", "dispatched", "wake for a token",
-		"arrived earlier", "requeued", "retried", "key cooling", "key set aside",
+		"arrived earlier", "requeued", "retried", "key cooling", "key set aside", "key set aside for the model", "key probe",
 		"batch started true", "batch started false", "batch released"} {
 		if stats[c] == 0 {
 			t.Errorf("no step exercised %q: %v", c, stats)

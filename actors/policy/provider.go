@@ -533,7 +533,7 @@ func (p *Provider) keysFor(members []Member, now time.Time) bool {
 		n, found := pl.ring.Len(), false
 		for k := range n {
 			j := (turns[pi] + k) % n
-			if pl.ring.State(j, now) != keys.Ready {
+			if pl.ring.State(j, mb.Model, now) != keys.Ready {
 				continue
 			}
 			if l := lims[pi]; l != nil {

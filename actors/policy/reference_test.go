@@ -159,24 +159,26 @@ func (r *refGate) head(p, m, c int) *refReq {
 	return h
 }
 
-// serves reports whether pool pl of provider p has a ready key with room for cost.
-func (r *refGate) serves(p, pl, cost int, now time.Time) bool {
+// serves reports whether pool pl of provider p has a key ready for model m (negative: for
+// any model, keys set aside for one model alone not counted) with room for cost.
+func (r *refGate) serves(p, pl, m, cost int, now time.Time) bool {
 	ring := r.rings[p][pl]
 	for i := range ring.Len() {
-		if ring.State(i, now) == keys.Ready && (r.klim[p][pl] == nil || r.klim[p][pl][i].Allow(cost, now)) {
+		if ring.State(i, m, now) == keys.Ready && (r.klim[p][pl] == nil || r.klim[p][pl][i].Allow(cost, now)) {
 			return true
 		}
 	}
 	return false
 }
 
-// poolFree is when pool pl could serve cost: the earliest key ready then with room.
-func (r *refGate) poolFree(p, pl, cost int, now time.Time) (time.Time, bool) {
+// poolFree is when pool pl could serve cost for model m: the earliest key ready for it then
+// with room.
+func (r *refGate) poolFree(p, pl, m, cost int, now time.Time) (time.Time, bool) {
 	var t time.Time
 	found := false
 	ring := r.rings[p][pl]
 	for i := range ring.Len() {
-		at, ok := ring.ReadyAt(i)
+		at, ok := ring.ReadyAt(i, m)
 		if !ok {
 			continue
 		}
@@ -202,13 +204,14 @@ func (r *refGate) candidate(p int, now time.Time, wake func(time.Time)) *refReq 
 	if r.running(p, -1) >= r.eff[p] || r.running(-1, -1) >= r.limits.MaxRunning || r.caps[p] == 0 {
 		return nil
 	}
-	blocked := map[int]bool{}
+	blocked := map[int]bool{} // pools
+	held := map[int]bool{}    // models whose keys are set aside for them, not for the pool's others
 	for c := range llm.NumPriorities {
 		for {
 			var best *refReq
 			for m := range r.specs[p].Models {
 				h := r.head(p, m, c)
-				if h == nil || r.running(p, m) >= r.modelLanes(p, m) || blocked[r.pool(p, m)] {
+				if h == nil || r.running(p, m) >= r.modelLanes(p, m) || blocked[r.pool(p, m)] || held[m] {
 					continue
 				}
 				if best == nil || r.running(p, m) < r.running(p, best.m) ||
@@ -219,9 +222,16 @@ func (r *refGate) candidate(p int, now time.Time, wake func(time.Time)) *refReq 
 			if best == nil {
 				break
 			}
-			if pl := r.pool(p, best.m); !r.serves(p, pl, best.cost, now) {
-				blocked[pl] = true
-				if at, ok := r.poolFree(p, pl, best.cost, now); ok && wake != nil {
+			if pl := r.pool(p, best.m); !r.serves(p, pl, best.m, best.cost, now) {
+				// Blocked, the pool frees when a key is ready for any model; held, the
+				// model when one is ready for it.
+				m := -1
+				if r.serves(p, pl, -1, best.cost, now) {
+					held[best.m], m = true, best.m
+				} else {
+					blocked[pl] = true
+				}
+				if at, ok := r.poolFree(p, pl, m, best.cost, now); ok && wake != nil {
 					wake(at)
 				}
 				continue
@@ -271,7 +281,7 @@ func (r *refGate) start(q *refReq, now time.Time) {
 
 func (r *refGate) pickKey(q *refReq, now time.Time, tried func(int) bool) (int, bool) {
 	pl := r.pool(q.p, q.m)
-	return r.rings[q.p][pl].Pick(now, func(i int) bool {
+	return r.rings[q.p][pl].Pick(q.m, now, func(i int) bool {
 		return tried != nil && tried(i) || r.klim[q.p][pl] != nil && !r.klim[q.p][pl][i].Allow(q.cost, now)
 	})
 }

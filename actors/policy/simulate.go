@@ -22,6 +22,11 @@ type simulation struct {
 	starts, tokens int
 	stop           int
 	pools          []simPool
+	// held, per model: its request (heldCost) found no key it may use in a pool that has
+	// one for other models (its keys set aside for it alone); it and the model's requests
+	// behind it wait, the pool's other models do not.
+	held     []bool
+	heldCost []int
 }
 
 // simPool is one key pool in the simulation.
@@ -45,8 +50,9 @@ type simPool struct {
 //
 // A limiter holds back everything behind the request it cannot serve (no barging): when the
 // chosen request finds no key in its pool, that pool's other requests wait too while other
-// pools' go on; when it finds the provider's rate limiter short, the provider starts nothing
-// more. So a request needing many tokens is never starved by smaller ones behind it.
+// pools' go on, except when its pool has a key for other models, not for it (a key set aside
+// for its model alone): then only its model's requests wait; when it finds the provider's
+// rate limiter short, the provider starts nothing more. So a request needing many tokens is never starved by smaller ones behind it.
 //
 // With want < 0 it fills p.sim.avail for Offer and returns none. With a class, it stops at
 // the first request of that class it would start and returns it (none if the class gets no
@@ -58,6 +64,11 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 	s.avail = [llm.NumPriorities]int{}
 	s.lim, s.starts, s.tokens, s.stop = p.limiter, 0, 0, -1
 	p.resetPools()
+	if n := len(p.models); cap(s.held) < n {
+		s.held, s.heldCost = make([]bool, n), make([]int, n)
+	}
+	s.held, s.heldCost = s.held[:len(p.models)], s.heldCost[:len(p.models)]
+	clear(s.held)
 	free := p.eff - p.running
 	if p.startCap >= 0 {
 		free = min(free, p.startCap)
@@ -94,9 +105,9 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 			}
 			e := s.cursor[best]
 			cost, pl := p.entries[e].cost, p.models[best].pool
-			key, ok := p.simKey(pl, cost, now)
+			key, ok := p.simKey(pl, best, cost, now)
 			if !ok {
-				s.pools[pl].blocked, s.pools[pl].cost = true, cost
+				p.hold(pl, best, cost, now)
 				continue
 			}
 			if !s.lim.Allow(cost, now) {
@@ -190,14 +201,18 @@ func (p *Provider) resetPools() {
 	}
 }
 
-// simKey finds, in thought, the key a request costing cost would start on in pool pl: -1
-// stands for "some ready key" in a pool without key limits, where which one does not matter.
-func (p *Provider) simKey(pl, cost int, now time.Time) (int, bool) {
+// simKey finds, in thought, the key a request of model m (negative: of any model, keys set
+// aside for one model alone not counted) costing cost would start on in pool pl: -1 stands
+// for "some ready key" in a pool without key limits, where which one does not matter.
+func (p *Provider) simKey(pl, m, cost int, now time.Time) (int, bool) {
 	sp, pp := &p.sim.pools[pl], &p.pools[pl]
 	if pp.lims == nil {
+		if pp.ring.HasPairs() {
+			return -1, pp.ring.NextFree(m, now).Equal(now)
+		}
 		if sp.ready == 0 {
 			sp.ready = -1
-			if pp.ring.NextFree(now).Equal(now) {
+			if pp.ring.NextFree(-1, now).Equal(now) {
 				sp.ready = 1
 			}
 		}
@@ -206,11 +221,25 @@ func (p *Provider) simKey(pl, cost int, now time.Time) (int, bool) {
 	n := pp.ring.Len()
 	for k := range n {
 		i := (sp.turn + k) % n
-		if pp.ring.State(i, now) == keys.Ready && sp.lims[i].Allow(cost, now) {
+		if pp.ring.State(i, m, now) == keys.Ready && sp.lims[i].Allow(cost, now) {
 			return i, true
 		}
 	}
 	return 0, false
+}
+
+// hold records that model m's request costing cost found no key in pool pl: only the
+// model waits when the pool has a key for others (its own are set aside for it alone), else
+// the whole pool does.
+func (p *Provider) hold(pl, m, cost int, now time.Time) {
+	s := &p.sim
+	if p.pools[pl].ring.HasPairs() {
+		if _, ok := p.simKey(pl, -1, cost, now); ok {
+			s.held[m], s.heldCost[m] = true, cost
+			return
+		}
+	}
+	s.pools[pl].blocked, s.pools[pl].cost = true, cost
 }
 
 // simTake charges key (found by simKey) with a simulated start.
@@ -234,7 +263,7 @@ func (p *Provider) pickModel(s *simulation) int {
 	for i := range p.models {
 		md := &p.models[i]
 		h := s.cursor[i]
-		if h == none || s.run[i] >= md.eff || s.pools[md.pool].blocked || md.blocked {
+		if h == none || s.run[i] >= md.eff || s.pools[md.pool].blocked || md.blocked || s.held[i] {
 			continue
 		}
 		if best < 0 || s.run[i] < s.run[best] || (s.run[i] == s.run[best] && p.before(byModel, h, s.cursor[best])) {
@@ -244,14 +273,16 @@ func (p *Provider) pickModel(s *simulation) int {
 	return best
 }
 
-// poolWake is when blocked pool pl could serve the request it held back (sim.pools[pl].cost)
-// if nothing else happened: the first key that is ready then and whose bucket has room. ok
-// is false when only another call can change it (every key set aside, or buckets that the
-// simulated starts alone overfill).
-func (p *Provider) poolWake(pl int, now time.Time) (t time.Time, ok bool) {
+// poolWake is when pool pl could serve the request of model m costing cost it held back if
+// nothing else happened: the first key that is ready for m then and whose bucket has room. A
+// blocked pool asks for any model (m negative): once a key is ready for others, the request
+// that blocked it holds back its own model only.
+// ok is false when only another call can change it (every key's probe out, or buckets that
+// the simulated starts alone overfill).
+func (p *Provider) poolWake(pl, m, cost int, now time.Time) (t time.Time, ok bool) {
 	sp, pp := &p.sim.pools[pl], &p.pools[pl]
 	for i := range pp.ring.Len() {
-		at, valid := pp.ring.ReadyAt(i)
+		at, valid := pp.ring.ReadyAt(i, m)
 		if !valid {
 			continue
 		}
@@ -259,10 +290,10 @@ func (p *Provider) poolWake(pl int, now time.Time) (t time.Time, ok bool) {
 			at = now
 		}
 		if pp.lims != nil {
-			if !pp.lims[i].Fits(sp.starts[i], sp.toks[i], sp.cost) {
+			if !pp.lims[i].Fits(sp.starts[i], sp.toks[i], cost) {
 				continue
 			}
-			if w, _ := sp.lims[i].Wait(sp.cost, now); now.Add(w).After(at) {
+			if w, _ := sp.lims[i].Wait(cost, now); now.Add(w).After(at) {
 				at = now.Add(w)
 			}
 		}
@@ -274,13 +305,14 @@ func (p *Provider) poolWake(pl int, now time.Time) (t time.Time, ok bool) {
 }
 
 // limited reports whether anything but lanes may hold a request back at now: a rate limit,
-// key limits, or a pool with no key ready. Without, NextWake needs no simulation.
+// key limits, a pool with no key ready, or keys set aside for some model alone. Without,
+// NextWake needs no simulation.
 func (p *Provider) limited(now time.Time) bool {
 	if p.limiter.Limited() {
 		return true
 	}
 	for i := range p.pools {
-		if p.pools[i].lims != nil || !p.pools[i].ring.NextFree(now).Equal(now) {
+		if ring := p.pools[i].ring; p.pools[i].lims != nil || ring.HasPairs() || !ring.NextFree(-1, now).Equal(now) {
 			return true
 		}
 	}

@@ -109,7 +109,7 @@ func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 	}
 	probe := entry{m: int32(m), cost: tokens}
 	pl := &p.pools[p.models[m].pool]
-	if !pl.ring.NextFree(now).Equal(now) {
+	if !pl.ring.NextFree(m, now).Equal(now) {
 		return BlockedByKeys
 	}
 	if pl.lims != nil {
@@ -127,7 +127,7 @@ func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 func (p *Provider) pickKeyAt(en *entry, now time.Time) (int, bool) {
 	pl := &p.pools[p.models[en.m].pool]
 	for i := range pl.ring.Len() {
-		if pl.ring.State(i, now) == keys.Ready && (pl.lims == nil || pl.lims[i].Allow(en.cost, now)) {
+		if pl.ring.State(i, int(en.m), now) == keys.Ready && (pl.lims == nil || pl.lims[i].Allow(en.cost, now)) {
 			return i, true
 		}
 	}

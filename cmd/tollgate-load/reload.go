@@ -16,13 +16,16 @@ import (
 
 // The reload scenario: 200 streaming clients keep every provider busy while the gateway is
 // reloaded, step by step: lanes and max_running lowered, then raised; a key replaced; a
-// provider added and one removed; an invalid file. No client may be lost or answered with an
-// unexpected error (a 404 is expected only for a removed provider's model, asked for after
-// its removal began), every call admitted by the removed provider finishes, and at every
-// moment a backend sees no more calls than the settings in force allow.
+// provider added and one removed; the removed one added back while it still finishes its
+// queue, then removed again; an invalid file. No client may be lost or answered with an
+// unexpected error (a 404 is expected only for a removed provider's model, asked for while
+// it was removed), every call admitted by the removed provider finishes, each name is listed
+// once after every reload, and at every moment a backend sees no more calls than the
+// settings in force allow (before the provider added back took its slot back, its backend
+// saw 4 calls at lanes 2).
 func init() {
 	scenarios = append(scenarios, scenario{name: "reload", localOnly: true,
-		about: "200 streaming clients while lanes are lowered and raised, a key replaced, a provider added and one removed, and an invalid file is refused: nothing lost, caps of the settings in force kept, the removed provider finishes its calls",
+		about: "200 streaming clients while lanes are lowered and raised, a key replaced, a provider added and one removed, added back while it finishes and removed again, and an invalid file is refused: nothing lost, caps of the settings in force kept, each name one provider, the removed provider finishes its calls",
 		run:   reloadScenario})
 }
 
@@ -67,14 +70,20 @@ func reloadSetups() (setup, []reloadStep) {
 	rekeyed.providers[1] = prov("beta", 4, []string{"key-beta-1", "key-beta-3"}, model{"b1", 2}, model{"b2", 2})
 	swapped := rekeyed
 	swapped.providers = []provider{rekeyed.providers[0], rekeyed.providers[1], delta}
-	invalid := swapped
-	invalid.providers = slices.Clone(swapped.providers)
+	readded := swapped
+	readded.providers = append(slices.Clone(swapped.providers), base.providers[2])
+	invalid := readded
+	invalid.providers = slices.Clone(readded.providers)
 	invalid.providers[0].lanes = -1
 	return base, []reloadStep{
 		{name: "lanes and max_running lowered", s: lowered},
 		{name: "lanes and max_running raised", s: raised},
 		{name: "a key replaced", s: rekeyed},
 		{name: "delta added, gamma removed", s: swapped},
+		// Still finishing its queue, gamma is one provider again, not a second one; then it
+		// goes for good.
+		{name: "gamma added back while it finishes", s: readded},
+		{name: "gamma removed again", s: swapped},
 		{name: "an invalid file", s: invalid, invalid: true},
 	}
 }
@@ -142,7 +151,7 @@ func reloadLoad(ctx context.Context, e *env, r *result, steps []reloadStep, seed
 			}
 		})
 	}
-	removedAt := map[string]time.Time{} // model id → when the reload removing it began
+	removed := map[string][]window{} // model id → from when a reload removing it began until one adding it back returned
 	wait := func() {
 		t := time.NewTimer(reloadPhase)
 		defer t.Stop()
@@ -163,11 +172,14 @@ func reloadLoad(ctx context.Context, e *env, r *result, steps []reloadStep, seed
 				r.breach("gamma had nothing running or queued when it was removed: the step proved nothing")
 			}
 		}
+		if p := providerState(before, "gamma"); p != nil && p.State == "retiring" && slices.ContainsFunc(next.providers, func(q provider) bool { return q.name == "gamma" }) {
+			r.Figures["gamma_admitted_when_added_back"] = float64(p.Running + p.Queued)
+		}
 		if !st.invalid {
 			kept := slices.DeleteFunc(slices.Clone(*served.Load()), func(id string) bool { return !slices.Contains(next.ids(), id) })
 			for _, id := range *served.Load() {
 				if !slices.Contains(kept, id) {
-					removedAt[id] = began
+					removed[id] = append(removed[id], window{from: began})
 				}
 			}
 			served.Store(&kept)
@@ -190,7 +202,18 @@ func reloadLoad(ctx context.Context, e *env, r *result, steps []reloadStep, seed
 		versions[len(versions)-1].till = time.Now()
 		versions = append(versions, version{s: next, from: began})
 		ids := next.ids()
+		for _, id := range ids {
+			if w := removed[id]; len(w) > 0 && w[len(w)-1].till.IsZero() {
+				w[len(w)-1].till = time.Now() // added back
+			}
+		}
 		served.Store(&ids)
+		after, _ := e.state(ctx)
+		for _, p := range next.providers {
+			if n := countProviders(after, p.name); n != 1 {
+				r.breach("%s: %s listed %d times after the reload: a name is one provider", st.name, p.name, n)
+			}
+		}
 	}
 	wait()
 	close(stop)
@@ -203,8 +226,7 @@ func reloadLoad(ctx context.Context, e *env, r *result, steps []reloadStep, seed
 	expected404 := 0
 	for i := range all {
 		o := &all[i]
-		at, removed := removedAt[o.call.model]
-		if o.status == 404 && o.code == "model_not_found" && removed && !sent[o.call.tag].Before(at) {
+		if o.status == 404 && o.code == "model_not_found" && within(removed[o.call.model], sent[o.call.tag]) {
 			o.breach = "" // asked for after its removal began: an honest 404
 			expected404++
 		}
@@ -220,6 +242,30 @@ func reloadLoad(ctx context.Context, e *env, r *result, steps []reloadStep, seed
 		r.breach("the removed provider gamma did not stop: %v (%+v)", err, st.Providers)
 	}
 	envelope(e, versions)
+}
+
+// window is a stretch of time; till zero: still open.
+type window struct{ from, till time.Time }
+
+// within reports whether t falls in one of ws.
+func within(ws []window, t time.Time) bool {
+	for _, w := range ws {
+		if !t.Before(w.from) && (w.till.IsZero() || t.Before(w.till)) {
+			return true
+		}
+	}
+	return false
+}
+
+// countProviders is how many providers of st are named name.
+func countProviders(st stateDoc, name string) int {
+	n := 0
+	for _, p := range st.Providers {
+		if p.Name == name {
+			n++
+		}
+	}
+	return n
 }
 
 // checkInForce holds every call's arrival at its backend to the settings in force while it

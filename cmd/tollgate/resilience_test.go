@@ -254,8 +254,9 @@ func TestAllKeysCooling(t *testing.T) {
 	g.waitIdle(t)
 }
 
-// TestInvalidKeysSetAside: keys refused as invalid are set aside; once all are, calls get
-// 502 upstream_auth_failed at once, without retry advice, and the backend sees no more.
+// TestInvalidKeysSetAside: keys refused as invalid (401, and a 403 that refuses the key
+// wherever it is used) are set aside; once all are, calls get 502 upstream_auth_failed at
+// once, without retry advice, and the backend sees no more.
 func TestInvalidKeysSetAside(t *testing.T) {
 	be := startRecorded(t, fakellm.Options{Chunks: 1})
 	be.script(t, fakellm.Script{Keys: map[string]fakellm.KeyScript{"bad-1": {Mode: "invalid"}, "bad-2": {Mode: "forbidden"}}})
@@ -278,8 +279,8 @@ func TestInvalidKeysSetAside(t *testing.T) {
 		t.Errorf("backend saw %d calls, want 2 (each key once)", n)
 	}
 	for _, k := range providerOf(t, g, "oa").Keys {
-		if k.State != "invalid" {
-			t.Errorf("key %d is %s, want invalid", k.Index, k.State)
+		if k.State != "set_aside" || k.SetAside == nil || k.SetAside.ReprobeInMs <= 0 {
+			t.Errorf("key %d is %s (%+v), want set aside until its re-probe", k.Index, k.State, k.SetAside)
 		}
 	}
 }
@@ -588,5 +589,46 @@ routes:
 	}
 	if !found {
 		t.Errorf("/v1/models lacks the route with its candidates: %+v", list.Data)
+	}
+}
+
+// TestForbiddenModelSetAsideCounted: a 403 for one model sets aside the key for that model
+// alone (SPEC §10): the provider's other model is served on the same key, /admin/state
+// names the model and when the pair is re-probed, and /metrics counts the set-aside by its
+// scope, the restorations' series at 0 from the start.
+func TestForbiddenModelSetAsideCounted(t *testing.T) {
+	be := startRecorded(t, fakellm.Options{Chunks: 1})
+	be.script(t, fakellm.Script{Models: map[string]fakellm.ModelScript{"denied": {Mode: "forbidden"}}})
+	g := startGateway(t, "providers:\n"+keyedProvider("oa", "openai", be.URL, []string{"only-key"}, "", "{id: allowed}", "{id: denied}"), nil)
+	ctx := context.Background()
+	for i, c := range []struct{ model, code string }{{"denied", "upstream_auth_failed"}, {"allowed", ""}, {"denied", "upstream_auth_failed"}, {"allowed", ""}} {
+		s := chatSDK(ctx, g.URL, "oa/"+c.model, "hi")
+		if e := s.apiError(); c.code == "" && s.err != nil || c.code != "" && (e == nil || e.StatusCode != 502 || e.Code != c.code) {
+			t.Fatalf("call %d to %s: %v, want %s", i, c.model, s.err, map[bool]string{true: "served", false: "502 " + c.code}[c.code == ""])
+		}
+	}
+	if n := len(be.arrivals()); n != 3 {
+		t.Errorf("backend saw %d calls, want 3 (the refused model once)", n)
+	}
+	g.waitIdle(t)
+	k := providerOf(t, g, "oa").Keys[0]
+	if k.State != "ready" || len(k.Models) != 1 || k.Models[0].Name != "oa/denied" || k.Models[0].ReprobeInMs <= 0 ||
+		!strings.Contains(k.Models[0].Reason, "403") {
+		t.Errorf("key 0 in /admin/state: %+v, want ready, set aside for oa/denied with its reason and re-probe time", k)
+	}
+	fams := scrape(t, g.URL, "")
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"tollgate_keys_set_aside_total", []string{"provider=oa", "scope=model"}, 1},
+		{"tollgate_keys_set_aside_total", []string{"provider=oa", "scope=key"}, 0},
+		{"tollgate_keys_restored_total", []string{"by=probe", "provider=oa", "scope=model"}, 0},
+		{"tollgate_keys_restored_total", []string{"by=reload", "provider=oa", "scope=key"}, 0},
+	} {
+		if got := value(t, fams, c.name, c.labels...); got != c.want {
+			t.Errorf("%s{%s} = %v, want %v", c.name, strings.Join(c.labels, ","), got, c.want)
+		}
 	}
 }

@@ -567,3 +567,31 @@ func TestBaseURLWithV1(t *testing.T) {
 		t.Errorf("base %q, want the root without /v1", c.base)
 	}
 }
+
+// TestRefusedKeyOrModel: a 401 authentication_error names the key; a 403 permission_error
+// only what was asked, unless its message says the key is disabled (docs/capacity-signals.md).
+func TestRefusedKeyOrModel(t *testing.T) {
+	tests := []struct {
+		name       string
+		status     int
+		body       string
+		keyInvalid bool
+	}{
+		{"invalid key", 401, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`, true},
+		{"permission", 403, `{"type":"error","error":{"type":"permission_error","message":"Your API key does not have permission to use the specified resource."}}`, false},
+		{"disabled key", 403, `{"type":"error","error":{"type":"permission_error","message":"This API key has been disabled."}}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			}, nil)
+			_, err := c.Open(t.Context(), userRequest(true))
+			e, ok := errors.AsType[*llm.Error](err)
+			if !ok || e.Kind != llm.KindUpstreamAuth || e.KeyInvalid != tt.keyInvalid {
+				t.Fatalf("error %+v; want upstream_auth_failed, KeyInvalid %v", err, tt.keyInvalid)
+			}
+		})
+	}
+}

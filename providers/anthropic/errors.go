@@ -66,6 +66,9 @@ func (c *Client) statusError(status int, h http.Header, body []byte, key string)
 		e.Message = fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body, key))
 	}
 	e.Message = upstream.Redact(e.Message, key)
+	if e.Kind == llm.KindUpstreamAuth {
+		e.KeyInvalid = upstream.KeyInvalid(e.UpstreamCode, e.Message)
+	}
 	if e.Kind == llm.KindUpstreamRateLimited || e.Kind == llm.KindProviderUnavailable {
 		e.RetryAfter = upstream.RetryHint(h, c.now())
 	}

@@ -489,3 +489,36 @@ func TestBaseURL(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedKeyOrModel: Google names a bad or blocked key in its ErrorInfo reason; a bare
+// PERMISSION_DENIED refuses only what was asked (docs/capacity-signals.md).
+func TestRefusedKeyOrModel(t *testing.T) {
+	info := func(reason string) string {
+		return `,"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"` + reason + `","domain":"googleapis.com"}]`
+	}
+	tests := []struct {
+		name       string
+		status     int
+		body       string
+		keyInvalid bool
+	}{
+		{"bad key", 400, `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"` + info("API_KEY_INVALID") + `}}`, true},
+		{"blocked key", 403, `{"error":{"code":403,"message":"Requests to this API are blocked.","status":"PERMISSION_DENIED"` + info("API_KEY_SERVICE_BLOCKED") + `}}`, true},
+		{"api disabled", 403, `{"error":{"code":403,"message":"Generative Language API has not been used in project 1 before or it is disabled.","status":"PERMISSION_DENIED"` + info("SERVICE_DISABLED") + `}}`, true},
+		{"unauthenticated", 401, `{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`, true},
+		{"model denied", 403, `{"error":{"code":403,"message":"Permission denied on resource project.","status":"PERMISSION_DENIED"}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			}, nil)
+			_, err := c.Open(t.Context(), userRequest(true))
+			e, ok := errors.AsType[*llm.Error](err)
+			if !ok || e.Kind != llm.KindUpstreamAuth || e.KeyInvalid != tt.keyInvalid {
+				t.Fatalf("error %+v; want upstream_auth_failed, KeyInvalid %v", err, tt.keyInvalid)
+			}
+		})
+	}
+}

@@ -121,7 +121,19 @@ func apiErrorToLLM(provider string, ae *apiError, status int, h http.Header, now
 		msg = fmt.Sprintf("error %d without a message", max(ae.Code, status))
 	}
 	return &llm.Error{Kind: kind, Provider: provider, Message: upstream.Redact(msg, key), RetryAfter: wait,
-		UpstreamStatus: status, UpstreamCode: ae.Status}
+		UpstreamStatus: status, UpstreamCode: ae.Status, KeyInvalid: kind == llm.KindUpstreamAuth && keyRefused(ae)}
+}
+
+// keyRefused reports whether a Google refusal names the key itself (its ErrorInfo reason
+// API_KEY_INVALID, API_KEY_SERVICE_BLOCKED, ..., the API not enabled for the key's project,
+// the project suspended, or the status UNAUTHENTICATED), not a permission on what was asked.
+func keyRefused(ae *apiError) bool {
+	for _, d := range ae.Details {
+		if strings.HasPrefix(d.Reason, "API_KEY_") || d.Reason == "SERVICE_DISABLED" || d.Reason == "CONSUMER_SUSPENDED" {
+			return true
+		}
+	}
+	return upstream.KeyInvalid(ae.Status, ae.Message)
 }
 
 // statusError builds the error for a non-2xx answer.

@@ -87,6 +87,11 @@ type Error struct {
 	// kept for logs and for the adapters' tests; zero when the error is the gateway's own.
 	UpstreamStatus int
 	UpstreamCode   string
+	// KeyInvalid, for KindUpstreamAuth, says the backend's answer named the key itself as
+	// invalid, revoked or disabled, not only refused this model or action: a 403 that says
+	// so sets the key aside for every model, not only for the model asked (SPEC §10;
+	// docs/capacity-signals.md maps each kind's bodies).
+	KeyInvalid bool
 	// Key is the index of the key the failed call used, among KeyedBackend.Keys of its model;
 	// meaningful only for errors a KeyedBackend returned (0 otherwise).
 	Key int

@@ -619,3 +619,36 @@ func TestErrorIn200Keys(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedKeyOrModel: a refusal says whether the key itself is invalid or disabled
+// (KeyInvalid: set aside for every model) or only this model may not be used with it (a
+// 403 that says nothing of the key), per kind's bodies (docs/capacity-signals.md).
+func TestRefusedKeyOrModel(t *testing.T) {
+	tests := []struct {
+		kind, name string
+		status     int
+		body       string
+		keyInvalid bool
+	}{
+		{KindOpenAI, "invalid key", 401, `{"error":{"message":"Incorrect API key provided: sk-x","type":"invalid_request_error","code":"invalid_api_key"}}`, true},
+		{KindOpenAI, "region", 403, `{"error":{"message":"Country, region, or territory not supported","type":"request_forbidden","code":"unsupported_country_region_territory"}}`, true},
+		{KindOpenAI, "model not allowed", 403, `{"error":{"message":"You are not allowed to sample from this model","type":"invalid_request_error","code":null}}`, false},
+		{KindQwen, "invalid key", 401, `{"error":{"code":"invalid_api_key","message":"Incorrect API key provided."}}`, true},
+		{KindQwen, "model denied", 403, `{"code":"Model.AccessDenied","message":"Model access denied.","request_id":"r"}`, false},
+		{KindQwen, "unpurchased", 403, `{"code":"AccessDenied.Unpurchased","message":"Access to model denied. Please make sure you are eligible for using the model.","request_id":"r"}`, false},
+		{KindQwen, "key disabled", 403, `{"code":"AccessDenied","message":"This API key has been disabled.","request_id":"r"}`, true},
+		{KindDoubao, "auth", 401, `{"error":{"code":"AuthenticationError","message":"the API key in the request is missing or invalid","type":"Unauthorized"}}`, true},
+		{KindDoubao, "denied", 403, `{"error":{"code":"AccessDenied","message":"You do not have access to the model or endpoint","type":"Forbidden"}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind+"/"+tt.name, func(t *testing.T) {
+			srv := replayServer(t, tt.status, http.Header{"Content-Type": {"application/json"}}, []byte(tt.body), 1<<10)
+			c := newTestClient(t, tt.kind, srv.URL, "sk-x")
+			_, err := c.Open(context.Background(), userRequest(false))
+			e, ok := errors.AsType[*llm.Error](err)
+			if !ok || e.Kind != llm.KindUpstreamAuth || e.UpstreamStatus != tt.status || e.KeyInvalid != tt.keyInvalid {
+				t.Fatalf("error %+v; want upstream_auth_failed, status %d, KeyInvalid %v", err, tt.status, tt.keyInvalid)
+			}
+		})
+	}
+}

@@ -150,6 +150,9 @@ func (c *Client) newError(kind llm.Kind, status int, h http.Header, be backendEr
 	if e.UpstreamCode == "" {
 		e.UpstreamCode = be.typ
 	}
+	if kind == llm.KindUpstreamAuth {
+		e.KeyInvalid = upstream.KeyInvalid(be.code, msg) || upstream.KeyInvalid(be.typ, "")
+	}
 	if kind == llm.KindUpstreamRateLimited || kind == llm.KindProviderUnavailable {
 		e.RetryAfter = upstream.RetryHint(h, c.clock())
 	}

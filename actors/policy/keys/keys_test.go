@@ -33,12 +33,12 @@ func TestCooldownFor(t *testing.T) {
 }
 
 // TestRotation: round-robin over ready keys, a cooled key skipped and re-probed exactly at
-// the end of its hint, an invalid one never picked again.
+// the end of its hint, a refused one not picked again before its re-probe.
 func TestRotation(t *testing.T) {
 	r := New(3, Config{})
 	pick := func(now time.Time) int {
 		t.Helper()
-		i, ok := r.Pick(now, nil)
+		i, ok := r.Pick(-1, now, nil)
 		if !ok {
 			t.Fatalf("no key at %v", now.Sub(t0))
 		}
@@ -55,52 +55,52 @@ func TestRotation(t *testing.T) {
 		t.Errorf("with key 1 cooling: %v, want [2 0 2]", got)
 	}
 	justBefore := end.Add(-time.Nanosecond)
-	if s := r.State(1, justBefore); s != Cooling {
+	if s := r.State(1, -1, justBefore); s != Cooling {
 		t.Errorf("key 1 at end-1ns is %v", s)
 	}
-	if s := r.State(1, end); s != Ready {
+	if s := r.State(1, -1, end); s != Ready {
 		t.Errorf("key 1 at its cooldown's end is %v, want ready (re-probed)", s)
 	}
-	r.SetInvalid(0)
+	r.Refused(0, -1, WholeKey, "bad", false, end)
 	for range 4 {
 		if i := pick(end); i == 0 {
-			t.Fatal("an invalid key was picked")
+			t.Fatal("a set-aside key was picked")
 		}
 	}
-	if r.AllInvalid() {
-		t.Error("AllInvalid with two good keys")
+	if r.AllRefused(-1, end) {
+		t.Error("AllRefused with two good keys")
 	}
 	skipTried := func(i int) bool { return i == 1 }
-	if i, ok := r.Pick(end, skipTried); !ok || i != 2 {
+	if i, ok := r.Pick(-1, end, skipTried); !ok || i != 2 {
 		t.Errorf("Pick skipping key 1 = %d, %v", i, ok)
 	}
-	r.SetInvalid(1)
-	r.SetInvalid(2)
-	if _, ok := r.Pick(end, nil); ok || !r.AllInvalid() || !r.NextFree(end).IsZero() {
-		t.Error("all invalid: nothing to pick, nothing to wait for")
+	r.Refused(1, -1, WholeKey, "bad", false, end)
+	r.Refused(2, -1, WholeKey, "bad", false, end)
+	if _, ok := r.Pick(-1, end, nil); ok || !r.AllRefused(-1, end) || !r.NextFree(-1, end).Equal(end.Add(DefaultMaxCooldown)) {
+		t.Error("all set aside: nothing to pick until the first re-probe")
 	}
 }
 
 func TestNextFreeAndSnapshot(t *testing.T) {
 	r := New(2, Config{})
-	if !r.NextFree(t0).Equal(t0) {
+	if !r.NextFree(-1, t0).Equal(t0) {
 		t.Error("a ready key is free now")
 	}
 	r.RateLimited(0, 3*time.Second, t0)
 	r.RateLimited(1, 2*time.Second, t0)
 	r.RateLimited(1, time.Second, t0.Add(500*time.Millisecond)) // a shorter, later hint does not shorten it
-	if got := r.NextFree(t0); !got.Equal(t0.Add(2 * time.Second)) {
+	if got := r.NextFree(-1, t0); !got.Equal(t0.Add(2 * time.Second)) {
 		t.Errorf("NextFree = %v, want 2s", got.Sub(t0))
 	}
 	snap := r.Snapshot(t0.Add(time.Second + time.Microsecond))
 	if snap[0].State != "cooling" || snap[0].CooldownMs != 2000 || snap[1].CooldownMs != 1000 {
 		t.Errorf("snapshot %+v", snap)
 	}
-	r.SetInvalid(0)
-	if got := r.NextFree(t0); !got.Equal(t0.Add(2 * time.Second)) {
-		t.Errorf("NextFree ignores an invalid key: %v", got.Sub(t0))
+	r.Refused(0, -1, WholeKey, "bad", false, t0)
+	if got := r.NextFree(-1, t0); !got.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("NextFree waits for the cooling key, not the set-aside one's re-probe: %v", got.Sub(t0))
 	}
-	if s := r.Snapshot(t0.Add(5 * time.Second)); s[0].State != "invalid" || s[1].State != "ready" || s[1].CooldownMs != 0 {
+	if s := r.Snapshot(t0.Add(5 * time.Second)); s[0].State != "set_aside" || s[1].State != "ready" || s[1].CooldownMs != 0 {
 		t.Errorf("snapshot %+v", s)
 	}
 }
@@ -110,8 +110,12 @@ func TestNextFreeAndSnapshot(t *testing.T) {
 type refRing struct {
 	cfg     Config
 	reports [][]struct{ at, end time.Time }
-	invalid []bool
+	aside   []time.Time // per key: its re-probe time once set aside (never probed here)
 	next    int
+}
+
+func (m *refRing) setAside(i int, now time.Time) bool {
+	return !m.aside[i].IsZero() && now.Before(m.aside[i])
 }
 
 func (m *refRing) cooling(i int, now time.Time) bool {
@@ -131,17 +135,17 @@ func TestRingAgainstReference(t *testing.T) {
 		n := 1 + rng.IntN(4)
 		cfg := Config{Cooldown: time.Duration(1+rng.IntN(10)) * time.Second, MaxCooldown: time.Duration(5+rng.IntN(20)) * time.Second}
 		r := New(n, cfg)
-		m := &refRing{cfg: cfg, reports: make([][]struct{ at, end time.Time }, n), invalid: make([]bool, n)}
+		m := &refRing{cfg: cfg, reports: make([][]struct{ at, end time.Time }, n), aside: make([]time.Time, n)}
 		now := t0
 		for step := range 200 {
 			now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 			switch op := rng.IntN(10); {
 			case op < 5: // pick, compared with the model's scan from its cursor
-				got, ok := r.Pick(now, nil)
+				got, ok := r.Pick(-1, now, nil)
 				want, wok := -1, false
 				for k := range n {
 					i := (m.next + k) % n
-					if !m.invalid[i] && !m.cooling(i, now) {
+					if !m.setAside(i, now) && !m.cooling(i, now) {
 						want, wok = i, true
 						m.next = (i + 1) % n
 						break
@@ -171,18 +175,20 @@ func TestRingAgainstReference(t *testing.T) {
 				}
 			default:
 				i := rng.IntN(n)
-				r.SetInvalid(i)
-				m.invalid[i] = true
+				r.Refused(i, -1, WholeKey, "bad", false, now)
+				if m.aside[i].IsZero() { // a refusal that is not the probe's changes nothing
+					m.aside[i] = now.Add(cfg.MaxCooldown)
+				}
 			}
 			for i := range n {
 				want := Ready
 				switch {
-				case m.invalid[i]:
-					want = Invalid
+				case m.setAside(i, now):
+					want = SetAside
 				case m.cooling(i, now):
 					want = Cooling
 				}
-				if got := r.State(i, now); got != want {
+				if got := r.State(i, -1, now); got != want {
 					t.Fatalf("seed %d step %d: key %d is %v, model says %v", seed, step, i, got, want)
 				}
 			}
@@ -195,19 +201,25 @@ func TestTurnAndReadyAt(t *testing.T) {
 	if r.Turn() != 0 {
 		t.Fatalf("turn %d", r.Turn())
 	}
-	r.Pick(t0, nil)
+	r.Pick(-1, t0, nil)
 	if r.Turn() != 1 {
 		t.Errorf("turn after a pick %d, want 1", r.Turn())
 	}
 	end := r.RateLimited(1, 3*time.Second, t0)
-	r.SetInvalid(2)
-	if at, ok := r.ReadyAt(1); !ok || !at.Equal(end) {
+	r.Refused(2, -1, WholeKey, "bad", false, t0)
+	if at, ok := r.ReadyAt(1, -1); !ok || !at.Equal(end) {
 		t.Errorf("ReadyAt(1) = %v %v, want %v", at, ok, end)
 	}
-	if at, ok := r.ReadyAt(0); !ok || at.After(t0) {
+	if at, ok := r.ReadyAt(0, -1); !ok || at.After(t0) {
 		t.Errorf("ReadyAt(0) = %v %v: a ready key is ready now", at, ok)
 	}
-	if _, ok := r.ReadyAt(2); ok {
-		t.Error("an invalid key is never ready")
+	if at, ok := r.ReadyAt(2, -1); !ok || !at.Equal(t0.Add(DefaultMaxCooldown)) {
+		t.Errorf("ReadyAt(2) = %v %v: a set-aside key is ready at its re-probe", at.Sub(t0), ok)
+	}
+	if !r.Began(2, -1, t0.Add(DefaultMaxCooldown)) {
+		t.Fatal("the first call after the re-probe time is not the probe")
+	}
+	if _, ok := r.ReadyAt(2, -1); ok {
+		t.Error("a key whose probe is out has no time of its own to be ready")
 	}
 }

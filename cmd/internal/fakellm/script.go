@@ -41,7 +41,8 @@ type KeyScript struct {
 
 // ModelScript is one model's behaviour.
 type ModelScript struct {
-	// Mode is "down" (503, Anthropic 529 overloaded) or "error" (500).
+	// Mode is "down" (503, Anthropic 529 overloaded), "error" (500) or "forbidden" (403:
+	// the API's refusal of this model for a key that is otherwise good, whatever the key).
 	Mode string `json:"mode"`
 	// After is how many calls the model serves before it goes down; 0: down from the start.
 	After int `json:"after,omitempty"`
@@ -67,7 +68,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 var (
 	keyModes   = []string{"rate-limited", "invalid", "forbidden", "throttle-200"}
-	modelModes = []string{"down", "error"}
+	modelModes = []string{"down", "error", "forbidden"}
 )
 
 // Check names the first problem in sc.
@@ -175,8 +176,11 @@ func (s *scripted) verdict(c *call, key string, now time.Time) (failure, bool) {
 	if m, ok := s.script.Models[c.model]; ok {
 		s.calls[c.model]++
 		if s.calls[c.model] > m.After {
-			if m.Mode == "error" {
+			switch m.Mode {
+			case "error":
 				return jsonFailure(c.api, internalError(c.api)), true
+			case "forbidden":
+				return jsonFailure(c.api, modelForbidden(c.api)), true
 			}
 			return jsonFailure(c.api, overloaded(c.api)), true
 		}
@@ -248,6 +252,18 @@ func forbidden(a api) apiError {
 		return apiError{http.StatusForbidden, "PERMISSION_DENIED", "", "Permission denied on resource project."}
 	}
 	return apiError{http.StatusForbidden, "invalid_request_error", "unsupported_country_region_territory", "Country, region, or territory not supported."}
+}
+
+// modelForbidden is each API's 403 for a model the key may not use (PROTOCOLS §3, §4, §5):
+// it says nothing against the key itself.
+func modelForbidden(a api) apiError {
+	switch a {
+	case apiAnthropic:
+		return apiError{http.StatusForbidden, "permission_error", "", "Your API key does not have permission to use the specified resource."}
+	case apiGemini:
+		return apiError{http.StatusForbidden, "PERMISSION_DENIED", "", "Permission denied on resource project."}
+	}
+	return apiError{http.StatusForbidden, "invalid_request_error", "Model.AccessDenied", "Model access denied."}
 }
 
 // SetScript replaces the per-key and per-model script; rate-limited keys count their time

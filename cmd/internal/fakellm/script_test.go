@@ -87,6 +87,7 @@ func TestScriptThroughAdapters(t *testing.T) {
 		{"throttled in a 200", Script{Keys: map[string]KeyScript{"key-a": {Mode: "throttle-200"}}}, "m", 0, llm.KindUpstreamRateLimited, 0},
 		{"model down", Script{Models: map[string]ModelScript{"m": {Mode: "down"}}}, "m", 0, llm.KindProviderUnavailable, 0},
 		{"model error", Script{Models: map[string]ModelScript{"m": {Mode: "error"}}}, "m", 0, llm.KindUpstream, 0},
+		{"model forbidden", Script{Models: map[string]ModelScript{"m": {Mode: "forbidden"}}}, "m", 0, llm.KindUpstreamAuth, 0},
 	}
 	for _, tt := range tests {
 		for name, b := range backends {
@@ -109,6 +110,10 @@ func TestScriptThroughAdapters(t *testing.T) {
 				}
 				if e.Kind != tt.wantKind || e.Key != tt.key {
 					t.Errorf("kind %v key %d, want %v key %d (%v)", e.Kind, e.Key, tt.wantKind, tt.key, e)
+				}
+				// A model refused says nothing against the key: every adapter reads it so.
+				if tt.name == "model forbidden" && (e.KeyInvalid || e.UpstreamStatus != http.StatusForbidden) {
+					t.Errorf("a model refused: status %d, KeyInvalid %v; want 403, false (%v)", e.UpstreamStatus, e.KeyInvalid, e)
 				}
 				// The hint is computed at the server's clock; the adapter reads it against
 				// its own, a moment later, so instants may read up to a second short.

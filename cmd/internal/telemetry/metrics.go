@@ -43,6 +43,8 @@ type Metrics struct {
 	retries        *prometheus.CounterVec // provider
 	fallbacks      *prometheus.CounterVec // from, to
 	lanesLearned   *prometheus.CounterVec // provider, reason
+	keysSetAside   *prometheus.CounterVec // provider, scope
+	keysRestored   *prometheus.CounterVec // provider, scope, by
 	state          *stateCollector
 
 	// Series resolved once per label set, so counting a request is map lookups and atomic
@@ -97,9 +99,11 @@ func NewMetrics(s Series, state func() actors.AdminState) *Metrics {
 	m.retries = counter("tollgate_retries_total", "Extra backend attempts made for calls (SPEC §10).", "provider")
 	m.fallbacks = counter("tollgate_fallbacks_total", "Calls that left a model for one of its fallbacks.", "from", "to")
 	m.lanesLearned = counter("tollgate_effective_lanes_changes_total", "Changes of a provider's effective lanes, by reason (SPEC §11).", "provider", "reason")
+	m.keysSetAside = counter("tollgate_keys_set_aside_total", "Keys the backend refused and the gateway set aside until a probe (SPEC §10), by scope: key (every model) or model (the key for one model).", "provider", "scope")
+	m.keysRestored = counter("tollgate_keys_restored_total", "Set-aside keys or (key, model) pairs back in use, by scope and by what restored them: probe or reload.", "provider", "scope", "by")
 	m.state = newStateCollector(state)
 	m.reg.MustRegister(m.requests, m.queueWait, m.ttfb, m.duration, m.tokens, m.rejections, m.upstreamErrors,
-		m.retries, m.fallbacks, m.lanesLearned, m.state,
+		m.retries, m.fallbacks, m.lanesLearned, m.keysSetAside, m.keysRestored, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Declare(s)
 	return m
@@ -110,6 +114,12 @@ func NewMetrics(s Series, state func() actors.AdminState) *Metrics {
 func (m *Metrics) Declare(s Series) {
 	for _, p := range s.Providers {
 		m.retries.WithLabelValues(p)
+		for _, scope := range []string{"key", "model"} {
+			m.keysSetAside.WithLabelValues(p, scope)
+			for _, by := range []string{"probe", "reload"} {
+				m.keysRestored.WithLabelValues(p, scope, by)
+			}
+		}
 		for _, c := range upstreamClasses {
 			m.upstreamErrors.WithLabelValues(p, c)
 		}
@@ -241,6 +251,16 @@ func (m *Metrics) FellBack(from, to string) { m.fallbacks.WithLabelValues(from, 
 
 // BreakerChanged implements actors.Observer.
 func (m *Metrics) BreakerChanged(provider string, open bool) { m.state.setBreaker(provider, open) }
+
+// KeySetAside implements actors.Observer.
+func (m *Metrics) KeySetAside(provider, scope string) {
+	m.keysSetAside.WithLabelValues(provider, scope).Inc()
+}
+
+// KeyRestored implements actors.Observer.
+func (m *Metrics) KeyRestored(provider, scope, by string) {
+	m.keysRestored.WithLabelValues(provider, scope, by).Inc()
+}
 
 // LanesLearned implements actors.Observer; the lanes themselves are read from the state.
 func (m *Metrics) LanesLearned(provider string, _ int, reason string) {
