@@ -316,7 +316,7 @@ func (g *Gateway) refusing(r *route) error {
 // the SDKs' own retries of a 503 are harmless and short.
 func providerDown(name string) *llm.Error {
 	return &llm.Error{Kind: llm.KindProviderUnavailable, Provider: name, RetryAfter: time.Minute,
-		Message: "provider " + name + " is out of service: its actors failed repeatedly (see the gateway's log); restart the gateway to bring it back"}
+		Message: "provider " + name + " is out of service: its actors failed repeatedly (see the gateway's log); a reload (SIGHUP, POST /admin/reload) or a restart of the gateway brings it back"}
 }
 
 // await waits for a call's one answer. A call sent after the actors stopped (Start racing
@@ -371,13 +371,13 @@ func (g *Gateway) Drain() { g.draining.Store(true) }
 func (g *Gateway) Draining() bool { return g.draining.Load() }
 
 // OutOfService names the providers taken out of service after their actors failed past
-// their restart budget, and counts the providers still serving; retired ones are neither.
+// their restart budget, and counts the providers still serving; removed ones are neither.
 func (g *Gateway) OutOfService() (down []string, serving int) {
-	for _, sl := range g.allSlots() {
+	for _, sp := range g.table.Load().provs {
 		switch {
-		case sl.retired.Load():
-		case sl.down.Load():
-			down = append(down, sl.name)
+		case !sp.live: // removed, or replaced by a reload that rebuilt it
+		case sp.slot.down.Load():
+			down = append(down, sp.Name)
 		default:
 			serving++
 		}

@@ -728,7 +728,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		delete(a.reserved, m.b)
 		a.failedOffer(ctx, now)
 	case *reconfigureProvider:
-		m.ack(a.p, nil) // out of service until a restart: a reload changes nothing of it
+		m.ack(a.p, nil) // not sent: a reload rebuilds a provider out of service in a new slot
 	case *retire:
 		a.retiring = true
 		m.ack(a.p, nil)

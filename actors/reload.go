@@ -13,6 +13,9 @@ type Changes struct {
 	Added   []string // providers in new slots
 	Removed []string // retired: they finish what they run and have queued, then stop
 	Changed []string // settings, models or backend changed
+	// Rebuilt are providers that were out of service: each gets a new slot and a fresh actor,
+	// and its old one retires as a removed provider does.
+	Rebuilt []string
 }
 
 // reconfigureTimeout bounds Reconfigure's wait for the actors, which answer at once unless
@@ -61,8 +64,14 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 	var ch Changes
 	m := &reconfigure{limits: capsOf(&opts).limits}
 	kept := map[int]bool{}
+	rebuilt := map[int]bool{}
 	for _, pv := range opts.Providers {
 		p, ok := live[pv.Name]
+		if ok && old.provs[p].slot.down.Load() {
+			// Out of service: rebuilt in a new slot below; the old slot retires as removed.
+			rebuilt[p], ok = true, false
+			ch.Rebuilt = append(ch.Rebuilt, pv.Name)
+		}
 		revive := false
 		if q, was := removed[pv.Name]; !ok && was && old.provs[q].slot.revive() {
 			// A name is one provider: added back while its removed actor still finishes
@@ -77,7 +86,9 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 			provs = append(provs, servedProvider{Provider: pv, slot: sl, live: true, gone: make([]bool, len(pv.Models))})
 			models = append(models, pv.Models)
 			m.add = append(m.add, providerSetup{slot: sl, pv: pv, models: pv.Models, gone: make([]bool, len(pv.Models))})
-			ch.Added = append(ch.Added, pv.Name)
+			if !slices.Contains(ch.Rebuilt, pv.Name) {
+				ch.Added = append(ch.Added, pv.Name)
+			}
 			continue
 		}
 		kept[p] = true
@@ -94,7 +105,9 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 		if sp.live && !kept[p] {
 			provs[p].live = false
 			m.remove = append(m.remove, p)
-			ch.Removed = append(ch.Removed, sp.Name)
+			if !rebuilt[p] {
+				ch.Removed = append(ch.Removed, sp.Name)
+			}
 		}
 	}
 	m.acks = make(chan reconfigured, 4*(1+len(m.change)+len(m.remove)))

@@ -139,3 +139,55 @@ func TestCrashWhileAddingBack(t *testing.T) {
 		t.Errorf("the backend saw %d calls at once, lanes 1", m)
 	}
 }
+
+// TestCrashRepeatedThenReloadRebuilds: a provider taken out of service by a fault that
+// repeats is rebuilt by a reload that keeps it, in a new slot with a fresh actor: the
+// reload says so, the provider serves again, /admin/state lists it once and OK, and
+// OutOfService names nothing. Before, a reload left it out of service until a restart.
+func TestCrashRepeatedThenReloadRebuilds(t *testing.T) {
+	b, other := newHeld(), newHeld()
+	p, q := testProvider("p", b, "m"), testProvider("q", other, "m")
+	g := newTestGateway(t, 10, 16, p, q)
+	if err := g.InjectFault(Fault{Actor: "provider", Provider: "p", On: "arrive", Times: -1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		if down, _ := g.OutOfService(); len(down) == 1 && down[0] == "p" {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("p still in service after %d panics", g.FaultsFired())
+		}
+		if o := got(t, runCall(ctx, g, "p/m")); o.err == nil || !clean(o.err) {
+			t.Fatalf("call %d: %v", i, o.err)
+		}
+	}
+	g.ClearFaults()
+	ch, err := g.Reconfigure(ctx, Options{MaxRunning: 10, MaxAdmitted: 16, Providers: []Provider{p, q}})
+	if err != nil || len(ch.Rebuilt) != 1 || ch.Rebuilt[0] != "p" || len(ch.Added)+len(ch.Removed)+len(ch.Changed) != 0 {
+		t.Fatalf("reload: %+v, %v; want p rebuilt and nothing else", ch, err)
+	}
+	if down, serving := g.OutOfService(); len(down) != 0 || serving != 2 {
+		t.Errorf("after the reload: out of service %v, serving %d", down, serving)
+	}
+	r := runCall(ctx, g, "p/m")
+	close(b.next(t).release)
+	if o := got(t, r); o.err != nil {
+		t.Fatalf("p after the rebuild: %v", o.err)
+	}
+	st := waitState(t, g, "p listed once", func(s AdminState) bool {
+		n := 0
+		for _, pv := range s.Providers {
+			if pv.Name == "p" {
+				n++
+			}
+		}
+		return n == 1 && idle(s)
+	})
+	for _, pv := range st.Providers {
+		if pv.State != "ok" {
+			t.Errorf("provider %s is %s after the rebuild", pv.Name, pv.State)
+		}
+	}
+}

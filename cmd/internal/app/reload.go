@@ -84,9 +84,12 @@ func (a *App) reload(ctx context.Context) (config.Changes, error) {
 	}
 	// Once built, the change is applied whole: a client that hangs up on POST /admin/reload
 	// must not leave it half sent.
-	_, err = a.Gateway.Reconfigure(context.WithoutCancel(ctx), b.gopts)
+	gch, err := a.Gateway.Reconfigure(context.WithoutCancel(ctx), b.gopts)
 	if err != nil && !errors.Is(err, actors.ErrUnconfirmed) {
 		return ch, fmt.Errorf("reload: %w", err) // refused before anything was sent
+	}
+	if ch.Rebuilt = gch.Rebuilt; len(ch.Rebuilt) > 0 {
+		ch.Unchanged = false // the file is the same, but providers out of service were rebuilt
 	}
 	// In force, confirmed or not: the app adopts it, or the next reload would diff against
 	// settings the gateway no longer runs.

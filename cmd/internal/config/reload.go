@@ -16,12 +16,15 @@ type Changes struct {
 	// the drain timings. The config in force keeps their old values.
 	Restart []string `json:"needs_restart"`
 	// Limits lists the gateway-wide settings applied ("limits.max_running: 10 → 4").
-	Limits    []string         `json:"limits"`
-	Added     []string         `json:"providers_added"`
-	Removed   []string         `json:"providers_removed"`
-	Changed   []ProviderChange `json:"providers_changed"`
-	Routes    []string         `json:"routes"`
-	Unchanged bool             `json:"unchanged"`
+	Limits  []string         `json:"limits"`
+	Added   []string         `json:"providers_added"`
+	Removed []string         `json:"providers_removed"`
+	Changed []ProviderChange `json:"providers_changed"`
+	Routes  []string         `json:"routes"`
+	// Rebuilt are the providers that were out of service and that the reload rebuilt with
+	// fresh actors (set by the app from the gateway's answer, not by Reloaded).
+	Rebuilt   []string `json:"providers_rebuilt,omitempty"`
+	Unchanged bool     `json:"unchanged"`
 }
 
 // ProviderChange is one provider that stays, and how it changed.
@@ -235,6 +238,7 @@ func (c Changes) Lines() []string {
 		add("provider "+p.Name, p.Changes)
 	}
 	add("routes", c.Routes)
+	add("providers rebuilt (they were out of service)", c.Rebuilt)
 	if len(out) == 0 {
 		out = append(out, "nothing changed")
 	}
