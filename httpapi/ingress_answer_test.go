@@ -118,6 +118,8 @@ func TestIngressAnswerGolden(t *testing.T) {
 		{name: "raw-complete-whole", body: rw, chunks: rawCompletion},
 		{name: "midstream-error", body: rs, chunks: structuredChunks[:3], err: upstreamBroke},
 		{name: "error-before-stream", body: rs, err: upstreamBroke},
+		// Cut inside a tool call's arguments: the call and the message before it are incomplete.
+		{name: "tools-midstream-error", body: rs, chunks: parallelTools[:4], err: upstreamBroke},
 		{name: "whole-error", body: rw, chunks: structuredChunks[:3], err: &llm.Error{Kind: llm.KindRunTimeout, Provider: "p", Message: "too slow"}},
 		{name: "queue-full", body: rs, refuse: queueFull},
 		{name: "invalid", body: `{"model":"p/m","input":"hi","previous_response_id":"resp_9"}`},
