@@ -77,16 +77,44 @@ func checkChat(req *llm.Request) *apiError {
 	if a := checkChatRanges(req); a != nil {
 		return a
 	}
-	for i, m := range req.Messages {
-		switch m.Role {
-		case "system", "developer", "user", "assistant", "tool":
-		case "":
-			a := invalid(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("messages[%d].role is missing", i))
-			return &a
-		default:
-			a := invalid(fmt.Sprintf("messages[%d].role", i),
-				fmt.Sprintf("messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role))
-			return &a
+	calls := callIDs{}
+	for i := range req.Messages {
+		if a := checkChatMessage(i, &req.Messages[i], calls); a != nil {
+			return a
+		}
+	}
+	return nil
+}
+
+// checkChatMessage checks message i: its role, that a tool message answers a call of an
+// earlier assistant message (calls, which an assistant message adds its calls to), and its
+// images' data: URIs.
+func checkChatMessage(i int, m *llm.Message, calls callIDs) *apiError {
+	switch m.Role {
+	case "system", "developer", "user", "assistant", "tool":
+	case "":
+		return invalidf(fmt.Sprintf("messages[%d].role", i), "messages[%d].role is missing", i)
+	default:
+		return invalidf(fmt.Sprintf("messages[%d].role", i),
+			"messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role)
+	}
+	for _, tc := range m.ToolCalls {
+		calls[tc.ID] = true
+	}
+	if m.Role == "tool" {
+		param := fmt.Sprintf("messages[%d].tool_call_id", i)
+		switch {
+		case m.ToolCallID == "":
+			return invalidf(param, "%s is required in a tool message (the id of the call it answers)", param)
+		case !calls[m.ToolCallID]:
+			return invalidf(param, "%s %q names no tool call of an earlier assistant message", param, m.ToolCallID)
+		}
+	}
+	for j, p := range m.Content.Parts {
+		if p.ImageURL != nil {
+			if a := checkImageURL(fmt.Sprintf("messages[%d].content[%d].image_url.url", i, j), p.ImageURL.URL); a != nil {
+				return a
+			}
 		}
 	}
 	return nil
