@@ -134,6 +134,7 @@ func servedHeaders(h http.Header, sv *llm.Served) {
 type record struct {
 	id, route             string
 	model, provider, code string
+	detail                string // the failure as the log tells it, when the client's message leaves things out
 	servedBy              string // the model that served (or refused) it: not the asked one after a fallback or a route
 	fallbacks             []string
 	attempts              int
@@ -156,7 +157,7 @@ func (r *record) served(sv *llm.Served) {
 }
 
 func (r *record) fail(a apiError) {
-	r.status, r.code = a.status, a.code
+	r.status, r.code, r.detail = a.status, a.code, a.detail
 	if a.provider != "" {
 		r.provider = a.provider
 	}
@@ -193,8 +194,11 @@ func (s *Server) logLine(r *record) (int, time.Duration) {
 		Int64("duration_ms", duration.Milliseconds()).
 		Int("tokens_in", r.usage.PromptTokens).Int("tokens_out", r.usage.CompletionTokens).
 		Int("attempts", r.attempts).Str("served_model", r.servedBy).Strs("fallbacks", r.fallbacks).
-		Bool("client_disconnect", r.clientGone).
-		Msg("chat")
+		Bool("client_disconnect", r.clientGone)
+	if r.detail != "" {
+		ev.Str("error", r.detail)
+	}
+	ev.Msg("chat")
 	return status, duration
 }
 
