@@ -164,6 +164,10 @@ func (r *record) fail(a apiError) {
 }
 
 func (s *Server) logChat(r *record) {
+	if r.clientGone && s.stopping.Load() {
+		r.clientGone = false // the drain stopped the call and closes the connection (Stopping)
+		r.fail(toAPIError(&llm.Error{Kind: llm.KindDraining}, 0))
+	}
 	status, duration := s.logLine(r)
 	endSpan(r.span, r, status)
 	s.observe(r, status, duration)
