@@ -77,16 +77,44 @@ func checkChat(req *llm.Request) *apiError {
 	if a := checkChatRanges(req); a != nil {
 		return a
 	}
-	for i, m := range req.Messages {
-		switch m.Role {
-		case "system", "developer", "user", "assistant", "tool":
-		case "":
-			a := invalid(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("messages[%d].role is missing", i))
-			return &a
-		default:
-			a := invalid(fmt.Sprintf("messages[%d].role", i),
-				fmt.Sprintf("messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role))
-			return &a
+	calls := callIDs{}
+	for i := range req.Messages {
+		if a := checkChatMessage(i, &req.Messages[i], calls); a != nil {
+			return a
+		}
+	}
+	return nil
+}
+
+// checkChatMessage checks message i: its role, that a tool message answers a call of an
+// earlier assistant message (calls, which an assistant message adds its calls to), and its
+// images' data: URIs.
+func checkChatMessage(i int, m *llm.Message, calls callIDs) *apiError {
+	switch m.Role {
+	case "system", "developer", "user", "assistant", "tool":
+	case "":
+		return invalidf(fmt.Sprintf("messages[%d].role", i), "messages[%d].role is missing", i)
+	default:
+		return invalidf(fmt.Sprintf("messages[%d].role", i),
+			"messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role)
+	}
+	for _, tc := range m.ToolCalls {
+		calls[tc.ID] = true
+	}
+	if m.Role == "tool" {
+		param := fmt.Sprintf("messages[%d].tool_call_id", i)
+		switch {
+		case m.ToolCallID == "":
+			return invalidf(param, "%s is required in a tool message (the id of the call it answers)", param)
+		case !calls[m.ToolCallID]:
+			return invalidf(param, "%s %q names no tool call of an earlier assistant message", param, m.ToolCallID)
+		}
+	}
+	for j, p := range m.Content.Parts {
+		if p.ImageURL != nil {
+			if a := checkImageURL(fmt.Sprintf("messages[%d].content[%d].image_url.url", i, j), p.ImageURL.URL); a != nil {
+				return a
+			}
 		}
 	}
 	return nil
@@ -106,6 +134,7 @@ func servedHeaders(h http.Header, sv *llm.Served) {
 type record struct {
 	id, route             string
 	model, provider, code string
+	detail                string // the failure as the log tells it, when the client's message leaves things out
 	servedBy              string // the model that served (or refused) it: not the asked one after a fallback or a route
 	fallbacks             []string
 	attempts              int
@@ -128,13 +157,17 @@ func (r *record) served(sv *llm.Served) {
 }
 
 func (r *record) fail(a apiError) {
-	r.status, r.code = a.status, a.code
+	r.status, r.code, r.detail = a.status, a.code, a.detail
 	if a.provider != "" {
 		r.provider = a.provider
 	}
 }
 
 func (s *Server) logChat(r *record) {
+	if r.clientGone && s.stopping.Load() {
+		r.clientGone = false // the drain stopped the call and closes the connection (Stopping)
+		r.fail(toAPIError(&llm.Error{Kind: llm.KindDraining}, 0))
+	}
 	status, duration := s.logLine(r)
 	endSpan(r.span, r, status)
 	s.observe(r, status, duration)
@@ -165,8 +198,11 @@ func (s *Server) logLine(r *record) (int, time.Duration) {
 		Int64("duration_ms", duration.Milliseconds()).
 		Int("tokens_in", r.usage.PromptTokens).Int("tokens_out", r.usage.CompletionTokens).
 		Int("attempts", r.attempts).Str("served_model", r.servedBy).Strs("fallbacks", r.fallbacks).
-		Bool("client_disconnect", r.clientGone).
-		Msg("chat")
+		Bool("client_disconnect", r.clientGone)
+	if r.detail != "" {
+		ev.Str("error", r.detail)
+	}
+	ev.Msg("chat")
 	return status, duration
 }
 

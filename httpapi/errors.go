@@ -17,6 +17,7 @@ type apiError struct {
 	code       string
 	typ        string
 	message    string
+	detail     string // for the log only: what message leaves out (llm.Error.Detail)
 	param      string
 	provider   string
 	retryAfter time.Duration    // > 0 only for answers where waiting helps
@@ -69,7 +70,7 @@ func toAPIError(err error, defaultWait time.Duration) apiError {
 	if s.status == 0 {
 		s = statusOf[llm.KindUpstream]
 	}
-	a := apiError{status: s.status, code: e.Kind.String(), typ: s.typ, message: e.Message,
+	a := apiError{status: s.status, code: e.Kind.String(), typ: s.typ, message: e.Message, detail: e.Detail,
 		param: e.Param, provider: e.Provider, noRetry: s.noRetry, limits: e.Limits}
 	if a.message == "" {
 		a.message = e.Error()

@@ -185,14 +185,6 @@ func checkRange(param string, v *float64, lo, hi float64) *apiError {
 	return nil
 }
 
-// checkMin refuses an integer below lo, naming the field.
-func checkMin(param string, v *int, lo int) *apiError {
-	if v != nil && *v < lo {
-		return invalidf(param, "%s must be at least %d, got %d", param, lo, *v)
-	}
-	return nil
-}
-
 // firstError returns the first non-nil error.
 func firstError(errs ...*apiError) *apiError {
 	for _, e := range errs {

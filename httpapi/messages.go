@@ -35,7 +35,7 @@ type messagesRequest struct {
 	} `json:"tool_choice"`
 	Thinking *struct {
 		Type         string `json:"type"`
-		BudgetTokens int    `json:"budget_tokens"`
+		BudgetTokens *int   `json:"budget_tokens"`
 	} `json:"thinking"`
 	Metadata *struct {
 		UserID string `json:"user_id"`
@@ -111,8 +111,9 @@ func decodeMessages(body []byte, r *http.Request, count bool) (*llm.Request, *ap
 	if err := systemMessage(req, "system", in.System); err != nil {
 		return nil, err
 	}
+	calls := callIDs{}
 	for i, m := range in.Messages {
-		if err := chatMessages(req, i, m); err != nil {
+		if err := chatMessages(req, calls, i, m); err != nil {
 			return nil, err
 		}
 	}
@@ -133,23 +134,42 @@ func checkMessages(in *messagesRequest) *apiError {
 	case len(in.Messages) == 0:
 		return invalidf("messages", "missing required field: messages (a non-empty array of messages)")
 	}
-	if t := in.Thinking; t != nil {
-		switch t.Type {
-		case "enabled", "disabled", "adaptive":
-		default:
-			return invalidf("thinking.type", "thinking.type %q is not one of enabled, disabled, adaptive", t.Type)
-		}
+	if a := checkThinking(in); a != nil {
+		return a
 	}
 	var topK *float64
 	if in.TopK != nil {
 		topK = new(float64(*in.TopK))
 	}
 	return firstError(
-		checkMin("max_tokens", in.MaxTokens, 1),
+		checkTokens("max_tokens", in.MaxTokens, 1),
 		checkRange("temperature", in.Temperature, 0, 1),
 		checkRange("top_p", in.TopP, 0, 1),
 		checkRange("top_k", topK, 0, -1),
 	)
+}
+
+// minThinkingBudget is the smallest thinking.budget_tokens Anthropic takes.
+const minThinkingBudget = 1024
+
+// checkThinking checks thinking: its type, and the budget enabled thinking requires.
+func checkThinking(in *messagesRequest) *apiError {
+	t := in.Thinking
+	if t == nil {
+		return nil
+	}
+	switch t.Type {
+	case "enabled", "disabled", "adaptive":
+	default:
+		return invalidf("thinking.type", "thinking.type %q is not one of enabled, disabled, adaptive", t.Type)
+	}
+	if t.Type != "enabled" {
+		return nil // its budget, if any, is not read: the backend's to refuse
+	}
+	if t.BudgetTokens == nil {
+		return invalidf("thinking.budget_tokens", "missing required field: thinking.budget_tokens (at least %d when thinking.type is enabled)", minThinkingBudget)
+	}
+	return checkTokens("thinking.budget_tokens", t.BudgetTokens, minThinkingBudget)
 }
 
 // systemMessage appends the system prompt (a string or text blocks) as a system message.
@@ -192,8 +212,9 @@ func messageBlocks(param string, raw json.RawMessage) ([]messagesBlock, *apiErro
 // chatMessages translates message i. A user turn's tool results become tool messages, which
 // chat wants right after the assistant's calls, ahead of the turn's other content; an
 // assistant turn's thinking becomes its reasoning_content and its tool_use blocks its calls.
-// A system message inside messages (Claude Code sends one) stays a system message.
-func chatMessages(req *llm.Request, i int, m messagesMessage) *apiError {
+// A system message inside messages (Claude Code sends one) stays a system message. calls
+// holds the ids of the tool_use blocks so far: a tool_result must answer one of them.
+func chatMessages(req *llm.Request, calls callIDs, i int, m messagesMessage) *apiError {
 	param := fmt.Sprintf("messages[%d]", i)
 	switch m.Role {
 	case "user", "assistant":
@@ -225,6 +246,7 @@ func chatMessages(req *llm.Request, i int, m messagesMessage) *apiError {
 			if b.ID == "" || b.Name == "" {
 				return invalidf(bp, "%s: a tool_use block needs id and name", bp)
 			}
+			calls[b.ID] = true
 			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: b.ID, Type: "function",
 				Function: llm.FunctionCall{Name: b.Name, Arguments: compactJSON(b.Input)}})
 		case b.Type == "thinking" && m.Role == "assistant":
@@ -234,6 +256,9 @@ func chatMessages(req *llm.Request, i int, m messagesMessage) *apiError {
 		case b.Type == "tool_result" && m.Role == "user":
 			if b.ToolUseID == "" {
 				return invalidf(bp+".tool_use_id", "%s.tool_use_id is required", bp)
+			}
+			if !calls[b.ToolUseID] {
+				return invalidf(bp+".tool_use_id", "%s.tool_use_id %q names no tool_use block of an earlier assistant message", bp, b.ToolUseID)
 			}
 			text, images, err := toolResult(bp+".content", b)
 			if err != nil {
@@ -295,6 +320,9 @@ func imagePart(param string, src *messagesSource) (llm.Part, *apiError) {
 	case src == nil:
 		return llm.Part{}, invalidf(param+".source", "%s.source is required", param)
 	case src.Type == "base64" && src.MediaType != "" && src.Data != "":
+		if badBase64(src.Data) {
+			return llm.Part{}, invalidf(param+".source.data", "%s.source.data is not valid base64", param)
+		}
 		return llm.Part{Type: "image_url", ImageURL: &llm.ImageURL{URL: "data:" + src.MediaType + ";base64," + src.Data}}, nil
 	case src.Type == "url" && src.URL != "":
 		return llm.Part{Type: "image_url", ImageURL: &llm.ImageURL{URL: src.URL}}, nil
@@ -364,9 +392,9 @@ func thinkingEffort(in *messagesRequest) string {
 		return ""
 	case t.Type != "enabled":
 		return "medium"
-	case t.BudgetTokens >= 16384:
+	case *t.BudgetTokens >= 16384:
 		return "high"
-	case t.BudgetTokens >= 4096:
+	case *t.BudgetTokens >= 4096:
 		return "medium"
 	}
 	return "low"

@@ -47,7 +47,23 @@ func TestParseChat(t *testing.T) {
 		{`{"model":"a/b","messages":[{"role":"user","content":"hi"}],"frequency_penalty":3}`, "frequency_penalty", "between -2 and 2, got 3"},
 		{`{"model":"a/b","messages":[{"role":"user","content":"hi"}],"top_logprobs":21}`, "top_logprobs", "between 0 and 20, got 21"},
 		{`{"model":"a/b","messages":[{"role":"user","content":"hi"}],"top_logprobs":-1}`, "top_logprobs", "between 0 and 20, got -1"},
+		{`{"model":"a/b","messages":[{"role":"user","content":"hi"}],"max_tokens":1000000000000000000}`, "max_tokens", "max_tokens must be at most 2147483647, got 1000000000000000000"},
+		{`{"model":"a/b","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":2147483648}`, "max_completion_tokens", "at most 2147483647, got 2147483648"},
+		// A tool message answers a call an earlier assistant message made.
+		{`{"model":"a/b","messages":[{"role":"user","content":"ls"},{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_2","content":"a.txt"}]}`,
+			"messages[2].tool_call_id", `messages[2].tool_call_id "call_2" names no tool call of an earlier assistant message`},
+		{`{"model":"a/b","messages":[{"role":"user","content":"ls"},{"role":"tool","content":"a.txt"}]}`, "messages[1].tool_call_id", "is required in a tool message"},
+		{`{"model":"a/b","messages":[{"role":"tool","tool_call_id":"call_1","content":"a.txt"},{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`,
+			"messages[0].tool_call_id", "names no tool call of an earlier assistant message"},
+		{`{"model":"a/b","messages":[{"role":"user","content":"ls"},{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"call_2","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_2","content":"b"},{"role":"tool","tool_call_id":"call_1","content":"a"}]}`, "", ""},
+		// An image's data: URI holds valid base64; other URLs are the backend's to fetch.
+		{`{"model":"a/b","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,not base64!"}}]}]}`,
+			"messages[0].content[0].image_url.url", "messages[0].content[0].image_url.url is a data: URI whose data is not valid base64"},
+		{`{"model":"a/b","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64"}}]}]}`,
+			"messages[0].content[0].image_url.url", "no comma"},
+		{`{"model":"a/b","messages":[{"role":"user","content":[{"type":"text","text":"what?"},{"type":"image_url","image_url":{"url":"DATA:image/png;BASE64,iVBORw0KGgo"}},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}`, "", ""},
 		// The edges are allowed, and so is null (the field's default).
+		{`{"model":"a/b","messages":[{"role":"user","content":"hi"}],"max_tokens":2147483647,"max_completion_tokens":2147483647}`, "", ""},
 		{`{"model":"a/b","messages":[{"role":"user","content":"hi"}],"max_tokens":1,"max_completion_tokens":1,"temperature":0,"top_p":1,"n":128,"presence_penalty":-2,"frequency_penalty":2,"logprobs":true,"top_logprobs":20}`, "", ""},
 		{`{"model":"a/b","messages":[{"role":"user","content":"hi"}],"temperature":2,"top_p":0,"n":1,"top_logprobs":0,"max_tokens":null,"temperature":null}`, "", ""},
 		{`{"model":"a/b","stream":false,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, "stream_options", "stream_options"},

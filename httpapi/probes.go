@@ -38,6 +38,14 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ httprouter.Pa
 // stops admitting.
 func (s *Server) Unready() { s.unready.Store(true) }
 
+// Stopping tells the server that the drain is stopping every call still running (the end of
+// drain_grace): from now on an answer that cannot reach its client was lost to the drain,
+// whose connections close once the final events had their time, not to a client that left.
+// Such a request is logged and counted as drained (503 gateway_draining), not as a client
+// disconnect (499): the client that reads nothing stays connected, and its connection is
+// closed by the gateway.
+func (s *Server) Stopping() { s.stopping.Store(true) }
+
 // readyz is the readiness probe. 503 when sending it calls is pointless: "failed", "draining",
 // or "unavailable" when every provider is out of service. 200 "ready" otherwise, listing under
 // "degraded" the providers out of service: the others still serve.

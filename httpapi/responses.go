@@ -158,7 +158,7 @@ func checkResponses(in *responsesRequest) *apiError {
 		return invalidf("input", "missing required field: input (a string or an array of input items)")
 	}
 	return firstError(
-		checkMin("max_output_tokens", in.MaxOutputTokens, 1),
+		checkTokens("max_output_tokens", in.MaxOutputTokens, 1),
 		checkRange("temperature", in.Temperature, 0, 2),
 		checkRange("top_p", in.TopP, 0, 1),
 	)
@@ -191,7 +191,7 @@ func inputItems(req *llm.Request, raw json.RawMessage) *apiError {
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return badItem(raw)
 	}
-	var t translation
+	t := translation{calls: callIDs{}}
 	for i := range items {
 		if err := t.item(i, &items[i]); err != nil {
 			return err
@@ -223,6 +223,7 @@ type translation struct {
 	out       []llm.Message
 	assistant *llm.Message // the assistant message being built, not yet in out
 	reasoning strings.Builder
+	calls     callIDs // the call_id of every call so far: an output must answer one
 }
 
 func (t *translation) flush() []llm.Message {
@@ -267,12 +268,16 @@ func (t *translation) item(i int, it *responsesItem) *apiError {
 		if it.Namespace != "" {
 			name = it.Namespace + nsSep + it.Name
 		}
+		t.calls[it.CallID] = true
 		a := t.openAssistant()
 		a.ToolCalls = append(a.ToolCalls, llm.ToolCall{ID: it.CallID, Type: "function",
 			Function: llm.FunctionCall{Name: name, Arguments: args}})
 	case "function_call_output", "custom_tool_call_output":
 		if it.CallID == "" {
 			return invalidf(param+".call_id", "%s.call_id is required for a %s item", param, typ)
+		}
+		if !t.calls[it.CallID] {
+			return invalidf(param+".call_id", "%s.call_id %q names no function_call or custom_tool_call item before it", param, it.CallID)
 		}
 		text, err := outputText(param+".output", it.Output)
 		if err != nil {
@@ -368,6 +373,9 @@ func messageContent(param string, raw json.RawMessage) (llm.Content, *apiError) 
 		case "input_image":
 			if p.ImageURL == "" {
 				return llm.Content{}, invalidf(pp+".image_url", "%s: an input_image needs image_url (a URL or a data: URI); file_id needs OpenAI's file store", pp)
+			}
+			if a := checkImageURL(pp+".image_url", p.ImageURL); a != nil {
+				return llm.Content{}, a
 			}
 			out = append(out, llm.Part{Type: "image_url", ImageURL: &llm.ImageURL{URL: p.ImageURL, Detail: p.Detail}})
 		default:

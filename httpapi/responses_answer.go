@@ -332,7 +332,7 @@ func (a *responsesAnswer) object(status string, e *respError) *respObject {
 		Output: []*respItemJSON{}, Error: e, respEcho: *a.echo}
 	if status != "in_progress" {
 		for _, it := range a.items {
-			o.Output = append(o.Output, it.json("completed"))
+			o.Output = append(o.Output, it.json(it.status()))
 		}
 	}
 	if status == "completed" || status == "incomplete" {
@@ -354,28 +354,41 @@ func (it *respItem) input() string {
 	return it.text.String()
 }
 
+// status is the item's status in a response that ended: completed once its
+// output_item.done went out, incomplete when the answer failed before that (a message or a
+// tool call cut short), as a backend's own failed response says of its unfinished items.
+func (it *respItem) status() string {
+	if it.done {
+		return "completed"
+	}
+	return "incomplete"
+}
+
+// json is the item in the given status: as just added (in_progress, nothing written yet), or
+// with what was written (completed, or incomplete when cut short).
 func (it *respItem) json(status string) *respItemJSON {
 	j := &respItemJSON{ID: it.id, Type: it.typ}
 	text := it.text.String()
+	written := status != "in_progress"
 	switch it.typ {
 	case "reasoning":
 		j.Summary = []respPart{}
-		if status == "completed" {
+		if written {
 			j.Summary = append(j.Summary, *summaryText(text))
 		}
 	case "message":
 		j.Status, j.Role, j.Content = status, "assistant", []respPart{}
-		if status == "completed" {
+		if written {
 			j.Content = append(j.Content, *outputTextPart(text))
 		}
 	case "function_call":
-		if status != "completed" {
+		if !written {
 			text = ""
 		}
 		j.Status, j.CallID, j.Name, j.Namespace, j.Arguments = status, it.callID, it.name, it.namespace, &text
 	case "custom_tool_call":
 		input := ""
-		if status == "completed" {
+		if written {
 			input = it.input()
 		}
 		j.Status, j.CallID, j.Name, j.Input = status, it.callID, it.name, &input

@@ -88,6 +88,7 @@ type Server struct {
 	opts     Options
 	router   *httprouter.Router
 	unready  atomic.Bool  // set by Unready
+	stopping atomic.Bool  // set by Stopping
 	handler  http.Handler // the router behind the request id and the request limits
 	unrouted seenRoutes   // unknown routes logged at info so far
 }

@@ -13,8 +13,8 @@ import (
 // the field. (logprobs is a boolean in Chat Completions: its type is checked by decoding.)
 func checkChatRanges(req *llm.Request) *apiError {
 	return firstError(
-		checkMin("max_tokens", req.MaxTokens, 1),
-		checkMin("max_completion_tokens", req.MaxCompletionTokens, 1),
+		checkTokens("max_tokens", req.MaxTokens, 1),
+		checkTokens("max_completion_tokens", req.MaxCompletionTokens, 1),
 		checkIntRange("n", req.N, 1, 128),
 		checkIntRange("top_logprobs", req.TopLogprobs, 0, 20),
 		checkRange("temperature", req.Temperature, 0, 2),

@@ -76,8 +76,12 @@ func (k Kind) String() string {
 // fix, how long to wait. Adapters return it for everything a backend reports; the gateway
 // returns it for its own rejections.
 type Error struct {
-	Kind     Kind
-	Message  string // for the client; never contains a key
+	Kind    Kind
+	Message string // for the client; never contains a key
+	// Detail is the whole text of the failure for the log, where Message leaves out what only
+	// the operator may read (a backend's URL and addresses); "" when Message says it all.
+	// Never contains a key.
+	Detail   string
 	Provider string // provider name, empty for gateway-wide errors
 	Param    string // the offending request field, when known
 	// RetryAfter is how long the client should wait before trying again; zero when the

@@ -63,5 +63,6 @@ func EndError(err error, started bool, how string) *llm.Error {
 	case errors.Is(err, sse.ErrEventTooLarge):
 		return &llm.Error{Kind: llm.KindUpstream, Message: "the backend sent an event over the size limit (max_event_bytes): " + err.Error(), Err: err}
 	}
-	return &llm.Error{Kind: llm.KindUpstream, Message: "reading the stream: " + err.Error(), Err: err}
+	return &llm.Error{Kind: llm.KindUpstream, Message: "reading the stream: " + clientText(err),
+		Detail: "reading the stream: " + err.Error(), Err: err}
 }

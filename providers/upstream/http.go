@@ -133,16 +133,18 @@ func Send(ctx context.Context, client *http.Client, req *http.Request, headerTim
 }
 
 // TransportError explains a failed HTTP exchange (no answer, or a body that broke off) as an
-// upstream *llm.Error naming provider, with the keys scrubbed from the message. The caller's
-// cancellation is returned as its context error: a client that went away is not the
-// backend's fault and must not count against it.
+// upstream *llm.Error naming provider, with the keys scrubbed from its text. Its Message,
+// which the client reads, leaves out the backend's URL and addresses (clientText); its
+// Detail, for the log, keeps them. The caller's cancellation is returned as its context
+// error: a client that went away is not the backend's fault and must not count against it.
 func TransportError(ctx context.Context, provider, what string, err error, secrets ...string) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	msg := err.Error()
+	prefix := what + ": "
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() && !errors.Is(err, ErrHeaderTimeout) {
-		msg = "timed out waiting for the backend: " + msg
+		prefix += "timed out waiting for the backend: "
 	}
-	return &llm.Error{Kind: llm.KindUpstream, Provider: provider, Message: Redact(what+": "+msg, secrets...), Err: err}
+	return &llm.Error{Kind: llm.KindUpstream, Provider: provider, Message: Redact(prefix+clientText(err), secrets...),
+		Detail: Redact(prefix+err.Error(), secrets...), Err: err}
 }

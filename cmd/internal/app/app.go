@@ -305,6 +305,7 @@ func (a *App) Drain(ctx context.Context) error {
 }
 
 func (a *App) shutdown() error {
+	a.server.Stopping() // what still runs is stopped: an answer lost from now on is the drain's
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := a.Gateway.Shutdown(ctx)
