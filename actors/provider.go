@@ -590,6 +590,10 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 	case *retire:
 		a.retiring = true
 		m.ack(a.p, nil) // the rebuild's offer looks whether it is idle already
+	case *retireCheck:
+		// Sent only once the retired provider was idle (closing), which nothing rebuilt
+		// changes: dropped here, nothing would stop the provider.
+		a.retireCheck(ctx, m)
 	}
 }
 
