@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // lossRow is one message type's line of the crash table: the actor kinds it is sent to,
@@ -90,7 +91,7 @@ var crashTable = []lossRow{
 	{"settle", []string{"provider"}, "sent again", plain(func() message { return &settle{} }), nil},
 	{"reconfigureProvider", []string{"provider"}, "sent again", plain(func() message { return &reconfigureProvider{} }), nil},
 	{"retire", []string{"provider"}, "sent again", plain(func() message { return &retire{} }), nil},
-	{"retireCheck", []string{"provider"}, "sent again", plain(func() message { return &retireCheck{} }), nil},
+	{"retireCheck", []string{"provider"}, "sent again", plain(func() message { return &retireCheck{} }), &crashCase{trigger: "retire"}},
 	{"leaseFreed", []string{"provider"}, "sent again", plain(func() message { return &leaseFreed{} }), nil},
 	{"keyCooled", []string{"provider"}, "sent again", plain(func() message { return &keyCooled{} }), nil},
 	{"breakerShared", []string{"provider"}, "sent again", plain(func() message { return &breakerShared{} }), nil},
@@ -105,11 +106,11 @@ var crashTable = []lossRow{
 	{"providerIdle", []string{"supervisor"}, "sent again", plain(func() message { return &providerIdle{} }), &crashCase{trigger: "drain"}},
 	{"reserved", []string{"supervisor"}, "sent again", plain(func() message { return &reserved{} }), nil},
 	{"reconfigure", []string{"supervisor"}, "sent again", plain(func() message { return &reconfigure{} }), nil},
-	{"providerRetired", []string{"supervisor"}, "sent again", plain(func() message { return &providerRetired{} }), nil},
+	{"providerRetired", []string{"supervisor"}, "sent again", plain(func() message { return &providerRetired{} }), &crashCase{trigger: "retire"}},
 
 	{"grants", []string{"provider"}, "nothing", plain(func() message { return &grants{} }), &crashCase{trigger: "release"}},
 	{"recall", []string{"provider"}, "nothing", plain(func() message { return &recall{} }), nil},
-	{"wake", []string{"provider"}, "nothing", plain(func() message { return &wake{} }), nil},
+	{"wake", []string{"provider"}, "nothing", plain(func() message { return &wake{} }), &crashCase{trigger: "wake"}},
 	{"offerDue", []string{"provider"}, "nothing", plain(func() message { return offerDue{} }), nil},
 	{"offer", []string{"supervisor"}, "nothing", plain(func() message { return &offer{} }), &crashCase{trigger: "release"}},
 	{"dispatchNow", []string{"supervisor"}, "nothing", plain(func() message { return &dispatchNow{} }), &crashCase{trigger: "arrival"}},
@@ -146,11 +147,16 @@ func TestCrashEveryMessageType(t *testing.T) {
 		for _, kind := range r.kinds {
 			t.Run(kind+"/"+r.typ, func(t *testing.T) {
 				f := Fault{Actor: kind, On: r.typ}
-				if r.e2e.trigger == "drain" {
+				switch r.e2e.trigger {
+				case "drain":
 					crashOnDrain(t, f)
-					return
+				case "retire":
+					crashOnRetire(t, f)
+				case "wake":
+					crashOnWake(t, f)
+				default:
+					crashAndRecover(t, f, r.e2e.trigger, r.e2e.before...)
 				}
-				crashAndRecover(t, f, r.e2e.trigger, r.e2e.before...)
 			})
 		}
 	}
@@ -311,5 +317,63 @@ func crashOnDrain(t *testing.T, fault Fault) {
 	}
 	if n := b.active.Load(); n != 0 {
 		t.Errorf("%d backend calls still open after the drain", n)
+	}
+}
+
+// crashOnRetire crashes an actor on a message of a reload that removes a provider: the
+// provider's actors still stop, and the one kept serves.
+func crashOnRetire(t *testing.T, fault Fault) {
+	b := newHeld()
+	p := testProvider("p", b, "m")
+	g := newTestGateway(t, 10, 16, p, testProvider("old", newHeld(), "m"))
+	before := actorCount(g)
+	if err := g.InjectFault(fault); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, g, 10, 16, p)
+	waitFired(t, g, 1)
+	// Gone from /admin/state once retired; its provider and lane actors stop only after
+	// the retireCheck rounds and the supervisor's providerRetired.
+	for deadline := time.Now().Add(patience); actorCount(g) > before-2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d actors, want the removed provider's 2 stopped (%d)", actorCount(g), before-2)
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	waitState(t, g, "all idle", idle)
+	r := runCall(context.Background(), g, "p/m")
+	close(b.next(t).release)
+	if o := got(t, r); o.err != nil {
+		t.Errorf("after the fault: %v", o.err)
+	}
+}
+
+// crashOnWake crashes a provider on its queue-deadline timer: the rebuild arms it again, so
+// the waiting call still times out, and the lane serves afterwards.
+func crashOnWake(t *testing.T, fault Fault) {
+	b := newHeld()
+	p := testProvider("p", b, "m")
+	p.QueueTimeout = 50 * time.Millisecond
+	g := newTestGateway(t, 10, 16, p)
+	ctx := context.Background()
+	running := runCall(ctx, g, "p/m")
+	c1 := b.next(t)
+	if err := g.InjectFault(fault); err != nil {
+		t.Fatal(err)
+	}
+	waiting := runCall(ctx, g, "p/m")
+	if o := got(t, waiting); llm.KindOf(o.err) != llm.KindQueueTimeout {
+		t.Errorf("the waiting call ended with %v, want its queue timeout", o.err)
+	}
+	waitFired(t, g, 1)
+	close(c1.release)
+	if o := got(t, running); o.err != nil {
+		t.Errorf("the running call: %v", o.err)
+	}
+	waitState(t, g, "idle", idle)
+	r := runCall(ctx, g, "p/m")
+	close(b.next(t).release)
+	if o := got(t, r); o.err != nil {
+		t.Errorf("after the fault: %v", o.err)
 	}
 }
