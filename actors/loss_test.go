@@ -86,18 +86,18 @@ var crashTable = []lossRow{
 	{"drainAll", []string{"supervisor", "provider"}, "sent again", plain(func() message { return &drainAll{} }), &crashCase{trigger: "drain"}},
 	{"resync", []string{"provider"}, "sent again", plain(func() message { return &resync{} }), &crashCase{trigger: "arrival", before: afterSupervisorCrash}},
 	{"laneReport", []string{"provider"}, "sent again", plain(func() message { return &laneReport{} }), &crashCase{trigger: "arrival", before: afterProviderCrash}},
-	{"failNow", []string{"provider"}, "sent again", plain(func() message { return &failNow{} }), nil},
+	{"failNow", []string{"provider"}, "sent again", plain(func() message { return &failNow{} }), &crashCase{trigger: "failed"}},
 	{"reserve", []string{"provider"}, "sent again", plain(func() message { return &reserve{} }), nil},
 	{"settle", []string{"provider"}, "sent again", plain(func() message { return &settle{} }), nil},
 	{"reconfigureProvider", []string{"provider"}, "sent again", plain(func() message { return &reconfigureProvider{} }), nil},
 	{"retire", []string{"provider"}, "sent again", plain(func() message { return &retire{} }), nil},
 	{"retireCheck", []string{"provider"}, "sent again", plain(func() message { return &retireCheck{} }), &crashCase{trigger: "retire"}},
 	{"leaseFreed", []string{"provider"}, "sent again", plain(func() message { return &leaseFreed{} }), nil},
-	{"keyCooled", []string{"provider"}, "sent again", plain(func() message { return &keyCooled{} }), nil},
+	{"keyCooled", []string{"provider"}, "sent again", plain(func() message { return &keyCooled{} }), &crashCase{trigger: "cooled"}},
 	{"breakerShared", []string{"provider"}, "sent again", plain(func() message { return &breakerShared{} }), nil},
-	{"lanesShared", []string{"provider"}, "sent again", plain(func() message { return &lanesShared{} }), nil},
+	{"lanesShared", []string{"provider"}, "sent again", plain(func() message { return &lanesShared{} }), &crashCase{trigger: "learned"}},
 	{"lanesPublished", []string{"provider"}, "sent again", plain(func() message { return &lanesPublished{} }), nil},
-	{"readShared", []string{"provider"}, "sent again", plain(func() message { return &readShared{} }), nil},
+	{"readShared", []string{"provider"}, "sent again", plain(func() message { return &readShared{} }), &crashCase{trigger: "read"}},
 	{"released", []string{"lane"}, "sent again", callSample(func(c *call) *released { return &released{c: c} }), &crashCase{trigger: "release"}},
 	{"reportRunning", []string{"lane"}, "sent again", plain(func() message { return &reportRunning{} }), &crashCase{trigger: "arrival", before: afterProviderCrash}},
 	{"cancelAll", []string{"lane"}, "sent again", plain(func() message { return &cancelAll{} }), &crashCase{trigger: "drain"}},
@@ -154,6 +154,8 @@ func TestCrashEveryMessageType(t *testing.T) {
 					crashOnRetire(t, f)
 				case "wake":
 					crashOnWake(t, f)
+				case "failed":
+					crashOnGatewayFailed(t, f)
 				default:
 					crashAndRecover(t, f, r.e2e.trigger, r.e2e.before...)
 				}
@@ -375,5 +377,43 @@ func crashOnWake(t *testing.T, fault Fault) {
 	close(b.next(t).release)
 	if o := got(t, r); o.err != nil {
 		t.Errorf("after the fault: %v", o.err)
+	}
+}
+
+// crashOnGatewayFailed crashes an actor on a message sent once the supervisor has spent its
+// restart budget: the providers still leave service, answering what waits and stopping what
+// runs.
+func crashOnGatewayFailed(t *testing.T, fault Fault) {
+	b := newHeld()
+	g := newTestGateway(t, 10, 16, testProvider("p", b, "m"))
+	ctx := context.Background()
+	running := runCall(ctx, g, "p/m")
+	c := b.next(t)
+	waiting := runCall(ctx, g, "p/m")
+	waitState(t, g, "one waiting", func(s AdminState) bool { return s.Queued == 1 })
+	for _, f := range []Fault{fault, {Actor: "supervisor", Times: -1}} {
+		if err := g.InjectFault(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; g.Failed() == nil; i++ {
+		if i == 50 {
+			t.Fatalf("the gateway has not failed after %d supervisor panics", g.FaultsFired())
+		}
+		if o := got(t, runCall(ctx, g, "p/m")); !clean(o.err) {
+			t.Fatalf("call %d: %v", i, o.err)
+		}
+	}
+	for _, ch := range []chan outcome{waiting, running} {
+		if o := got(t, ch); o.err == nil || !clean(o.err) {
+			t.Errorf("a call when the gateway failed ended with %v, want a clean error", o.err)
+		}
+	}
+	<-c.ctx.Done() // got above returned once the stream ended, which its cancellation makes it
+	waitState(t, g, "idle", idle)
+	g.faults.mu.Lock()
+	defer g.faults.mu.Unlock()
+	if left := g.faults.rules[0].left; left != 0 {
+		t.Errorf("the fault on %s did not fire", fault.On)
 	}
 }

@@ -97,7 +97,9 @@ func TestCrashOnce(t *testing.T) {
 // faults in before are injected first and fire on the way (a rebuild's messages follow a
 // crash). trigger makes the actor handle the message: "arrival" (a call to a free model),
 // "withdraw" (a waiting client leaves), "release" (the running call ends), "hangup" (the
-// running call's client leaves), "state" (/admin/state is read) or "add" (a model is added).
+// running call's client leaves), "state" (/admin/state is read), "add" (a model is added),
+// or what another replica tells: "cooled" (a key cooled), "learned" (the provider's lanes)
+// or "read" (read the shared state again).
 func crashAndRecover(t *testing.T, fault Fault, trigger string, before ...Fault) {
 	b := newHeld()
 	p := testProvider("p", b, "m", "n")
@@ -134,6 +136,12 @@ func crashAndRecover(t *testing.T, fault Fault, trigger string, before ...Fault)
 		if st := g.State(); len(st.Providers) != 1 || st.Providers[0].State != "restarting" {
 			t.Errorf("/admin/state during the crash: %+v, want provider p restarting", st.Providers)
 		}
+	case "cooled":
+		g.Cooled(KeyScope("p", 0, 0), 10*time.Millisecond)
+	case "learned":
+		g.LanesLearned(ProviderScope("p"), 2, "r2")
+	case "read":
+		g.ReadShared()
 	case "add":
 		if err := g.AddModels("p", []Model{{Name: "x", Lanes: 1}}); err == nil || !strings.Contains(err.Error(), "internal fault") {
 			t.Errorf("adding a model during the crash: %v, want the internal fault", err)
