@@ -27,7 +27,7 @@ import (
 // message it was handling needs to be made good.
 type loss struct {
 	g     *Gateway
-	kind  faultKind  // the kind of actor that failed
+	kind  faultKind  // who failed, for a loss that would differ by kind (none does yet)
 	child *actor.PID // the actor that failed
 	p     int        // a failed provider's slot, or a failed lane's provider's; -1: not known
 	name  string     // that provider's name; "?" when not known
