@@ -119,34 +119,7 @@ func crashAndRecover(t *testing.T, fault Fault, trigger string, before ...Fault)
 		}
 		lane = lane || f.Actor == "lane"
 	}
-	var extra chan outcome
-	switch trigger {
-	case "arrival":
-		extra = runCall(ctx, g, "p/n") // a free model: it would start at once
-	case "withdraw":
-		wctx, wcancel := context.WithCancel(ctx)
-		extra = runCall(wctx, g, "p/m")
-		waitState(t, g, "two waiting", func(s AdminState) bool { return s.Queued == 2 })
-		wcancel()
-	case "release":
-		close(c1.release)
-	case "hangup":
-		hang()
-	case "state":
-		if st := g.State(); len(st.Providers) != 1 || st.Providers[0].State != "restarting" {
-			t.Errorf("/admin/state during the crash: %+v, want provider p restarting", st.Providers)
-		}
-	case "cooled":
-		g.Cooled(KeyScope("p", 0, 0), 10*time.Millisecond)
-	case "learned":
-		g.LanesLearned(ProviderScope("p"), 2, "r2")
-	case "read":
-		g.ReadShared()
-	case "add":
-		if err := g.AddModels("p", []Model{{Name: "x", Lanes: 1}}); err == nil || !strings.Contains(err.Error(), "internal fault") {
-			t.Errorf("adding a model during the crash: %v, want the internal fault", err)
-		}
-	}
+	extra := pull(t, g, trigger, c1, hang)
 	waitFired(t, g, len(before)+1)
 	// From here on every call the backend sees is released at once.
 	stop := autoRelease(b)
@@ -175,6 +148,40 @@ func crashAndRecover(t *testing.T, fault Fault, trigger string, before ...Fault)
 	if m := b.max.Load(); m > 2 {
 		t.Errorf("the backend saw %d calls at once with 2 lanes", m)
 	}
+}
+
+// pull makes the gateway handle what trigger names (see crashAndRecover) and returns the
+// call it started, if any. c1 is the running call, hang its client's hang-up.
+func pull(t *testing.T, g *Gateway, trigger string, c1 *heldCall, hang func()) (extra chan outcome) {
+	ctx := context.Background()
+	switch trigger {
+	case "arrival":
+		extra = runCall(ctx, g, "p/n") // a free model: it would start at once
+	case "withdraw":
+		wctx, wcancel := context.WithCancel(ctx)
+		extra = runCall(wctx, g, "p/m")
+		waitState(t, g, "two waiting", func(s AdminState) bool { return s.Queued == 2 })
+		wcancel()
+	case "release":
+		close(c1.release)
+	case "hangup":
+		hang()
+	case "state":
+		if st := g.State(); len(st.Providers) != 1 || st.Providers[0].State != "restarting" {
+			t.Errorf("/admin/state during the crash: %+v, want provider p restarting", st.Providers)
+		}
+	case "cooled":
+		g.Cooled(KeyScope("p", 0, 0), 10*time.Millisecond)
+	case "learned":
+		g.LanesLearned(ProviderScope("p"), 2, "r2")
+	case "read":
+		g.ReadShared()
+	case "add":
+		if err := g.AddModels("p", []Model{{Name: "x", Lanes: 1}}); err == nil || !strings.Contains(err.Error(), "internal fault") {
+			t.Errorf("adding a model during the crash: %v, want the internal fault", err)
+		}
+	}
+	return extra
 }
 
 // autoRelease releases every call the backend sees until the returned stop is called.
