@@ -114,7 +114,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 	if err := g.leaseBatch(ctx, b); err != nil {
 		return nil, err
 	}
-	g.system.Root.Send(g.supervisor, &startBatch{b: b})
+	send(g.system.Root, g.supervisor, &startBatch{b: b})
 	select {
 	case err := <-b.reply:
 		if err != nil {
@@ -243,7 +243,7 @@ func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
 	s.batches = append(s.batches, b)
 	for p, calls := range b.by {
 		b.waiting[p] = true
-		ctx.Send(s.providers[p], &reserve{b: b, calls: calls})
+		send(ctx, s.providers[p], &reserve{b: b, calls: calls})
 	}
 }
 
@@ -261,7 +261,7 @@ func (s *supervisor) reservedBy(ctx actor.Context, m *reserved) {
 	if !slices.Contains(s.batches, b) {
 		// Aborted already (a rebuilt supervisor forgot it): free what was reserved.
 		if m.ok {
-			ctx.Send(s.providers[m.p], &settle{b: b})
+			send(ctx, s.providers[m.p], &settle{b: b})
 		}
 		return
 	}
@@ -276,7 +276,7 @@ func (s *supervisor) reservedBy(ctx actor.Context, m *reserved) {
 	s.batches = slices.DeleteFunc(s.batches, func(x *batchCall) bool { return x == b })
 	commit := b.failed == nil
 	for p := range b.ok {
-		ctx.Send(s.providers[p], &settle{b: b, commit: commit})
+		send(ctx, s.providers[p], &settle{b: b, commit: commit})
 	}
 	if commit {
 		b.decide(nil)
@@ -301,7 +301,7 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	now := a.g.now()
 	for _, c := range m.calls {
 		if a.retiring || a.gone[c.route.m] { // a reload removed it after the batch looked it up
-			ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, why: a.g.notFound(c.route.id), o: a.pol.Offer(now)})
+			send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: a.g.notFound(c.route.id), o: a.pol.Offer(now)})
 			return
 		}
 	}
@@ -326,7 +326,7 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	} else {
 		why = a.batchRefusal(blocker, m.calls, now)
 	}
-	ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, ok: ok, why: why, o: a.pol.Offer(now)})
+	send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: ok, why: why, o: a.pol.Offer(now)})
 	a.arm(now)
 }
 
@@ -352,7 +352,7 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 			}
 			a.current(c)
 			a.began(c, c.key, c.started) // the retry budget, the lanes: as a grant's start, when it reserved
-			ctx.Send(a.lanes[c.route.m], &startCall{c: c})
+			send(ctx, a.lanes[c.route.m], &startCall{c: c})
 		}
 	} else if r != nil {
 		a.release(r, now)

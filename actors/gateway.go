@@ -414,7 +414,7 @@ func (g *Gateway) fail(cause error) {
 // error if ctx ended first.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.Drain()
-	g.system.Root.Send(g.supervisor, &drainAll{})
+	send(g.system.Root, g.supervisor, &drainAll{})
 	var err error
 	select {
 	case <-g.idle:

@@ -33,7 +33,7 @@ const maxIdleRequesters = 64
 func (a *providerActor) spawnLane(ctx actor.Context, m int) {
 	la := &laneActor{g: a.g, p: a.p, m: m, slot: a.slot, names: [2]string{a.name, a.models[m].Name}, running: map[policy.ID]*call{},
 		retired: map[string]bool{}}
-	props := a.g.props(func() actor.Actor { return la }, actor.WithSupervisor(requestStrategy()))
+	props := a.g.props(func() actor.Actor { return la }, actor.WithSupervisor(requestStrategy{g: a.g}))
 	a.lanes = append(a.lanes, ctx.Spawn(props))
 }
 
@@ -60,7 +60,7 @@ func (a *laneActor) Receive(ctx actor.Context) {
 		for _, c := range a.running {
 			calls = append(calls, c)
 		}
-		ctx.Send(ctx.Parent(), &laneReport{m: a.m, calls: calls})
+		send(ctx, ctx.Parent(), &laneReport{m: a.m, calls: calls})
 	case *cancelAll:
 		for _, c := range a.running {
 			switch {
@@ -120,7 +120,7 @@ func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
 		next := a.requester(ctx)
 		c.s.self.Store(next)
 		if c.ctx.Err() != nil {
-			ctx.Send(next, &clientGone{s: c.s})
+			send(ctx, next, &clientGone{s: c.s})
 		}
 	}
 }
@@ -161,7 +161,7 @@ func (a *laneActor) release(ctx actor.Context, c *call) {
 			}
 		}
 	}
-	ctx.Send(ctx.Parent(), &freed{c: c})
+	send(ctx, ctx.Parent(), &freed{c: c})
 }
 
 // drop abandons a call nobody will run (its Start was answered otherwise): its stream is

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -130,7 +132,20 @@ type admitResult struct {
 	queueWait time.Duration
 }
 
-// The messages the gateway's actors exchange. Each names who sends it to whom.
+// The messages the gateway's actors exchange. Each names who sends it to whom, and each is a
+// message: what its loss in a crash means is its lost method (loss.go), so that a new type
+// cannot be sent until it says.
+
+// message is everything one actor, a timer or the gateway's API sends an actor. A crash loses
+// the message the failing actor was handling; its parent's supervision strategy then calls
+// lost, which makes good what the message would have done (see loss.go).
+type message interface {
+	lost(l *loss)
+}
+
+// send is the one way to send an actor a message: it takes only a message, so the compiler
+// asks each new type what its loss means.
+func send(from actor.SenderContext, to *actor.PID, m message) { from.Send(to, m) }
 
 // arrive, from Gateway.Start to the call's provider actor: admit it.
 type arrive struct{ c *call }

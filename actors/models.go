@@ -196,7 +196,7 @@ func (g *Gateway) AddModels(provider string, models []Model) error {
 		return fmt.Errorf("add models: no provider %q", provider)
 	}
 	reply := make(chan error, 1)
-	g.system.Root.Send(g.slot(p).pid.Load(), &addModel{models: models, reply: reply})
+	send(g.system.Root, g.slot(p).pid.Load(), &addModel{models: models, reply: reply})
 	t := time.NewTimer(addModelsTimeout)
 	defer t.Stop()
 	select {

@@ -177,7 +177,7 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		a.addModel(ctx, m)
 	case *reserve:
 		if _, done := a.reserved[m.b]; done { // sent again after a crash
-			ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, ok: true, o: a.pol.Offer(a.g.now())})
+			send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: true, o: a.pol.Offer(a.g.now())})
 		} else {
 			a.reserve(ctx, m)
 		}
@@ -341,7 +341,7 @@ func (a *providerActor) run(ctx actor.Context, c *call, key int, now time.Time) 
 	a.current(c)
 	a.started(c, key, now)
 	c.lanes = [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}
-	ctx.Send(a.lanes[c.route.m], &startCall{c: c})
+	send(ctx, a.lanes[c.route.m], &startCall{c: c})
 }
 
 // creditable reports whether the provider may hold and use standing credit: not while it
@@ -418,17 +418,17 @@ func (a *providerActor) offer(ctx actor.Context, now time.Time) {
 		a.sendOffer(ctx, now)
 	default:
 		a.offerQueued = true
-		ctx.Send(ctx.Self(), offerDue{})
+		send(ctx, ctx.Self(), offerDue{})
 	}
 }
 
 // sendOffer sends the provider's offer now.
 func (a *providerActor) sendOffer(ctx actor.Context, now time.Time) {
 	a.offerQueued = false
-	ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+	send(ctx, a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
 	a.arm(now)
 	if a.draining && a.pol.Running() == 0 && a.pol.Queued() == 0 {
-		ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
+		send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 	}
 	if a.goneLanes > 0 || a.retiring {
 		a.retireIdle(ctx)
@@ -450,7 +450,7 @@ func (a *providerActor) arm(now time.Time) {
 	a.wakeAt = at
 	self, root := a.self, a.g.system.Root
 	// The timer's goroutine only sends one message and exits.
-	a.timer = time.AfterFunc(max(at.Sub(now), 0), func() { root.Send(self, &wake{}) })
+	a.timer = time.AfterFunc(max(at.Sub(now), 0), func() { send(root, self, &wake{}) })
 }
 
 func (a *providerActor) stopTimer() {
@@ -482,7 +482,7 @@ func (a *providerActor) drain(ctx actor.Context) {
 	}
 	for _, l := range a.lanes {
 		if l != nil {
-			ctx.Send(l, &cancelAll{cause: errDraining})
+			send(ctx, l, &cancelAll{cause: errDraining})
 		}
 	}
 	a.offer(ctx, now)
@@ -507,7 +507,7 @@ func (a *providerActor) rebuild(ctx actor.Context) {
 			a.reported[m] = true
 			continue
 		}
-		ctx.Send(l, &reportRunning{})
+		send(ctx, l, &reportRunning{})
 	}
 	if !slices.Contains(a.reported, false) {
 		a.finishRebuild(ctx)
@@ -582,7 +582,7 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 	case *reserve:
 		why := &llm.Error{Kind: llm.KindBatchCapacity, Provider: a.name, RetryAfter: time.Second,
 			Message: "provider " + a.name + " is rebuilding its state after a fault; try again shortly"}
-		ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, why: why, o: a.pol.Offer(now)})
+		send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: why, o: a.pol.Offer(now)})
 	case *settle:
 		a.settleBatch(ctx, m)
 	case *reconfigureProvider:
@@ -590,6 +590,10 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 	case *retire:
 		a.retiring = true
 		m.ack(a.p, nil) // the rebuild's offer looks whether it is idle already
+	case *retireCheck:
+		// Sent only once the retired provider was idle (closing), which nothing rebuilt
+		// changes: dropped here, nothing would stop the provider.
+		a.retireCheck(ctx, m)
 	}
 }
 
@@ -660,7 +664,7 @@ func (a *providerActor) fail(ctx actor.Context) {
 	a.pol.SetEffectiveLanes(0)
 	for _, l := range a.lanes {
 		if l != nil {
-			ctx.Send(l, &cancelAll{cause: errProviderFailed})
+			send(ctx, l, &cancelAll{cause: errProviderFailed})
 		}
 	}
 	a.failedOffer(ctx, now)
@@ -670,7 +674,7 @@ func (a *providerActor) fail(ctx actor.Context) {
 // rebuild cut short is in (see fail).
 func (a *providerActor) failedOffer(ctx actor.Context, now time.Time) {
 	if !a.reportsDue {
-		ctx.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
+		send(ctx, a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
 	}
 }
 
@@ -717,7 +721,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 	case *addModel:
 		m.reply <- errors.New("provider " + a.name + " is out of service")
 	case *reserve:
-		ctx.Send(a.g.supervisor, &reserved{b: m.b, p: a.p, why: providerDown(a.name), o: a.pol.Offer(now)})
+		send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: providerDown(a.name), o: a.pol.Offer(now)})
 	case *settle:
 		if r := a.reserved[m.b]; r != nil {
 			a.release(r, now)
@@ -738,7 +742,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 	case *drainAll:
 		a.draining = true
 		if a.pol.Running() == 0 {
-			ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
+			send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 		}
 	case *laneReport:
 		for _, c := range m.calls {
@@ -759,7 +763,7 @@ func (a *providerActor) finishFailed(ctx actor.Context, c *call, now time.Time) 
 	a.pol.Finish(c.id, now)
 	a.failedOffer(ctx, now)
 	if a.draining && a.pol.Running() == 0 {
-		ctx.Send(a.g.supervisor, &providerIdle{p: a.p})
+		send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 	}
 	a.retireDown(ctx)
 }

@@ -97,14 +97,14 @@ func (s *supervisor) reconfigure(ctx actor.Context, m *reconfigure) {
 		s.spawnProvider(ctx, ps.slot, ps.pv, ps.models)
 		if s.draining {
 			s.idle = append(s.idle, false)
-			ctx.Send(s.providers[ps.slot.p], &drainAll{})
+			send(ctx, s.providers[ps.slot.p], &drainAll{})
 		}
 	}
 	for _, ps := range m.change {
-		ctx.Send(s.providers[ps.slot.p], &reconfigureProvider{setup: ps, r: m})
+		send(ctx, s.providers[ps.slot.p], &reconfigureProvider{setup: ps, r: m})
 	}
 	for _, p := range m.remove {
-		ctx.Send(s.providers[p], &retire{r: m})
+		send(ctx, s.providers[p], &retire{r: m})
 	}
 	// Credit handed out under the old caps comes back before the reload is acknowledged, so
 	// every call sent after it reaches its provider after the recall.
@@ -206,7 +206,7 @@ func (a *providerActor) retireIdle(ctx actor.Context) {
 		a.slot.claim.CompareAndSwap(claimNone, claimClosing) { // else a reload is adding it back
 		a.closing = true
 		a.slot.retired.Store(true) // Start sends nothing more (slot.enter)
-		ctx.Send(a.self, &retireCheck{})
+		send(ctx, a.self, &retireCheck{})
 	}
 }
 
@@ -217,7 +217,7 @@ func (a *providerActor) retireDown(ctx actor.Context) {
 	if a.retiring && !a.closing && a.pol.Running() == 0 && a.slot.claim.CompareAndSwap(claimNone, claimClosing) {
 		a.closing = true
 		a.slot.retired.Store(true)
-		ctx.Send(a.self, &retireCheck{})
+		send(ctx, a.self, &retireCheck{})
 	}
 }
 
@@ -228,18 +228,18 @@ func (a *providerActor) retireCheck(ctx actor.Context, m *retireCheck) {
 	if a.slot.inflight.Load() > 0 {
 		self, root := a.self, a.g.system.Root
 		// The timer's goroutine only sends one message and exits.
-		time.AfterFunc(retireCheckEvery, func() { root.Send(self, &retireCheck{}) })
+		time.AfterFunc(retireCheckEvery, func() { send(root, self, &retireCheck{}) })
 		return
 	}
 	if !m.final {
 		// A Start that entered before the slot was retired may have sent its call after
 		// this check was queued and left since: one more round through the mailbox puts
 		// every such call ahead of the stop.
-		ctx.Send(a.self, &retireCheck{final: true})
+		send(ctx, a.self, &retireCheck{final: true})
 		return
 	}
 	a.stopTimer()
-	ctx.Send(a.g.supervisor, &providerRetired{p: a.p})
+	send(ctx, a.g.supervisor, &providerRetired{p: a.p})
 }
 
 // retiredMember is a member of batch b whose provider a reload removed and stopped, or nil.

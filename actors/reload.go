@@ -112,7 +112,7 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 	}
 	m.acks = make(chan reconfigured, 4*(1+len(m.change)+len(m.remove)))
 	g.slots.Store(&slots) // before the supervisor spawns into them; no route leads there yet
-	g.system.Root.Send(g.supervisor, m)
+	send(g.system.Root, g.supervisor, m)
 	err := g.awaitReconfigured(ctx, m)
 	// Published even after a timeout: what was sent is applied, or is being sent again by a
 	// supervision strategy, and the table must describe the actors.

@@ -119,7 +119,7 @@ func newStream(g *Gateway, c *call, lane, requester *actor.PID) *stream {
 	s := &stream{g: g, c: c, lane: lane, ctx: bctx, cancelCtx: cancel, key: c.key}
 	s.self.Store(requester)
 	root := g.system.Root
-	s.stopWatch = context.AfterFunc(c.ctx, func() { root.Send(s.self.Load(), &clientGone{s: s}) })
+	s.stopWatch = context.AfterFunc(c.ctx, func() { send(root, s.self.Load(), &clientGone{s: s}) })
 	s.timer = time.AfterFunc(c.route.timeout, func() { s.cancel(errRunTimeout) })
 	return s
 }
@@ -219,7 +219,7 @@ func (r *requeued) Error() string { return "requeued after the backend refused t
 // strategy or a rebuild records nothing, and the ending then records it (settle).
 func (s *stream) ask(err error) retryAnswer {
 	reply := make(chan retryAnswer, 1)
-	s.g.system.Root.Send(s.c.route.slot.pid.Load(), &retryAsk{c: s.c, err: err, key: s.key, n: s.attempts,
+	send(s.g.system.Root, s.c.route.slot.pid.Load(), &retryAsk{c: s.c, err: err, key: s.key, n: s.attempts,
 		attempts: s.c.attempts + s.attempts, backoffs: s.backoffs, tried: s.tried, reply: reply})
 	select {
 	case ans := <-reply:
@@ -347,7 +347,7 @@ func (s *stream) finishLocked() {
 	if s.ctx.Err() == nil {
 		s.cancelCtx(context.Canceled) // releases the context's resources; the call has ended
 	}
-	s.g.system.Root.Send(s.lane, &released{c: s.c})
+	send(s.g.system.Root, s.lane, &released{c: s.c})
 }
 
 // explain maps an error seen after the call's context was cancelled to what the client is

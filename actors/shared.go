@@ -176,10 +176,10 @@ func (g *Gateway) Cooled(name string, d time.Duration) {
 }
 
 // sendProvider sends msg to provider name's actor, if there is one.
-func (g *Gateway) sendProvider(name string, msg any) {
+func (g *Gateway) sendProvider(name string, msg message) {
 	if p := g.providerIndex(name); p >= 0 {
 		if pid := g.slot(p).pid.Load(); pid != nil {
-			g.system.Root.Send(pid, msg)
+			send(g.system.Root, pid, msg)
 		}
 	}
 }
@@ -222,7 +222,7 @@ func (g *Gateway) LeaseNotice(scopes []string) {
 	g.leaseGen.Add(1)
 	for _, s := range g.allSlots() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
-			g.system.Root.Send(pid, &leaseFreed{scopes: scopes})
+			send(g.system.Root, pid, &leaseFreed{scopes: scopes})
 		}
 	}
 }
@@ -322,7 +322,7 @@ type leaseFreed struct{ scopes []string }
 // provider's policy does) until the answer.
 func (a *laneActor) acquire(ctx actor.Context, c *call) {
 	if c.answered.Load() {
-		ctx.Send(ctx.Parent(), &freed{c: c}) // answered while it was on its way: nobody runs it
+		send(ctx, ctx.Parent(), &freed{c: c}) // answered while it was on its way: nobody runs it
 		return
 	}
 	a.running[c.id] = c
@@ -338,7 +338,7 @@ func (a *laneActor) acquire(ctx actor.Context, c *call) {
 			m.lease = ls[0]
 		}
 		m.cause = context.Cause(lctx)
-		root.Send(self, m)
+		send(root, self, m)
 	}()
 }
 
@@ -369,7 +369,7 @@ func (a *laneActor) leased(ctx actor.Context, m *leased) {
 		go m.lease.Release() // nobody runs it; exits after one bounded round trip
 	case mine && m.cause == nil && errors.As(m.err, &busy):
 		delete(a.running, c.id)
-		ctx.Send(ctx.Parent(), &unleased{c: c, busy: busy, gen: m.gen})
+		send(ctx, ctx.Parent(), &unleased{c: c, busy: busy, gen: m.gen})
 		return
 	}
 	if !mine {
@@ -453,7 +453,7 @@ func (a *providerActor) block(b *LeaseBusy, c *call) {
 	if b.Bucket != "" && b.Wait > 0 {
 		self, root := a.self, a.g.system.Root
 		// The timer's goroutine only sends one message and exits.
-		time.AfterFunc(b.Wait, func() { root.Send(self, &leaseFreed{scopes: []string{b.Bucket}}) })
+		time.AfterFunc(b.Wait, func() { send(root, self, &leaseFreed{scopes: []string{b.Bucket}}) })
 	}
 }
 

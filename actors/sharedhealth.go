@@ -80,7 +80,7 @@ func (g *Gateway) LanesLearned(scope string, lanes int, from string) {
 func (g *Gateway) ReadShared() {
 	for _, s := range g.allSlots() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
-			g.system.Root.Send(pid, &readShared{})
+			send(g.system.Root, pid, &readShared{})
 		}
 	}
 }
@@ -143,7 +143,7 @@ func (a *providerActor) readShared() {
 			return
 		}
 		for _, s := range scopes { // absent: none stored (lanes 0), which a cut of this replica's fills
-			g.system.Root.Send(self, &lanesShared{scope: s, lanes: lanes[s], from: "the shared state", lower: true})
+			send(g.system.Root, self, &lanesShared{scope: s, lanes: lanes[s], from: "the shared state", lower: true})
 		}
 	}()
 }

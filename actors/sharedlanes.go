@@ -63,7 +63,7 @@ func (a *providerActor) publishLanes(scope string, p *lanesPub) {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
 		stored, err := sh.Learn(ctx, scope, lanes, was)
-		root.Send(self, &lanesPublished{scope: scope, sent: lanes, stored: stored, err: err})
+		send(root, self, &lanesPublished{scope: scope, sent: lanes, stored: stored, err: err})
 	}()
 }
 

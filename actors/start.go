@@ -133,13 +133,13 @@ func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 		sl.leave()
 		return admitResult{}, g.notFound(c.route.id)
 	}
-	g.system.Root.Send(to, &arrive{c: c})
+	send(g.system.Root, to, &arrive{c: c})
 	sl.leave()
 	select {
 	case res := <-c.reply:
 		return res, nil
 	case <-ctx.Done():
-		g.system.Root.Send(to, &withdraw{c: c})
+		send(g.system.Root, to, &withdraw{c: c})
 		res := g.await(c) // every call is answered exactly once
 		if res.stream != nil {
 			_ = res.stream.Close() // started as the client left: this gives the lanes back

@@ -161,7 +161,7 @@ func (g *Gateway) State() AdminState {
 	}
 	reply := make(chan statePart, len(pids))
 	for _, pid := range pids {
-		g.system.Root.Send(pid, &stateQuery{reply: reply})
+		send(g.system.Root, pid, &stateQuery{reply: reply})
 	}
 	timeout := time.NewTimer(stateTimeout)
 	defer timeout.Stop()

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // Supervision, per actor kind (STYLE.md, practice 8; docs/architecture.md has the table).
@@ -20,12 +18,10 @@ import (
 // Request actors stop: a request cannot be resumed halfway through a stream; stopping
 // cancels its backend, so its client gets a clean error and its lanes come back.
 //
-// A crash loses the message being handled. The parent's strategy sees that message and
-// deals with it: a call it carries is answered (503 provider_unavailable, never retried:
-// the message may be what crashes the actor), a message that only frees or withdraws is sent
-// again (handling one twice is harmless), and anything else is dropped, its effect being
-// re-derived by the rebuild (grants are void in the new epoch, verdicts are given again,
-// timers re-armed, offers asked for anew).
+// A crash loses the message being handled. The parent's strategy hands it to the message's
+// lost method (loss.go), which says by type what its loss means: the call it carries is
+// answered, a message that only frees or withdraws is sent again, or the rebuild re-derives
+// its effect.
 
 // restartBudget is how many failures an actor may have within a window before it is taken
 // out of service instead of resumed: a fault that repeats must not loop forever.
@@ -46,16 +42,16 @@ func (b restartBudget) spent(rs *actor.RestartStatistics) bool {
 	return rs.NumberOfFailures(b.within) > b.max
 }
 
-// requestStrategy stops a failed request actor (see above).
-func requestStrategy() actor.SupervisorStrategy {
-	return actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
-}
+// requestStrategy stops a failed request actor (see above), after its lost message says what
+// its loss means.
+type requestStrategy struct{ g *Gateway }
 
-// lostCall answers a call whose message an actor failed on.
-func lostCall(c *call, where string, now time.Time) bool {
-	return c.answer(admitResult{queueWait: c.queueWait(now), err: &llm.Error{Kind: llm.KindProviderUnavailable,
-		Provider: c.route.provider, RetryAfter: time.Second,
-		Message: "internal fault in provider " + c.route.provider + "'s " + where + " while handling this request; it did not run; try again"}})
+func (r requestStrategy) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+	_ *actor.RestartStatistics, reason, msg any) {
+	r.g.log.Error().Str("reason", fmt.Sprint(reason)).Str("message", fmt.Sprintf("%T", msg)).
+		Msg("request actor failed; it stops, which cancels its call")
+	lose(msg, &loss{g: r.g, kind: faultRequest, child: child, p: -1, name: "?"})
+	sup.StopChildren(child)
 }
 
 // HandleFailure is the supervisor's strategy for its provider actors.
@@ -76,29 +72,10 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 	s.g.log.Error().Str("provider", name).Str("reason", fmt.Sprint(reason)).Str("message", fmt.Sprintf("%T", msg)).
 		Int("failures", rs.NumberOfFailures(providerBudget.within)).Bool("budget_spent", exhausted).
 		Msg("provider actor failed; it rebuilt its state and resumes")
-	switch m := msg.(type) {
-	case *arrive:
-		lostCall(m.c, "actor", s.g.now())
-		root.Send(child, &withdraw{c: m.c}) // the rebuild may have queued it again
-		if old := m.c.requeueOf; old != nil {
-			root.Send(child, &freed{c: old}) // the refused call it replaced gives its lanes back
-		}
-	case *retryAsk:
-		m.answer(retryAnswer{}) // answered as it is, never retried past a crash; its ending records it
-	case *unleased:
-		lostCall(m.c, "actor", s.g.now()) // the rebuild does not know it: it ran nowhere
-	case *withdraw, *freed, *drainAll, *resync, *laneReport, *failNow, *reserve, *settle,
-		*reconfigureProvider, *retire, *retireCheck, *leaseFreed, *keyCooled,
-		*breakerShared, *lanesShared, *lanesPublished, *readShared:
-		root.Send(child, m) // each is harmless twice; a reload's parts carry their whole target
-	case *addModel:
-		m.reply <- fmt.Errorf("internal fault in provider %s while adding models; try again", name)
-	case *stateQuery:
-		m.reply <- statePart{p: p, provider: ProviderState{Name: name, State: "restarting"}}
-	}
+	lose(msg, &loss{g: s.g, kind: faultProvider, child: child, p: p, name: name})
 	if exhausted && p >= 0 {
 		s.g.slot(p).down.Store(true)
-		root.Send(child, &failNow{})
+		send(root, child, &failNow{})
 	}
 	sup.ResumeChildren(child)
 }
@@ -121,21 +98,10 @@ func (a *providerActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor
 	a.g.log.Error().Str("provider", a.name).Str("model", model).Str("reason", fmt.Sprint(reason)).
 		Str("message", fmt.Sprintf("%T", msg)).Int("failures", rs.NumberOfFailures(laneBudget.within)).
 		Bool("budget_spent", exhausted).Msg("lane actor failed; it resumes")
-	switch mm := msg.(type) {
-	case *startCall:
-		now := a.g.now()
-		if lostCall(mm.c, "lane for "+mm.c.route.model, now) {
-			if a.pol.Finish(mm.c.id, now) {
-				root.Send(a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
-			}
-			root.Send(child, &abort{c: mm.c}) // whatever of it the lane made before it failed
-		}
-	case *released, *reportRunning, *cancelAll, *abort, *leased:
-		root.Send(child, mm)
-	}
+	lose(msg, &loss{g: a.g, kind: faultLane, child: child, p: a.p, name: a.name, lanes: a})
 	if exhausted {
 		a.slot.down.Store(true)
-		root.Send(a.self, &failNow{})
+		send(root, a.self, &failNow{})
 	}
 	sup.ResumeChildren(child)
 }
@@ -156,18 +122,12 @@ func (sg *supervisorGuardian) HandleFailure(_ *actor.ActorSystem, sup actor.Supe
 		Int("failures", rs.NumberOfFailures(supervisorBudget.within)).Bool("budget_spent", exhausted).
 		Msg("supervisor actor failed; it rebuilt its state from the providers and resumes")
 	root := g.system.Root
-	switch m := msg.(type) {
-	case *drainAll, *providerIdle, *reserved, *reconfigure, *providerRetired:
-		root.Send(child, m)
-	case *startBatch:
-		m.b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: time.Second,
-			Message: "internal fault in the gateway's supervisor while admitting this batch; nothing ran, try again"})
-	}
+	lose(msg, &loss{g: g, kind: faultSupervisor, child: child, p: -1, name: "?"})
 	if exhausted {
 		g.fail(fmt.Errorf("%w (%d times within %s): %v", errGatewayFailed, supervisorBudget.max+1, supervisorBudget.within, reason))
 		for _, sl := range g.allSlots() {
 			if pid := sl.pid.Load(); pid != nil && !sl.retired.Load() {
-				root.Send(pid, &failNow{})
+				send(root, pid, &failNow{})
 			}
 		}
 	}

@@ -88,65 +88,100 @@ func TestCrashOnce(t *testing.T) {
 		{Fault{Actor: "supervisor", On: "dispatchNow"}, "arrival"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.fault.Actor+"/"+tc.fault.On, func(t *testing.T) {
-			b := newHeld()
-			p := testProvider("p", b, "m", "n")
-			p.Lanes = 2
-			g := newTestGateway(t, 10, 16, p)
-			ctx := context.Background()
-			hangup, hang := context.WithCancel(ctx)
-			defer hang()
-			first := runCall(hangup, g, "p/m")
-			c1 := b.next(t)
-			waiting := runCall(ctx, g, "p/m")
-			waitState(t, g, "one waiting", func(s AdminState) bool { return s.Queued == 1 })
-			if err := g.InjectFault(tc.fault); err != nil {
-				t.Fatal(err)
-			}
-			var extra chan outcome
-			switch tc.trigger {
-			case "arrival":
-				extra = runCall(ctx, g, "p/n") // a free model: it would start at once
-			case "withdraw":
-				wctx, wcancel := context.WithCancel(ctx)
-				extra = runCall(wctx, g, "p/m")
-				waitState(t, g, "two waiting", func(s AdminState) bool { return s.Queued == 2 })
-				wcancel()
-			case "release":
-				close(c1.release)
-			case "hangup":
-				hang()
-			}
-			waitFired(t, g, 1)
-			// From here on every call the backend sees is released at once.
-			stop := autoRelease(b)
-			if tc.trigger != "release" {
-				close(c1.release)
-			}
-			// Every call ends with an answer or a clean error; the first and the waiting one
-			// are served unless they carried the fault.
-			o1 := got(t, first)
-			if !clean(o1.err) && !errors.Is(o1.err, context.Canceled) {
-				t.Errorf("running call: %v", o1.err)
-			}
-			if tc.trigger != "hangup" && o1.err != nil {
-				t.Errorf("the running call was disturbed by a fault elsewhere: %v", o1.err)
-			}
-			if extra != nil {
-				if o := got(t, extra); !clean(o.err) && !errors.Is(o.err, context.Canceled) {
-					t.Errorf("extra call: %v", o.err)
-				}
-			}
-			if o := got(t, waiting); tc.fault.Actor != "lane" && o.err != nil || !clean(o.err) {
-				t.Errorf("the waiting call: %v", o.err)
-			}
-			stop()
-			fullCapacity(t, g, b)
-			if m := b.max.Load(); m > 2 {
-				t.Errorf("the backend saw %d calls at once with 2 lanes", m)
-			}
-		})
+		t.Run(tc.fault.Actor+"/"+tc.fault.On, func(t *testing.T) { crashAndRecover(t, tc.fault, tc.trigger) })
 	}
+}
+
+// crashAndRecover crashes an actor on a message, with a call running and one waiting, and
+// checks that every client is answered and the gateway ends idle at full capacity. The
+// faults in before are injected first and fire on the way (a rebuild's messages follow a
+// crash). trigger makes the actor handle the message: "arrival" (a call to a free model),
+// "withdraw" (a waiting client leaves), "release" (the running call ends), "hangup" (the
+// running call's client leaves), "state" (/admin/state is read), "add" (a model is added),
+// or what another replica tells: "cooled" (a key cooled), "learned" (the provider's lanes)
+// or "read" (read the shared state again).
+func crashAndRecover(t *testing.T, fault Fault, trigger string, before ...Fault) {
+	b := newHeld()
+	p := testProvider("p", b, "m", "n")
+	p.Lanes = 2
+	g := newTestGateway(t, 10, 16, p)
+	ctx := context.Background()
+	hangup, hang := context.WithCancel(ctx)
+	defer hang()
+	first := runCall(hangup, g, "p/m")
+	c1 := b.next(t)
+	waiting := runCall(ctx, g, "p/m")
+	waitState(t, g, "one waiting", func(s AdminState) bool { return s.Queued == 1 })
+	lane := fault.Actor == "lane"
+	for _, f := range append(before, fault) {
+		if err := g.InjectFault(f); err != nil {
+			t.Fatal(err)
+		}
+		lane = lane || f.Actor == "lane"
+	}
+	extra := pull(t, g, trigger, c1, hang)
+	waitFired(t, g, len(before)+1)
+	// From here on every call the backend sees is released at once.
+	stop := autoRelease(b)
+	if trigger != "release" {
+		close(c1.release)
+	}
+	// Every call ends with an answer or a clean error; the first and the waiting one
+	// are served unless they carried the fault.
+	o1 := got(t, first)
+	if !clean(o1.err) && !errors.Is(o1.err, context.Canceled) {
+		t.Errorf("running call: %v", o1.err)
+	}
+	if trigger != "hangup" && o1.err != nil {
+		t.Errorf("the running call was disturbed by a fault elsewhere: %v", o1.err)
+	}
+	if extra != nil {
+		if o := got(t, extra); !clean(o.err) && !errors.Is(o.err, context.Canceled) {
+			t.Errorf("extra call: %v", o.err)
+		}
+	}
+	if o := got(t, waiting); !lane && o.err != nil || !clean(o.err) {
+		t.Errorf("the waiting call: %v", o.err)
+	}
+	stop()
+	fullCapacity(t, g, b)
+	if m := b.max.Load(); m > 2 {
+		t.Errorf("the backend saw %d calls at once with 2 lanes", m)
+	}
+}
+
+// pull makes the gateway handle what trigger names (see crashAndRecover) and returns the
+// call it started, if any. c1 is the running call, hang its client's hang-up.
+func pull(t *testing.T, g *Gateway, trigger string, c1 *heldCall, hang func()) (extra chan outcome) {
+	ctx := context.Background()
+	switch trigger {
+	case "arrival":
+		extra = runCall(ctx, g, "p/n") // a free model: it would start at once
+	case "withdraw":
+		wctx, wcancel := context.WithCancel(ctx)
+		extra = runCall(wctx, g, "p/m")
+		waitState(t, g, "two waiting", func(s AdminState) bool { return s.Queued == 2 })
+		wcancel()
+	case "release":
+		close(c1.release)
+	case "hangup":
+		hang()
+	case "state":
+		if st := g.State(); len(st.Providers) != 1 || st.Providers[0].State != "restarting" {
+			t.Errorf("/admin/state during the crash: %+v, want provider p restarting", st.Providers)
+		}
+	case "cooled":
+		g.Cooled(KeyScope("p", 0, 0), 10*time.Millisecond)
+	case "learned":
+		g.LanesLearned(ProviderScope("p"), 2, "r2")
+	case "read":
+		g.ReadShared()
+	case "add":
+		if err := g.AddModels("p", []Model{{Name: "x", Lanes: 1}}); err == nil || !strings.Contains(err.Error(), "internal fault") {
+			t.Errorf("adding a model during the crash: %v, want the internal fault", err)
+		}
+	}
+	return extra
 }
 
 // autoRelease releases every call the backend sees until the returned stop is called.

@@ -111,7 +111,7 @@ func (s *supervisor) schedule(ctx actor.Context) {
 		return
 	}
 	s.scheduled = true
-	ctx.Send(s.self, &dispatchNow{})
+	send(ctx, s.self, &dispatchNow{})
 }
 
 // dispatch grants what can start, gives the verdicts on the arrivals the offers listed,
@@ -140,7 +140,7 @@ func (s *supervisor) dispatch(ctx actor.Context) {
 				o.credit = &cr
 			}
 			// The message owns its slices: the next dispatch starts new ones.
-			ctx.Send(s.providers[p], &grants{g: o.g, v: o.v, ack: o.ack, credit: o.credit})
+			send(ctx, s.providers[p], &grants{g: o.g, v: o.v, ack: o.ack, credit: o.credit})
 			*o = grants{}
 		}
 	}
@@ -151,7 +151,7 @@ func (s *supervisor) dispatch(ctx actor.Context) {
 func (s *supervisor) sendRecalls(ctx actor.Context) {
 	s.rbuf = s.disp.Recalls(s.rbuf[:0])
 	for _, r := range s.rbuf {
-		ctx.Send(s.providers[r.Provider], &recall{r: r})
+		send(ctx, s.providers[r.Provider], &recall{r: r})
 	}
 }
 
@@ -224,14 +224,14 @@ func (s *supervisor) askUnknown(ctx actor.Context) {
 	}
 	for p, pid := range s.providers {
 		if !s.disp.Known(p) {
-			ctx.Send(pid, &resync{sync: s.sync})
+			send(ctx, pid, &resync{sync: s.sync})
 		}
 	}
 	if !s.resyncing {
 		s.resyncing = true
 		self, root, sync := s.self, s.g.system.Root, s.sync
 		// The timer's goroutine only sends one message and exits.
-		time.AfterFunc(resyncInterval, func() { root.Send(self, &resyncTick{sync: sync}) })
+		time.AfterFunc(resyncInterval, func() { send(root, self, &resyncTick{sync: sync}) })
 	}
 }
 
@@ -252,7 +252,7 @@ func (s *supervisor) drain(ctx actor.Context) {
 			s.idle[p] = true
 			continue
 		}
-		ctx.Send(pid, &drainAll{})
+		send(ctx, pid, &drainAll{})
 	}
 	s.checkIdle()
 }
@@ -293,7 +293,7 @@ func (s *supervisor) receiveFailed(ctx actor.Context, msg any) {
 		m.b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is stopping after an internal failure (see its log)"})
 	case *reserved:
 		if m.ok {
-			ctx.Send(s.providers[m.p], &settle{b: m.b})
+			send(ctx, s.providers[m.p], &settle{b: m.b})
 		}
 	case *drainAll:
 		s.drain(ctx)
