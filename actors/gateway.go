@@ -179,6 +179,7 @@ type Gateway struct {
 	idle      chan struct{} // closed by the supervisor once a drain has left nothing running
 	stopped   chan struct{} // closed once the actors have stopped (Shutdown)
 	stopOnce  sync.Once
+	sysOnce   sync.Once     // the actor system is shut down once, however often Shutdown is called
 	failed    chan struct{} // closed when the supervisor's restart budget ran out
 	failOnce  sync.Once
 	failCause atomic.Value // error: why failed was closed
@@ -427,7 +428,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	select {
 	case werr := <-done:
 		g.stopOnce.Do(func() { close(g.stopped) })
-		g.system.Shutdown()
+		g.sysOnce.Do(g.system.Shutdown)
 		g.dispatch.stop()
 		if err == nil {
 			err = werr

@@ -323,3 +323,21 @@ func TestStartRacingShutdownNeverHangs(t *testing.T) {
 		t.Fatal("Start after the supervisor stopped never returned")
 	}
 }
+
+// TestShutdownTwice: a second Shutdown (an app's drain, then a test's or a caller's own)
+// returns without stopping the stopped actor system again, which panicked inside protoactor.
+func TestShutdownTwice(t *testing.T) {
+	g, err := New(Options{MaxRunning: 4, MaxAdmitted: 8, Providers: []Provider{
+		testProvider("p", fake.New(fake.Config{Name: "p", Default: fake.Script{Reply: "x"}}), "m")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+}
