@@ -27,6 +27,11 @@ type faultCase struct {
 	// outOfService: a repeating fault must take its provider out of service (the budget
 	// stops the loop); gatewayFails: a repeating fault in the supervisor fails the gateway.
 	outOfService, gatewayFails bool
+	// early: armed before the load starts, not at faultAt. Its fault cannot fail the
+	// gateway, and the messages it fires on come only from calls running when their client
+	// hangs up: the first calls, which find the lanes free; the later ones mostly hang up
+	// while queued, and on a loaded machine none may run at its hang-up.
+	early bool
 }
 
 var faultCases = []faultCase{
@@ -35,7 +40,7 @@ var faultCases = []faultCase{
 	{name: "provider/freed", fault: actors.Fault{Actor: "provider", Provider: "gamma", On: "freed"}},
 	{name: "lane/startCall", fault: actors.Fault{Actor: "lane", Provider: "alpha", On: "startCall"}},
 	{name: "lane/released", fault: actors.Fault{Actor: "lane", Provider: "beta", On: "released"}},
-	{name: "request/clientGone", fault: actors.Fault{Actor: "request", On: "clientGone", Times: 3}},
+	{name: "request/clientGone", fault: actors.Fault{Actor: "request", On: "clientGone", Times: 3}, early: true},
 	{name: "supervisor/offer", fault: actors.Fault{Actor: "supervisor", On: "offer"}},
 	{name: "supervisor/dispatchNow", fault: actors.Fault{Actor: "supervisor", On: "dispatchNow"}},
 	{name: "provider/repeating", fault: actors.Fault{Actor: "provider", Provider: "gamma", Times: -1}, outOfService: true},
@@ -75,7 +80,13 @@ func faultLoad(ctx context.Context, e *env, r *result, fc faultCase, seed uint64
 		}
 	}
 	armed := make(chan error, 1)
+	if fc.early {
+		armed <- g.InjectFault(fc.fault)
+	}
 	go func() { // exits once the fault is armed
+		if fc.early {
+			return
+		}
 		t := time.NewTimer(faultAt)
 		defer t.Stop()
 		select {
