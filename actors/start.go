@@ -53,16 +53,19 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 }
 
 // chain is the routes a call on model goes through in turn: the model its id or route
-// picks, then that model's fallbacks.
+// picks, then those of that model's fallbacks that serve the call's format.
 func (g *Gateway) chain(model string, req *llm.Request) ([]route, error) {
 	t := g.table.Load()
 	r, ok := t.resolve(model, req)
 	if !ok {
 		return nil, g.notFound(model)
 	}
+	if err := r.refuses(req); err != nil {
+		return nil, err
+	}
 	chain := append(make([]route, 0, 1+len(r.fallback)), r)
 	for _, id := range r.fallback {
-		if fr, ok := t.lookup(id); ok && fr.id != r.id {
+		if fr, ok := t.lookup(id); ok && fr.id != r.id && fr.refuses(req) == nil {
 			chain = append(chain, fr)
 		}
 	}

@@ -1,0 +1,106 @@
+package openai
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// surfaceDir holds the embeddings and legacy completions cases (docs/surface-protocols.md):
+// <kind>/<case>.in.json is the client's call, <case>.http the backend's documented answer,
+// <case>.golden.jsonl the path and body the backend received, then what the gateway sees.
+const surfaceDir = "../../testdata/openai-surface"
+
+func TestSurfaceGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(surfaceDir, "*", "*.in.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no cases under %s (%v)", surfaceDir, err)
+	}
+	for _, in := range files {
+		kind := filepath.Base(filepath.Dir(in))
+		base := trimExt(in, ".in.json")
+		t.Run(kind+"/"+filepath.Base(base), func(t *testing.T) {
+			req := surfaceRequest(t, in)
+			status, h, body := readHTTPFixture(t, base+".http")
+			type sent struct {
+				Path string          `json:"path"`
+				Sent json.RawMessage `json:"sent"`
+			}
+			got := make(chan sent, 1)
+			srv := replayServer(t, status, h, body, 7)
+			inner := srv.Config.Handler
+			srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				got <- sent{r.URL.Path, b}
+				r.Body = io.NopCloser(strings.NewReader(""))
+				inner.ServeHTTP(w, r)
+			})
+			c := newTestClient(t, kind, srv.URL+"/v1", "sk-test-secret")
+			if !c.Serves(req.Op()) {
+				t.Fatalf("kind %s does not serve %s", kind, req.Op())
+			}
+			events := collect(t, c, req)
+			first := <-got
+			out, err := json.Marshal(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, base+".golden.jsonl", append(append(out, '\n'), encodeLines(t, events)...))
+		})
+	}
+}
+
+// surfaceRequest reads a case's call as the HTTP layer would make it.
+func surfaceRequest(t *testing.T, path string) *llm.Request {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tc struct {
+		Format string          `json:"format"` // embeddings or completions
+		Model  string          `json:"model"`
+		Base64 bool            `json:"base64"`
+		Client json.RawMessage `json:"client"`
+	}
+	if err := json.Unmarshal(raw, &tc); err != nil {
+		t.Fatal(err)
+	}
+	req := &llm.Request{Model: tc.Model, Body: tc.Client}
+	switch tc.Format {
+	case "embeddings":
+		req.Native = &llm.Native{Format: llm.FormatEmbeddings, Body: tc.Client}
+		req.Embed = &llm.Embed{Texts: []string{"x"}, Base64: tc.Base64}
+	case "completions":
+		var c struct {
+			Stream bool `json:"stream"`
+		}
+		_ = json.Unmarshal(tc.Client, &c)
+		req.Stream = c.Stream
+		req.Native = &llm.Native{Format: llm.FormatCompletions, Body: tc.Client}
+	default:
+		t.Fatalf("%s: format %q", path, tc.Format)
+	}
+	return req
+}
+
+func TestServes(t *testing.T) {
+	for kind, want := range map[string][2]bool{
+		KindOpenAI: {true, true}, KindDeepSeek: {false, true}, KindQwen: {true, false}, KindDoubao: {true, false},
+		KindErnie: {true, false}, KindNvidia: {true, true}, KindLMStudio: {true, true}, KindOllama: {true, true},
+	} {
+		c := newTestClient(t, kind, "http://127.0.0.1:1/v1")
+		if got := [2]bool{c.Serves(llm.FormatEmbeddings), c.Serves(llm.FormatCompletions)}; got != want {
+			t.Errorf("%s serves embeddings, completions: %v, want %v", kind, got, want)
+		}
+		if c.Serves(llm.FormatChat) || c.Serves(llm.FormatResponses) {
+			t.Errorf("%s claims a chat format as standalone", kind)
+		}
+	}
+}
