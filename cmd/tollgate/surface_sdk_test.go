@@ -186,3 +186,29 @@ func TestCompletionsSDK(t *testing.T) {
 		t.Fatalf("fakellm saw %d calls cut off", st.ClientGone)
 	}
 }
+
+// TestSurfaceNodeSDK: the pinned Node openai SDK's embeddings.create (base64, decoded by the
+// SDK) and completions.create, whole and streamed, against every kind that has them.
+func TestSurfaceNodeSDK(t *testing.T) {
+	node, modules := nodeClients(t)
+	g, _ := startSurface(t, fakellm.Options{Reply: "return a + b", Chunks: 3})
+	lines := runScript(t, node, modules, "surface.mjs", &conformanceEnv{gw: g, vars: []string{
+		"TOLLGATE_EMBEDDINGS=" + strings.Join(embeddingKinds, ","), "TOLLGATE_COMPLETIONS=" + strings.Join(completionsKinds, ",")}})
+	for _, kind := range embeddingKinds {
+		l, ok := lines["surface/embeddings/"+kind]
+		if !ok || l.obs["error"] != nil || l.obs["vectors"] != 3.0 || l.obs["dims"] != float64(fakellm.EmbeddingDims) ||
+			l.obs["same"] != true || l.obs["differ"] != true {
+			t.Errorf("embeddings/%s: %v", kind, l.obs)
+		}
+	}
+	for _, kind := range completionsKinds {
+		l, ok := lines["surface/completions/"+kind]
+		if !ok || l.obs["whole"] != "return a + b" || l.obs["streamed"] != "return a + b" || l.obs["finish_reason"] != "stop" {
+			t.Errorf("completions/%s: %v", kind, l.obs)
+		}
+	}
+	e, _ := lines["surface/embeddings/chat-model"].obs["error"].(map[string]any)
+	if e == nil || e["status"] != 400.0 || e["code"] != "invalid_request" {
+		t.Errorf("embeddings on a chat model: %v", lines["surface/embeddings/chat-model"].obs)
+	}
+}
