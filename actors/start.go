@@ -155,10 +155,15 @@ func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 
 // estimate is what the call is charged in the tpm buckets before it runs (SPEC §10): its
 // estimated prompt plus its output cap, at most the model's context window; 0 when no
-// bucket of its provider counts tokens, so that the estimate costs nothing there.
+// bucket of its provider counts tokens, so that the estimate costs nothing there. An
+// embeddings call is charged its inputs alone, however many: it generates nothing, and the
+// window bounds each input, not the call.
 func (g *Gateway) estimate(r *route, req *llm.Request) int {
-	if !r.counts {
+	switch {
+	case !r.counts:
 		return 0
+	case req.Embed != nil:
+		return llm.EstimatePromptTokens(req)
 	}
 	return tokens.Estimate(llm.EstimatePromptTokens(req), req.OutputLimit(), r.window)
 }

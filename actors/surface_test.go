@@ -71,3 +71,20 @@ func TestRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestEstimateEmbeddings: 2,048 inputs in one embeddings call are charged all their estimated
+// tokens, not the model's window, and nothing for output.
+func TestEstimateEmbeddings(t *testing.T) {
+	texts := make([]string, 2048)
+	for i := range texts {
+		texts[i] = "12345678" // 2 tokens each
+	}
+	req := &llm.Request{Embed: &llm.Embed{Texts: texts}, Native: &llm.Native{Format: llm.FormatEmbeddings}}
+	g := &Gateway{}
+	if got := g.estimate(&route{counts: true, window: 512}, req); got != 4096 {
+		t.Fatalf("charged %d, want 4096", got)
+	}
+	if got := g.estimate(&route{counts: false, window: 512}, req); got != 0 {
+		t.Fatalf("charged %d where no bucket counts tokens", got)
+	}
+}

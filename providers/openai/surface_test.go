@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,6 +102,39 @@ func TestServes(t *testing.T) {
 		}
 		if c.Serves(llm.FormatChat) || c.Serves(llm.FormatResponses) {
 			t.Errorf("%s claims a chat format as standalone", kind)
+		}
+	}
+}
+
+// TestListEmbeddingModels: LM Studio's own listing says which models embed
+// (lmstudio.ai/docs/app/api/endpoints/rest, GET /api/v0/models); a server that has no such
+// listing leaves every model a chat model.
+func TestListEmbeddingModels(t *testing.T) {
+	for _, v0 := range []bool{true, false} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/v1/models":
+				_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"qwen2.5-7b-instruct","object":"model","owned_by":"organization_owner"},`+
+					`{"id":"text-embedding-nomic-embed-text-v1.5","object":"model","owned_by":"organization_owner"}]}`)
+			case r.URL.Path == "/api/v0/models" && v0:
+				_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"qwen2.5-7b-instruct","object":"model","type":"llm","state":"loaded","max_context_length":32768},`+
+					`{"id":"text-embedding-nomic-embed-text-v1.5","object":"model","type":"embeddings","state":"not-loaded","max_context_length":2048}]}`)
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		c := newTestClient(t, KindLMStudio, srv.URL+"/v1")
+		models, err := c.ListModels(t.Context())
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if v0 {
+			want = llm.TypeEmbedding
+		}
+		if len(models) != 2 || models[0].Type != "" || models[1].Type != want {
+			t.Errorf("v0 listing %v: %+v", v0, models)
 		}
 	}
 }
