@@ -62,10 +62,14 @@ func (c *Client) openCompletions(ctx context.Context, req *llm.Request, key stri
 	return c.answer(ctx, req, resp, cancel)
 }
 
-// openEmbeddings relays an embeddings request to {base}/embeddings. OpenAI encodes base64
+// openEmbeddings relays an embeddings request to {base}/embeddings (Ollama's texts go to its
+// native /api/embed instead, ollama_embed.go). OpenAI encodes base64
 // itself; the compatible servers are asked for floats, which the adapter encodes when the
 // client asked for base64 (not every one of them knows encoding_format).
 func (c *Client) openEmbeddings(ctx context.Context, req *llm.Request, key string) (llm.Stream, error) {
+	if c.kind == KindOllama && req.Embed != nil && len(req.Embed.Texts) > 0 {
+		return c.openOllamaEmbed(ctx, req, key)
+	}
 	model, err := json.Marshal(req.Model)
 	if err != nil {
 		return nil, fmt.Errorf("encode model: %w", err)

@@ -77,7 +77,24 @@ func surfaceRequest(t *testing.T, path string) *llm.Request {
 	switch tc.Format {
 	case "embeddings":
 		req.Native = &llm.Native{Format: llm.FormatEmbeddings, Body: tc.Client}
-		req.Embed = &llm.Embed{Texts: []string{"x"}, Base64: tc.Base64}
+		req.Embed = &llm.Embed{Base64: tc.Base64}
+		var in struct {
+			Input json.RawMessage `json:"input"`
+		}
+		_ = json.Unmarshal(tc.Client, &in)
+		var one string
+		var texts []string
+		var tokens [][]int
+		switch {
+		case json.Unmarshal(in.Input, &one) == nil:
+			req.Embed.Texts = []string{one}
+		case json.Unmarshal(in.Input, &texts) == nil:
+			req.Embed.Texts = texts
+		case json.Unmarshal(in.Input, &tokens) == nil:
+			req.Embed.Tokens = tokens
+		default:
+			t.Fatalf("%s: input %s", path, in.Input)
+		}
 	case "completions":
 		var c struct {
 			Stream bool `json:"stream"`
@@ -137,4 +154,29 @@ func TestListEmbeddingModels(t *testing.T) {
 			t.Errorf("v0 listing %v: %+v", v0, models)
 		}
 	}
+}
+
+// FuzzEmbeddingsAnswer: any 200 body to an embeddings call is either an embeddings list the
+// gateway relays (valid JSON, base64-encoded when asked) or an error; it never panics.
+func FuzzEmbeddingsAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[1,-2]}],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}`,
+		`{"object":"list","data":[{"index":1,"embedding":[1]}]}`, `{"data":[{"index":0,"embedding":"AACAPw=="}]}`,
+		`{"model":"m","embeddings":[[1,2],[3]],"prompt_eval_count":3}`, `{"error":"no"}`, `[]`, `{}`,
+	} {
+		f.Add([]byte(s), true)
+	}
+	c := newTestClient(f, KindOllama, "http://127.0.0.1:1/v1")
+	f.Fuzz(func(t *testing.T, b []byte, encode bool) {
+		if ch, err := c.embeddingsChunk(b, encode); err == nil {
+			if !json.Valid(ch.Raw) || !ch.Complete || ch.Format != llm.FormatEmbeddings {
+				t.Fatalf("%q: relayed %q", b, ch.Raw)
+			}
+		} else if llm.KindOf(err) != llm.KindUpstream {
+			t.Fatalf("%q: %v", b, err)
+		}
+		if raw, _, err := c.ollamaList(b, 2, encode); err == nil && !json.Valid(raw) {
+			t.Fatalf("%q: ollama list %q", b, raw)
+		}
+	})
 }

@@ -160,6 +160,7 @@ func (s *Server) routes() {
 	embeddings := s.generate(apiChat, parseEmbeddings)
 	completions := s.generate(apiChat, parseCompletions)
 	s.mux.Handle("POST /v1/embeddings", embeddings)
+	s.mux.Handle("POST /api/embed", s.generate(apiChat, parseOllamaEmbed)) // Ollama's native API
 	s.mux.Handle("POST /embeddings", embeddings)
 	s.mux.Handle("POST /v1/completions", completions)
 	s.mux.Handle("POST /completions", completions)

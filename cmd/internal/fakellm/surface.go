@@ -22,6 +22,7 @@ type embedCall struct {
 	dims   int
 	base64 bool
 	batch  bool
+	ollama bool // Ollama's native /api/embed
 }
 
 // vector is the fake embedding of text: dims numbers in [-1, 1) that depend only on the
@@ -97,6 +98,15 @@ func joinInts(ids []int) string {
 	return strings.Join(s, " ")
 }
 
+// parseOllamaEmbed reads Ollama's native POST /api/embed: input a string or strings.
+func parseOllamaEmbed(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := parseEmbeddings(w, r, c); err != nil {
+		return err
+	}
+	c.embed.ollama, c.embed.base64 = true, false
+	return nil
+}
+
 // parseGeminiEmbed reads Gemini's embedContent or batchEmbedContents body.
 func parseGeminiEmbed(w http.ResponseWriter, r *http.Request, c *call) error {
 	type one struct {
@@ -142,6 +152,15 @@ func embedWhole(c *call) []byte {
 	dims := e.dims
 	if dims <= 0 {
 		dims = EmbeddingDims
+	}
+	if e.ollama {
+		vecs := make([][]float32, len(e.texts))
+		for i, t := range e.texts {
+			vecs[i] = vector(t, dims)
+		}
+		b, _ := json.Marshal(map[string]any{"model": c.model, "embeddings": vecs, "total_duration": 14143917,
+			"load_duration": 1019500, "prompt_eval_count": c.prompt})
+		return b
 	}
 	if c.api == apiGemini {
 		type values struct {
