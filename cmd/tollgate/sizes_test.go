@@ -45,7 +45,6 @@ var longFuncs = map[string]int{
 	"cmd/tollgate-load: clusterOutage":        72,
 	"cmd/tollgate-load: faultLoad":            95,
 	"cmd/tollgate-load: overload":             65,
-	"cmd/tollgate-load: reloadLoad":           134,
 	"cmd/tollgate-load: run":                  76,
 	"cmd/tollgate-load: slowReaders":          68,
 	"cmd/tollgate: serve":                     63,
