@@ -113,10 +113,10 @@ func reloadLoad(ctx context.Context, e *env, r *result, steps []reloadStep, seed
 	run := newReloadRun(e, r)
 	stop := run.drive(ctx, seed)
 	for _, st := range steps {
-		waitPhase(ctx)
+		pause(ctx, reloadPhase)
 		run.step(ctx, st)
 	}
-	waitPhase(ctx)
+	pause(ctx, reloadPhase)
 	run.judge(ctx, stop())
 }
 
@@ -183,16 +183,6 @@ func (run *reloadRun) drive(ctx context.Context, seed uint64) (stop func() []out
 		close(done)
 		wg.Wait()
 		return slices.Concat(outs...)
-	}
-}
-
-// waitPhase lets the load run for one phase between two reloads.
-func waitPhase(ctx context.Context) {
-	t := time.NewTimer(reloadPhase)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }
 
