@@ -37,17 +37,6 @@ var longFuncs = map[string]int{
 	"httpapi: New":                            68,
 	"httpapi: chatMessages":                   67,
 	"httpapi: Server.relayStream":             61,
-	"cmd/fakellm: run":                        66,
-	"cmd/internal/config: validateRoutes":     66,
-	"cmd/tollgate-bench: openRound":           76,
-	"cmd/tollgate-bench: runGroup":            62,
-	"cmd/tollgate-bench: serveGateway":        64,
-	"cmd/tollgate-load: clusterOutage":        72,
-	"cmd/tollgate-load: faultLoad":            95,
-	"cmd/tollgate-load: overload":             65,
-	"cmd/tollgate-load: run":                  76,
-	"cmd/tollgate-load: slowReaders":          68,
-	"cmd/tollgate: serve":                     63,
 }
 
 // bigActorTypes are today's types under actors/ with more than maxActorMethod methods, by
