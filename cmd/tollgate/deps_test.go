@@ -50,6 +50,7 @@ var layerRules = []layerRule{
 	{pkg: "cmd/internal/config", forbid: []string{module + "actors", module + "httpapi", module + "cmd/"},
 		except: []string{"httpapi/guard"}},
 	{pkg: "cmd/internal/serve", only: []string{}},
+	{pkg: "cmd/internal/statuswriter", only: []string{}},
 	{pkg: "cmd/internal/cluster", forbid: append([]string{module + "httpapi", module + "cmd/"}, adapters...)},
 	{pkg: "cmd/internal/telemetry", forbid: append([]string{module + "cmd/"}, adapters...)},
 	{pkg: "cmd/internal/fakellm", forbid: []string{module + "actors", module + "httpapi", module + "cmd/"}},
