@@ -56,20 +56,6 @@ func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
 	return s.authAs(keys, failOpenAI, next)
 }
 
-// authByClient is auth answering a refusal in the error shape of the request's client
-// (anthropicClient), as an unknown route is answered: for the routes both APIs' clients call,
-// /v1/models and /admin.
-func (s *Server) authByClient(keys []string, next httprouter.Handle) httprouter.Handle {
-	openai, anthropic := s.authAs(keys, failOpenAI, next), anthropicID(s.authAs(keys, failMessages, next))
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if anthropicClient(r) {
-			anthropic(w, r, ps)
-			return
-		}
-		openai(w, r, ps)
-	}
-}
-
 // authAs is auth answering a refusal with fail, in the shape of the route's API.
 func (s *Server) authAs(keys []string, fail func(http.ResponseWriter, apiError), next httprouter.Handle) httprouter.Handle {
 	if len(keys) == 0 {
