@@ -246,37 +246,12 @@ type nativeFollower interface {
 // has the terminal event, as Codex does, has its whole answer.
 func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Stream, rec *record,
 	format llm.Format, terminal map[string]bool, newSink func(emit emitFunc) answerSink) {
-	sse.SetHeaders(w.Header())
-	w.WriteHeader(http.StatusOK)
-	if hint, _ := st.(buffered); hint == nil || !hint.Buffered() {
-		// As relayStream: the headers go out now, so a client tells a queued call from a
-		// slow first token, unless the first chunk is already here to carry them.
-		if http.NewResponseController(w).Flush() != nil {
-			rec.clientGone = true
-			return
-		}
+	if !openSSE(w, st, rec) {
+		return
 	}
 	out := sse.NewWriter(w)
-	gone := false
-	sink := newSink(func(name string, v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err // our own types: a bug, reported as an undecodable chunk would be
-		}
-		if err := out.Event(name, b); err != nil {
-			gone = true
-			return err
-		}
-		return nil
-	})
-	native, started := false, false
-	failWith := func(a apiError) {
-		if !native && !started {
-			_ = sink.start()
-		}
-		a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
-		_ = sink.fail(a)
-	}
+	as := &answerStream{rec: rec}
+	as.sink = newSink(emitTo(out, &as.gone))
 	for {
 		ch, err := st.Next()
 		if err == io.EOF {
@@ -284,7 +259,7 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 		}
 		if err != nil {
 			if a, ok := s.answerError(r, err, rec); ok {
-				failWith(a)
+				as.fail(a)
 			}
 			return
 		}
@@ -295,35 +270,85 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 			rec.usage = *ch.Usage
 		}
 		if ch.Format == format && format != llm.FormatChat {
-			native = true
-			if over := relayEvent(out, &ch, sink, terminal, rec); over {
+			as.native = true
+			if over := relayEvent(out, &ch, as.sink, terminal, rec); over {
 				return
 			}
 			continue
 		}
-		if !started {
-			started = true
-			if sink.start() != nil {
-				rec.clientGone = true
-				return
-			}
-		}
-		if err := sink.add(&ch); err != nil {
-			if gone {
-				rec.clientGone = true
-				return
-			}
-			a := undecodable(err)
-			rec.fail(a)
-			failWith(a)
+		if over := as.add(&ch); over {
 			return
 		}
 	}
-	if native {
+	as.end()
+}
+
+// answerStream is an ingress format's streamed answer as streamAnswer writes it.
+type answerStream struct {
+	sink    answerSink
+	rec     *record
+	gone    bool // a write to the client failed
+	native  bool // the backend's own events are being relayed
+	started bool // the sink's opening events are out
+}
+
+// fail ends the stream with the format's error event for a, opening the answer first if
+// nothing was written yet.
+func (as *answerStream) fail(a apiError) {
+	if !as.native && !as.started {
+		_ = as.sink.start()
+	}
+	a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
+	_ = as.sink.fail(a)
+}
+
+// add writes one chat chunk through the sink, opening the answer at the first, and reports
+// whether the stream is over: the client is gone, or the chunk could not be decoded (which
+// ends the stream with an error event).
+func (as *answerStream) add(ch *llm.Chunk) (over bool) {
+	if !as.started {
+		as.started = true
+		if as.sink.start() != nil {
+			as.rec.clientGone = true
+			return true
+		}
+	}
+	if err := as.sink.add(ch); err != nil {
+		if as.gone {
+			as.rec.clientGone = true
+			return true
+		}
+		a := undecodable(err)
+		as.rec.fail(a)
+		as.fail(a)
+		return true
+	}
+	return false
+}
+
+// end closes an answer written from chat chunks after the last; a relayed native stream
+// ended with the backend's own events.
+func (as *answerStream) end() {
+	if as.native {
 		return
 	}
-	if !started && sink.start() != nil || sink.end() != nil {
-		rec.clientGone = true
+	if !as.started && as.sink.start() != nil || as.sink.end() != nil {
+		as.rec.clientGone = true
+	}
+}
+
+// emitTo is the emitFunc of a sink writing to out; a failed write sets gone.
+func emitTo(out *sse.Writer, gone *bool) emitFunc {
+	return func(name string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err // our own types: a bug, reported as an undecodable chunk would be
+		}
+		if err := out.Event(name, b); err != nil {
+			*gone = true
+			return err
+		}
+		return nil
 	}
 }
 

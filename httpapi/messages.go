@@ -270,16 +270,23 @@ func chatMessages(req *llm.Request, calls callIDs, i int, m messagesMessage) *ap
 			return invalidf(bp+".type", "%s.type %q is not supported in a %s message (text, image, tool_use, tool_result, thinking)", bp, b.Type, m.Role)
 		}
 	}
+	appendMessage(req, msg, parts, len(blocks))
+	return nil
+}
+
+// appendMessage appends msg, of a turn of blocks blocks, with parts as its content: one text
+// part is a plain string. A user turn of tool results only is not appended: the tool messages
+// are the turn.
+func appendMessage(req *llm.Request, msg llm.Message, parts []llm.Part, blocks int) {
 	switch {
 	case len(parts) == 1 && parts[0].Type == "text":
 		msg.Content = llm.Content{Text: parts[0].Text}
 	case len(parts) > 0:
 		msg.Content = llm.Content{Parts: parts}
-	case len(msg.ToolCalls) == 0 && msg.ReasoningContent == "" && len(blocks) > 0:
-		return nil // a user turn of tool results only: the tool messages are the turn
+	case len(msg.ToolCalls) == 0 && msg.ReasoningContent == "" && blocks > 0:
+		return
 	}
 	req.Messages = append(req.Messages, msg)
-	return nil
 }
 
 // toolResult reads a tool_result's content into text and the images it holds.
