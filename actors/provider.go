@@ -259,7 +259,7 @@ func (a *providerActor) enter(ctx actor.Context, c *call, now time.Time) {
 
 // arrival is the call as the policy queues it, from its facts.
 func (a *providerActor) arrival(c *call) policy.Arrival {
-	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Arrived: c.placed(),
+	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Client: c.client, Arrived: c.placed(),
 		Deadline: c.deadline, Confirmed: c.confirmed || c.requeueOf != nil}
 }
 
@@ -497,7 +497,7 @@ func (a *providerActor) rebuild(ctx actor.Context) {
 	clear(a.blocks)
 	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
 		for _, c := range r.calls {
-			a.pol.Resume(c.id, c.route.m, c.prio, c.started, c.tokens, c.key)
+			a.pol.Resume(c.member(c.route.m), c.started, c.key)
 		}
 	}
 	a.rebuilding = true
@@ -525,7 +525,7 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		if m.m < len(a.reported) && !a.reported[m.m] {
 			a.reported[m.m] = true
 			for _, c := range m.calls {
-				a.pol.Resume(c.id, m.m, c.prio, c.started, c.tokens, c.key)
+				a.pol.Resume(c.member(m.m), c.started, c.key)
 			}
 		}
 		if !slices.Contains(a.reported, false) {
@@ -746,7 +746,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		}
 	case *laneReport:
 		for _, c := range m.calls {
-			a.pol.Resume(c.id, m.m, c.prio, c.started, c.tokens, c.key)
+			a.pol.Resume(c.member(m.m), c.started, c.key)
 		}
 		if m.m < len(a.reported) {
 			a.reported[m.m] = true

@@ -56,7 +56,7 @@ func (p *Provider) Recall(r Recall) bool {
 // Quiet reports whether the dispatcher needs no offer from the provider now: it holds
 // credit, nothing waits in its queue, and the credit bounds what it runs.
 func (p *Provider) Quiet() bool {
-	return p.credit > 0 && p.queued == 0 && p.running <= p.credit
+	return p.credit > 0 && p.q.n == 0 && p.running <= p.credit
 }
 
 // StartOnCredit starts request id at once on the provider's credit, and returns its key, if
@@ -65,20 +65,20 @@ func (p *Provider) Quiet() bool {
 // keys, rate limiter). Otherwise it changes nothing and reports false; the caller enters the
 // request as usual.
 func (p *Provider) StartOnCredit(id ID, a Arrival, now time.Time) (Start, bool) {
-	if p.running >= p.credit || p.queued > 0 {
+	if p.running >= p.credit || p.q.n > 0 {
 		return Start{}, false
 	}
 	if o, _ := p.Enter(id, a, now); o != Queued {
 		return Start{}, false
 	}
-	e := p.index[id]
-	if p.simulate(now, int(a.Class)) != e {
-		p.forget(e)
+	e := p.q.index[id]
+	if p.sim.play(p, now, int(a.Class)) != e {
+		p.q.forget(e)
 		return Start{}, false
 	}
-	key, ok := p.pickKey(&p.entries[e], now, nil)
+	key, ok := p.pickKey(&p.q.entries[e], now, nil)
 	if !ok {
-		p.forget(e) // the simulation found a key: unreachable
+		p.q.forget(e) // the simulation found a key: unreachable
 		return Start{}, false
 	}
 	p.start(e, key, now)

@@ -125,7 +125,7 @@ func (d *ilDriver) boxLens() []int {
 func (d *ilDriver) runningBy() []string {
 	var out []string
 	for _, pr := range d.g.ps {
-		out = append(out, fmt.Sprintf("r%d q%d c%d", pr.running, pr.queued, pr.confirmed))
+		out = append(out, fmt.Sprintf("r%d q%d c%d", pr.running, pr.q.n, pr.q.confirmed))
 	}
 	return out
 }
@@ -346,9 +346,9 @@ func (d *ilDriver) checkCaps() {
 	for p, pr := range d.g.ps {
 		s := pr.Snapshot()
 		running += s.Running
-		confirmed += pr.confirmed
-		if s.Running > s.Lanes || pr.confirmed > s.QueueLength {
-			d.fatalf("provider %d cap exceeded: %+v, %d kept in its queue", p, s, pr.confirmed)
+		confirmed += pr.q.confirmed
+		if s.Running > s.Lanes || pr.q.confirmed > s.QueueLength {
+			d.fatalf("provider %d cap exceeded: %+v, %d kept in its queue", p, s, pr.q.confirmed)
 		}
 		for m, ms := range s.Models {
 			if ms.Running > ms.ModelLanes {

@@ -36,11 +36,11 @@ func (p *Provider) charge(en *entry, key int, now time.Time) {
 
 // running returns the entry of running request id, or nil.
 func (p *Provider) runningEntry(id ID) *entry {
-	e, ok := p.index[id]
-	if !ok || p.entries[e].state != running {
+	e, ok := p.q.index[id]
+	if !ok || p.q.entries[e].state != running {
 		return nil
 	}
-	return &p.entries[e]
+	return &p.q.entries[e]
 }
 
 // RetryKey says which key the next attempt of running request id would use: a ready key

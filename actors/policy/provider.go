@@ -14,25 +14,17 @@ import (
 // themselves are the dispatcher's to grant: Provider tells it what it could start (Offer) and
 // starts what it is granted (Grant). See doc.go for the rules and the protocol.
 type Provider struct {
-	name          string
-	lanes, eff    int
-	running       int
-	queued        int
-	confirmed     int // queued entries the dispatcher's verdict kept
-	queuedByClass [llm.NumPriorities]int
-	queueLength   int
-	timeout       time.Duration
-	models        []model
-	deadlines     list         // queued entries in deadline order
-	limit         tokens.Limit // the rate limit limiter enforces
-	limiter       tokens.Limiter
-	pools         []pool
-	startCap      int // starts still allowed; negative: no cap
-
-	entries []entry
-	free    int32
-	index   map[ID]int32
-	seq     uint64
+	name        string
+	lanes, eff  int
+	running     int
+	queueLength int
+	timeout     time.Duration
+	models      []model
+	q           queue        // the admitted requests and the order they wait in
+	limit       tokens.Limit // the rate limit limiter enforces
+	limiter     tokens.Limiter
+	pools       []pool
+	startCap    int // starts still allowed; negative: no cap
 
 	epoch, seen uint64 // the protocol: grants of this epoch handled so far
 	sync        uint64 // the dispatcher generation last answered
@@ -48,8 +40,6 @@ type model struct {
 	eff     int // effective model lanes: lanes unless learned lower
 	pool    int
 	running int
-	queued  int
-	fifo    [llm.NumPriorities]list
 	blocked bool // the replicas' shared state has no room for it now (Block)
 }
 
@@ -66,8 +56,8 @@ func NewProvider(ps ProviderSpec) *Provider {
 	p := &Provider{
 		name: ps.Name, lanes: max(ps.Lanes, 0), eff: max(ps.Lanes, 0),
 		queueLength: max(ps.QueueLength, 0), timeout: ps.QueueTimeout,
-		deadlines: newList(), free: none, startCap: -1,
-		limit: tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst},
+		startCap: -1,
+		limit:    tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst},
 	}
 	p.limiter = tokens.NewLimiter(p.limit)
 	pools := ps.Keys
@@ -82,8 +72,7 @@ func NewProvider(ps ProviderSpec) *Provider {
 	}
 	// Size for the usual worst case so steady state never grows: a full queue and every lane.
 	size := p.queueLength + p.lanes + 1
-	p.entries = make([]entry, 0, size)
-	p.index = make(map[ID]int32, size)
+	p.q = newQueue(size, len(p.models))
 	return p
 }
 
@@ -106,9 +95,6 @@ func (p *Provider) newModel(ms ModelSpec) model {
 	md.eff = md.lanes
 	if md.pool < 0 || md.pool >= len(p.pools) {
 		md.pool = 0
-	}
-	for c := range md.fifo {
-		md.fifo[c] = newList()
 	}
 	return md
 }
@@ -133,7 +119,7 @@ func (p *Provider) Enter(id ID, a Arrival, now time.Time) (Outcome, llm.Kind) {
 	if a.Class < 0 || a.Class >= llm.NumPriorities {
 		return Rejected, llm.KindInvalidRequest
 	}
-	if _, dup := p.index[id]; dup {
+	if _, dup := p.q.index[id]; dup {
 		return Rejected, llm.KindInvalidRequest
 	}
 	if a.Arrived.IsZero() {
@@ -142,7 +128,11 @@ func (p *Provider) Enter(id ID, a Arrival, now time.Time) (Outcome, llm.Kind) {
 	if a.Deadline.IsZero() {
 		a.Deadline = now.Add(p.timeout)
 	}
-	p.enqueue(id, a)
+	p.q.link(p.q.add(entry{
+		id: id, m: int32(a.Model), client: p.q.clientFor(a.Client), class: uint8(a.Class), state: queued,
+		confirmed: a.Confirmed, cost: max(a.Tokens, 0), arrived: a.Arrived, deadline: a.Deadline,
+		mature: a.Reported && !a.Confirmed,
+	}))
 	return Queued, 0
 }
 
@@ -158,20 +148,20 @@ func (p *Provider) Enter(id ID, a Arrival, now time.Time) (Outcome, llm.Kind) {
 // count. The provider checks again all the same, so that its queue never holds more than
 // queue_length kept requests whatever the dispatcher believed.
 func (p *Provider) Verdict(v Verdict) (llm.Kind, bool) {
-	e, ok := p.index[v.ID]
-	if !ok || v.Epoch != p.epoch || p.entries[e].state != queued || p.entries[e].confirmed {
+	e, ok := p.q.index[v.ID]
+	if !ok || v.Epoch != p.epoch || p.q.entries[e].state != queued || p.q.entries[e].confirmed {
 		return 0, false
 	}
 	switch {
 	case v.Overloaded:
-		p.forget(e)
+		p.q.forget(e)
 		return llm.KindOverloaded, true
-	case v.QueueFull || p.confirmed >= p.queueLength:
-		p.forget(e)
+	case v.QueueFull || p.q.confirmed >= p.queueLength:
+		p.q.forget(e)
 		return llm.KindQueueFull, true
 	}
-	p.entries[e].confirmed = true
-	p.confirmed++
+	p.q.entries[e].confirmed = true
+	p.q.confirmed++
 	return 0, false
 }
 
@@ -198,26 +188,26 @@ func (p *Provider) Grant(g Grant, now time.Time) (st Start, kept, ok bool) {
 	if g.Class < 0 || g.Class >= llm.NumPriorities {
 		return Start{}, false, false
 	}
-	e := p.simulate(now, int(g.Class))
+	e := p.sim.play(p, now, int(g.Class))
 	if e == none {
 		return Start{}, false, false
 	}
-	key, ok := p.pickKey(&p.entries[e], now, nil)
+	key, ok := p.pickKey(&p.q.entries[e], now, nil)
 	if !ok {
 		return Start{}, false, false // the simulation found a key: unreachable
 	}
-	kept = p.entries[e].confirmed
+	kept = p.q.entries[e].confirmed
 	p.start(e, key, now)
-	return Start{ID: p.entries[e].id, Key: key}, kept, true
+	return Start{ID: p.q.entries[e].id, Key: key}, kept, true
 }
 
 // Offer is the provider's snapshot for the dispatcher at now.
 func (p *Provider) Offer(now time.Time) Offer {
-	p.simulate(now, -1)
+	p.sim.play(p, now, -1)
 	p.offers++
 	p.credit = 0 // an offer gives the credit back (see Credit)
-	o := Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Seq: p.offers, Running: p.running, Queued: p.queued,
-		Kept: p.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail, Room: p.room()}
+	o := Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Seq: p.offers, Running: p.running, Queued: p.q.n,
+		Kept: p.q.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail, Room: p.room()}
 	o.Fresh, o.Pending = p.unjudged()
 	return o
 }
@@ -228,13 +218,13 @@ func (p *Provider) Offer(now time.Time) Offer {
 // these are the newest requests, the deadline list's tail, the fresh ones last (a request
 // that came back confirmed, a capacity requeue or a fallback, may sit among them).
 func (p *Provider) unjudged() (fresh int, pending []ID) {
-	n := p.queued - p.confirmed
+	n := p.q.n - p.q.confirmed
 	if n == 0 {
 		return 0, nil
 	}
 	var ids []ID
-	for e := p.deadlines.tail; e != none && n > 0; e = p.entries[e].links[byDeadline].prev {
-		en := &p.entries[e]
+	for e := p.q.deadlines.tail; e != none && n > 0; e = p.q.entries[e].links[byDeadline].prev {
+		en := &p.q.entries[e]
 		if en.confirmed {
 			continue
 		}
@@ -264,9 +254,9 @@ func (p *Provider) Ack(a Ack) int {
 	if a.Epoch != p.epoch {
 		return 0
 	}
-	n, left := 0, p.queued-p.confirmed
-	for e := p.deadlines.tail; e != none && left > 0; e = p.entries[e].links[byDeadline].prev {
-		en := &p.entries[e]
+	n, left := 0, p.q.n-p.q.confirmed
+	for e := p.q.deadlines.tail; e != none && left > 0; e = p.q.entries[e].links[byDeadline].prev {
+		en := &p.q.entries[e]
 		if en.confirmed {
 			continue // came back admitted: it may sit among the fresh
 		}
@@ -287,7 +277,7 @@ func (p *Provider) Ack(a Ack) int {
 func (p *Provider) Finish(id ID, now time.Time) bool {
 	e, ok := p.stopRunning(id)
 	if ok {
-		p.release(e)
+		p.q.release(e)
 	}
 	return ok
 }
@@ -295,22 +285,23 @@ func (p *Provider) Finish(id ID, now time.Time) bool {
 // stopRunning takes a running request off its lanes and returns its entry, still
 // allocated; ok is false, changing nothing, for an id that is unknown or not running.
 func (p *Provider) stopRunning(id ID) (int32, bool) {
-	e, ok := p.index[id]
-	if !ok || p.entries[e].state != running {
+	e, ok := p.q.index[id]
+	if !ok || p.q.entries[e].state != running {
 		return none, false
 	}
 	p.running--
-	p.models[p.entries[e].m].running--
+	p.models[p.q.entries[e].m].running--
+	p.q.stopped(e)
 	return e, true
 }
 
 // Cancel removes a queued request, returning true; false for an unknown or running one.
 func (p *Provider) Cancel(id ID) bool {
-	e, ok := p.index[id]
-	if !ok || p.entries[e].state != queued {
+	e, ok := p.q.index[id]
+	if !ok || p.q.entries[e].state != queued {
 		return false
 	}
-	p.forget(e)
+	p.q.forget(e)
 	return true
 }
 
@@ -336,6 +327,7 @@ func (p *Provider) SetStartCap(n int) { p.startCap = max(n, -1) }
 // and empty queues.
 func (p *Provider) AddModel(ms ModelSpec) int {
 	p.models = append(p.models, p.newModel(ms))
+	p.q.addModel()
 	return len(p.models) - 1
 }
 
@@ -349,8 +341,8 @@ func (p *Provider) Resync(sync uint64) {
 	p.sync = sync
 	p.credit = 0
 	// The old dispatcher's acknowledgements may be lost: everything reported awaits a verdict.
-	for e := p.deadlines.head; e != none; e = p.entries[e].links[byDeadline].next {
-		if en := &p.entries[e]; en.reported != 0 {
+	for e := p.q.deadlines.head; e != none; e = p.q.entries[e].links[byDeadline].next {
+		if en := &p.q.entries[e]; en.reported != 0 {
 			en.mature = true
 		}
 	}
@@ -360,82 +352,36 @@ func (p *Provider) Resync(sync uint64) {
 func (p *Provider) Running() int { return p.running }
 
 // Queued is the number of requests waiting, those awaiting a verdict included.
-func (p *Provider) Queued() int { return p.queued }
+func (p *Provider) Queued() int { return p.q.n }
 
 // EffectiveLanes is the lanes calls may use now.
 func (p *Provider) EffectiveLanes() int { return p.eff }
 
-// enqueue links a new queued entry into its queues and counts.
-func (p *Provider) enqueue(id ID, a Arrival) int32 {
-	e := p.alloc()
-	p.seq++
-	p.entries[e] = entry{
-		id: id, m: int32(a.Model), class: uint8(a.Class), state: queued, confirmed: a.Confirmed, seq: p.seq,
-		cost: max(a.Tokens, 0), arrived: a.Arrived, deadline: a.Deadline, mature: a.Reported && !a.Confirmed,
-	}
-	p.index[id] = e
-	p.link(e)
-	return e
-}
-
-// link puts queued entry e in its FIFO and in the deadline order, by its arrival and
-// deadline, and counts it.
-func (p *Provider) link(e int32) {
-	en := &p.entries[e]
-	md := &p.models[en.m]
-	p.insert(&md.fifo[en.class], byModel, e)
-	p.insert(&p.deadlines, byDeadline, e)
-	p.queued++
-	p.queuedByClass[en.class]++
-	md.queued++
-	if en.confirmed {
-		p.confirmed++
-	}
-}
-
-// dequeue unlinks a queued entry from its queues and counts; the entry stays allocated.
-func (p *Provider) dequeue(e int32) {
-	en := &p.entries[e]
-	md := &p.models[en.m]
-	p.unlink(&md.fifo[en.class], byModel, e)
-	p.unlink(&p.deadlines, byDeadline, e)
-	p.queued--
-	p.queuedByClass[en.class]--
-	md.queued--
-	if en.confirmed {
-		p.confirmed--
-	}
-}
-
-// forget removes a queued entry altogether.
-func (p *Provider) forget(e int32) {
-	p.dequeue(e)
-	p.release(e)
-}
-
 // start moves a queued entry to running on key, taking its lanes, a start of the cap, and
 // its tokens from the provider's and the key's limiters.
 func (p *Provider) start(e int32, key int, now time.Time) {
-	p.dequeue(e)
-	en := &p.entries[e]
+	p.q.dequeue(e)
+	en := &p.q.entries[e]
 	en.state = running
 	en.confirmed = false
 	en.started = now
 	p.running++
 	p.models[en.m].running++
+	p.q.started(e)
 	if p.startCap > 0 {
 		p.startCap--
 	}
 	p.charge(en, key, now)
 }
 
-// Member is one request of a batch: its id, model and class, and its estimated tokens for
-// the tpm buckets.
+// Member is one request of a batch (or a running request restored, Resume): its id, model
+// and class, its estimated tokens for the tpm buckets, and its client.
 type Member struct {
 	ID     ID
 	Model  int
 	Class  llm.Priority
 	Tokens int
+	Client llm.Client // who it is for
 }
 
 // Reservation is what Reserve started: the batch's members and the key each one's call uses
@@ -493,23 +439,21 @@ func (p *Provider) Reserve(members []Member, now time.Time) (Reservation, Blocke
 	if !p.keysFor(members, now) {
 		return Reservation{}, BlockedByKeys, false
 	}
-	if p.simulate(now, -1); p.sim.avail != [llm.NumPriorities]int{} {
+	if p.sim.play(p, now, -1); p.sim.avail != [llm.NumPriorities]int{} {
 		return Reservation{}, BlockedByQueue, false
 	}
 	r := Reservation{Members: make([]ID, len(members)), Keys: make([]int, len(members)), before: p.limiters(members)}
 	for i, mb := range members {
-		e := p.alloc()
-		p.seq++
-		p.entries[e] = entry{id: mb.ID, m: int32(mb.Model), class: uint8(mb.Class), state: running, seq: p.seq,
-			arrived: now, started: now, deadline: now.Add(p.timeout), cost: max(mb.Tokens, 0)}
-		p.index[mb.ID] = e
+		e := p.q.add(entry{id: mb.ID, m: int32(mb.Model), client: p.q.clientFor(mb.Client), class: uint8(mb.Class),
+			state: running, arrived: now, started: now, deadline: now.Add(p.timeout), cost: max(mb.Tokens, 0)})
 		p.running++
 		p.models[mb.Model].running++
+		p.q.running(e)
 		if p.startCap > 0 {
 			p.startCap--
 		}
-		key, _ := p.pickKey(&p.entries[e], now, nil) // keysFor found one for each, in this order
-		p.charge(&p.entries[e], key, now)
+		key, _ := p.pickKey(&p.q.entries[e], now, nil) // keysFor found one for each, in this order
+		p.charge(&p.q.entries[e], key, now)
 		r.Members[i], r.Keys[i] = mb.ID, key
 	}
 	r.after = p.limiters(members)

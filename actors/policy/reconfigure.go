@@ -84,8 +84,8 @@ func (p *Provider) Reconfigure(ps ProviderSpec, now time.Time) {
 // one of the old ring, and correcting a bucket of the new ring by it would charge another
 // key.
 func (p *Provider) forgetKeys(pl int) {
-	for e := range p.entries {
-		en := &p.entries[e]
+	for e := range p.q.entries {
+		en := &p.q.entries[e]
 		if en.state == running && int(en.m) < len(p.models) && p.models[en.m].pool == pl {
 			en.key = -1
 		}

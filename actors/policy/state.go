@@ -20,6 +20,9 @@ type ProviderState struct {
 	AwaitingVerdict int
 	QueueLength     int
 	Models          []ModelState
+	// Clients are the running and queued requests of each client that has some (SPEC §18),
+	// by name ("" the anonymous client).
+	Clients map[string]ClientCounts
 }
 
 // ModelState is one model's lanes and queue.
@@ -37,13 +40,13 @@ type ModelState struct {
 func (p *Provider) Snapshot() ProviderState {
 	ps := ProviderState{
 		Name: p.name, Lanes: p.lanes, EffectiveLanes: p.eff,
-		Running: p.running, Queued: p.queued, AwaitingVerdict: p.queued - p.confirmed, QueueLength: p.queueLength,
-		Models: make([]ModelState, len(p.models)),
+		Running: p.running, Queued: p.q.n, AwaitingVerdict: p.q.n - p.q.confirmed, QueueLength: p.queueLength,
+		Models: make([]ModelState, len(p.models)), Clients: p.q.byClient(),
 	}
 	for i := range p.models {
 		md := &p.models[i]
 		ps.Models[i] = ModelState{Name: md.name, ModelLanes: md.lanes, EffectiveModelLanes: md.eff,
-			Running: md.running, Queued: md.queued}
+			Running: md.running, Queued: queuedIn(p.q.byModel[i])}
 	}
 	return ps
 }
@@ -58,18 +61,20 @@ type Info struct {
 	Deadline time.Time // when it expires if it is still queued
 	Tokens   int       // its estimated cost
 	Key      int       // running: the key of its last attempt
+	Client   llm.Client
 }
 
 // Lookup returns what the provider knows about id; ok is false for an unknown id.
 func (p *Provider) Lookup(id ID) (Info, bool) {
-	e, ok := p.index[id]
+	e, ok := p.q.index[id]
 	if !ok {
 		return Info{}, false
 	}
-	en := &p.entries[e]
+	en := &p.q.entries[e]
 	in := Info{
 		Model: int(en.m), Priority: llm.Priority(en.class), Running: en.state == running,
 		Arrived: en.arrived, Deadline: en.deadline, Tokens: en.cost,
+		Client: llm.Client{Name: p.q.clients[en.client].name, Weight: p.q.clients[en.client].share},
 	}
 	if in.Running {
 		in.Started, in.Key = en.started, int(en.key)
@@ -132,4 +137,13 @@ func (p *Provider) pickKeyAt(en *entry, now time.Time) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// queuedIn sums a model's queued requests over the classes.
+func queuedIn(byClass [llm.NumPriorities]int) int {
+	n := 0
+	for _, k := range byClass {
+		n += k
+	}
+	return n
 }
