@@ -90,4 +90,3 @@ func TestClientAuth(t *testing.T) {
 		})
 	}
 }
-

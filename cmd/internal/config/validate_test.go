@@ -106,8 +106,8 @@ func TestInvalidFixtures(t *testing.T) {
 			":5: auth.api_keys[2].key: the same key as auth.api_keys[0]", ":5: auth.api_keys[2].name: \"alice\" is also the name",
 			":6: auth.api_keys[3].budget.period: a budget needs a period", ":7: auth.api_keys[4].key: required",
 			":10: auth.api_keys[7].name: \"key-1\" is also the name of auth.api_keys[0]", ":11: auth.api_keys[8]: expected a key"},
-		"store":       {":1: store: set sqlite or postgres, not both"},
-		"store_empty": {":1: store: set sqlite: PATH or postgres: DSN"},
+		"store":         {":1: store: set sqlite or postgres, not both"},
+		"store_empty":   {":1: store: set sqlite: PATH or postgres: DSN"},
 		"many_problems": {":2: listen:", ":3: limits.max_admitted:", ":5: providers[0].name:", ":7: providers[0].lanes:", ":8: providers[1].models:", ":10: providers[2].name: duplicate", ":11: providers[2].kind: unknown kind \"wat\""},
 	}
 	files, err := filepath.Glob(filepath.Join(testdataDir, "invalid", "*.yaml"))
