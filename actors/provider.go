@@ -173,6 +173,8 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		a.resync(ctx, m.sync)
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *revokeClient:
+		a.revoke(ctx, m)
 	case *addModel:
 		a.addModel(ctx, m)
 	case *reserve:
@@ -573,6 +575,8 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		a.offerQueued = false // the rebuild's end offers
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *revokeClient:
+		a.revoke(ctx, m)
 	case *drainAll:
 		a.draining = true
 	case *failNow:
@@ -718,6 +722,8 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		}
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *revokeClient:
+		a.revoke(ctx, m)
 	case *addModel:
 		m.reply <- errors.New("provider " + a.name + " is out of service")
 	case *reserve:

@@ -29,6 +29,11 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 	if err != nil {
 		return llm.Served{}, err
 	}
+	leave, err := g.admitClient(llm.ClientOf(ctx))
+	if err != nil {
+		return llm.Served{}, err
+	}
+	defer leave()
 	arrived := g.now()
 	var sv llm.Served
 	for i := range chain {
