@@ -46,10 +46,13 @@ func (t *clientTally) leave(c llm.Client) {
 }
 
 // admitClient counts a call for client c as waiting; it returns the function that counts
-// it out, or client_concurrency_limited when c already has its max_queued waiting. A call
-// of the anonymous client, or of one without max_queued, is counted all the same, so a
-// cap set later by a reload or an edit finds the count true.
+// it out, or client_concurrency_limited when c already has its max_queued waiting. A client
+// without max_queued (the anonymous one among them) is not counted, which keeps the common
+// path free of the lock: a cap set by an edit holds for the calls that enter from then on.
 func (g *Gateway) admitClient(c llm.Client) (func(), error) {
+	if c.MaxQueued <= 0 {
+		return func() {}, nil
+	}
 	if !g.clients.enter(c) {
 		return nil, &llm.Error{Kind: llm.KindClientConcurrency, RetryAfter: g.RetryAfter(),
 			Message: "client key " + strconv.Quote(c.Name) + " already has its max_queued (" +

@@ -23,12 +23,12 @@ import (
 
 // room is how many more requests the provider could start at once beyond the simulated
 // starts (p.sim, after simulate): its free effective lanes within the start cap.
-func (p *Provider) room() int {
+func (s *simulation) room(p *Provider) int {
 	free := p.eff - p.running
 	if p.startCap >= 0 {
 		free = min(free, p.startCap)
 	}
-	for _, n := range p.sim.avail {
+	for _, n := range s.avail {
 		free -= n
 	}
 	return max(free, 0)
@@ -76,7 +76,7 @@ func (p *Provider) StartOnCredit(id ID, a Arrival, now time.Time) (Start, bool) 
 		p.q.forget(e)
 		return Start{}, false
 	}
-	key, ok := p.pickKey(&p.q.entries[e], now, nil)
+	key, ok := p.pools[p.models[p.q.entries[e].m].pool].pick(&p.q.entries[e], now, nil)
 	if !ok {
 		p.q.forget(e) // the simulation found a key: unreachable
 		return Start{}, false

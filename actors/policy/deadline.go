@@ -29,7 +29,7 @@ func (p *Provider) NextWake(now time.Time) (t time.Time, ok bool) {
 		return t, false
 	}
 	t, ok = p.q.entries[p.q.deadlines.head].deadline, true
-	if !p.limited(now) {
+	if !limited(p.limiter, p.pools, now) {
 		return t, ok
 	}
 	p.sim.play(p, now, -1)

@@ -157,3 +157,22 @@ func (s *slab) unlink(l *list, k int, e int32) {
 	lk.prev, lk.next = none, none
 	l.n--
 }
+
+// runningEntry returns the entry of running request id, or nil.
+func (s *slab) runningEntry(id ID) *entry {
+	if e, ok := s.lookup(id, running); ok {
+		return &s.entries[e]
+	}
+	return nil
+}
+
+// forgetKeys forgets the key of every running entry on a model of pool pl, whose keys
+// were replaced.
+func (s *slab) forgetKeys(models []model, pl int) {
+	for e := range s.entries {
+		en := &s.entries[e]
+		if en.state == running && int(en.m) < len(models) && models[en.m].pool == pl {
+			en.key = -1
+		}
+	}
+}

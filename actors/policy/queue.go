@@ -157,3 +157,38 @@ func (q *queue) forget(e int32) {
 	q.dequeue(e)
 	q.release(e)
 }
+
+// unjudged reports the queued requests without a verdict: how many are fresh (not yet
+// acknowledged; those first reported now are stamped with offer), and the acknowledged
+// ones, in arrival order. Verdicts and acknowledgements both come in arrival order, so all
+// these are the newest requests, the deadline list's tail, the fresh ones last (a request
+// that came back confirmed, a capacity requeue or a fallback, may sit among them).
+func (q *queue) unjudged(offer uint64) (fresh int, pending []ID) {
+	n := q.n - q.confirmed
+	if n == 0 {
+		return 0, nil
+	}
+	var ids []ID
+	for e := q.deadlines.tail; e != none && n > 0; e = q.entries[e].links[byDeadline].prev {
+		en := &q.entries[e]
+		if en.confirmed {
+			continue
+		}
+		n--
+		if !en.mature {
+			if en.reported == 0 {
+				en.reported = offer
+			}
+			fresh++
+			continue
+		}
+		if ids == nil {
+			ids = make([]ID, n+1)
+		}
+		ids[n] = en.id
+	}
+	if ids == nil {
+		return fresh, nil
+	}
+	return fresh, ids[n:]
+}

@@ -70,7 +70,7 @@ func (s *simulation) play(p *Provider, now time.Time, want int) int32 {
 	if free <= 0 || p.q.n == 0 {
 		return none
 	}
-	if !p.limited(now) {
+	if !limited(p.limiter, p.pools, now) {
 		return s.lanes(p, free, want)
 	}
 	for c := range llm.NumPriorities {
@@ -363,12 +363,12 @@ func (s *simulation) poolWake(p *Provider, pl, m, cost int, now time.Time) (t ti
 // limited reports whether anything but lanes may hold a request back at now: a rate limit,
 // key limits, a pool with no key ready, or keys set aside for some model alone. Without,
 // NextWake needs no simulation.
-func (p *Provider) limited(now time.Time) bool {
-	if p.limiter.Limited() {
+func limited(lim tokens.Limiter, pools []pool, now time.Time) bool {
+	if lim.Limited() {
 		return true
 	}
-	for i := range p.pools {
-		if ring := p.pools[i].ring; p.pools[i].lims != nil || ring.HasPairs() || !ring.NextFree(-1, now).Equal(now) {
+	for i := range pools {
+		if ring := pools[i].ring; pools[i].lims != nil || ring.HasPairs() || !ring.NextFree(-1, now).Equal(now) {
 			return true
 		}
 	}

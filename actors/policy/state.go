@@ -118,7 +118,7 @@ func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 		return BlockedByKeys
 	}
 	if pl.lims != nil {
-		if _, ok := p.pickKeyAt(&probe, now); !ok {
+		if !pl.some(&probe, now) {
 			return BlockedByKeys
 		}
 	}
@@ -128,15 +128,14 @@ func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 	return BlockedElsewhere
 }
 
-// pickKeyAt is pickKey without moving the ring's turn: whether some key would do.
-func (p *Provider) pickKeyAt(en *entry, now time.Time) (int, bool) {
-	pl := &p.pools[p.models[en.m].pool]
+// some reports whether a key would do for en, as pick without moving the ring's turn.
+func (pl *pool) some(en *entry, now time.Time) bool {
 	for i := range pl.ring.Len() {
 		if pl.ring.State(i, int(en.m), now) == keys.Ready && (pl.lims == nil || pl.lims[i].Allow(en.cost, now)) {
-			return i, true
+			return true
 		}
 	}
-	return 0, false
+	return false
 }
 
 // queuedIn sums a model's queued requests over the classes.
