@@ -53,12 +53,12 @@ func TestReserve(t *testing.T) {
 		{name: "tokens for all", spec: rated, members: members(10, 0, 1), ok: true},
 		{name: "fewer tokens than members", spec: rated, members: members(10, 0, 1, 1), want: BlockedByRateLimit},
 		{name: "a waiting request that could start comes first", spec: spec,
-			before: func(p *Provider) { p.Arrive(1, 1, B, t0) }, members: members(10, 0), want: BlockedByQueue},
+			before: func(p *Provider) { p.Enter(1, Arrival{Model: 1, Class: B}, t0) }, members: members(10, 0), want: BlockedByQueue},
 		{name: "a waiting request held by its model lanes does not block", spec: spec,
 			before: func(p *Provider) {
 				p.Resume(Member{ID: 1, Model: 0, Class: N}, t0, 0)
 				p.Resume(Member{ID: 2, Model: 0, Class: N}, t0, 0)
-				p.Arrive(3, 0, N, t0)
+				p.Enter(3, Arrival{Model: 0, Class: N}, t0)
 			},
 			members: members(10, 1), ok: true},
 		{name: "an id already known", spec: spec, before: func(p *Provider) { p.Resume(Member{ID: 10, Model: 1, Class: N}, t0, 0) },

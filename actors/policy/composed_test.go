@@ -136,8 +136,8 @@ func (h *composed) creditErr() error {
 	for p, pr := range h.ps {
 		c := h.d.Credit(p)
 		switch {
-		case pr.Credit() != 0 && pr.Credit() != c:
-			return fmt.Errorf("provider %d holds credit %d, the dispatcher counts %d", p, pr.Credit(), c)
+		case pr.credit != 0 && pr.credit != c:
+			return fmt.Errorf("provider %d holds credit %d, the dispatcher counts %d", p, pr.credit, c)
 		case c > 0 && pr.Running() > c:
 			return fmt.Errorf("provider %d runs %d on credit %d", p, pr.Running(), c)
 		}
@@ -351,7 +351,7 @@ func (h *composed) rebuildProvider(p int, now time.Time) {
 		nw.Enter(en.id, Arrival{Model: int(en.m), Class: llm.Priority(en.class), Tokens: en.cost, Client: cl,
 			Arrived: en.arrived, Deadline: en.deadline, Confirmed: en.confirmed, Reported: true}, now)
 	}
-	nw.Rebuilt(now, old.Epoch()+1, old.Sync())
+	nw.Rebuilt(now, old.Epoch()+1, old.sync)
 	h.ps[p] = nw
 	h.report(p, now)
 }

@@ -44,9 +44,6 @@ func (p *Provider) TakeCredit(c Credit) bool {
 	return true
 }
 
-// Credit is the ceiling of the credit the provider holds; 0 when it holds none.
-func (p *Provider) Credit() int { return p.credit }
-
 // Recall reports whether r takes back credit the provider holds: the owner then offers,
 // which gives it back. False when the provider has offered since (it gave it back then).
 func (p *Provider) Recall(r Recall) bool {

@@ -143,7 +143,7 @@ func (d *ilDriver) arrive() {
 		d.g.settled(p, d.now) // onStart has checked and recorded the start
 		return
 	}
-	if o, k := d.g.ps[p].Arrive(id, m, llm.Priority(c), d.now); o != Queued {
+	if o, k := d.g.ps[p].Enter(id, Arrival{Model: m, Class: llm.Priority(c)}, d.now); o != Queued {
 		d.fatalf("Arrive = %v %v", o, k)
 	}
 	d.g.where[id] = p

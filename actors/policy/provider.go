@@ -99,14 +99,6 @@ func newModel(ms ModelSpec, pools int) model {
 	return md
 }
 
-// Arrive enqueues a new request id for model m with class prio at now, at the tail of its
-// FIFO: it waits for a grant (no barging: a grant starts the request the SPEC order picks,
-// which is an older one when one is eligible) and for the dispatcher's verdict on whether it
-// may wait at all (Verdict). It is Enter for a request that costs no tokens.
-func (p *Provider) Arrive(id ID, m int, prio llm.Priority, now time.Time) (Outcome, llm.Kind) {
-	return p.Enter(id, Arrival{Model: m, Class: prio}, now)
-}
-
 // Enter puts request id in its queue at now: in its FIFO at the place its arrival time
 // gives it, in the deadline order by its deadline (see Arrival). It returns Queued, or
 // Rejected for a caller's mistake: llm.KindModelNotFound for an unknown model,

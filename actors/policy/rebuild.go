@@ -43,12 +43,9 @@ func (p *Provider) Rebuilt(now time.Time, epoch, sync uint64) {
 	p.epoch, p.seen, p.sync, p.credit = epoch, 0, sync, 0
 }
 
-// Epoch is the provider's current protocol epoch, and Sync the dispatcher generation it
-// last answered: the facts an owner keeps to hand to Rebuilt after a crash.
+// Epoch is the provider's current protocol epoch: a fact its owner keeps, with the
+// dispatcher generation it last answered (Resync), to hand to Rebuilt after a crash.
 func (p *Provider) Epoch() uint64 { return p.epoch }
-
-// Sync: see Epoch.
-func (p *Provider) Sync() uint64 { return p.sync }
 
 func (p *Provider) restorable(id ID, m int, prio llm.Priority) bool {
 	_, dup := p.q.index[id]

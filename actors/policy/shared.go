@@ -58,8 +58,3 @@ func (p *Provider) Unblock(m int) {
 		p.models[m].blocked = false
 	}
 }
-
-// Blocked reports whether model m is blocked (Block).
-func (p *Provider) Blocked(m int) bool {
-	return m >= 0 && m < len(p.models) && p.models[m].blocked
-}

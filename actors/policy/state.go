@@ -56,12 +56,12 @@ type Info struct {
 	Model    int // index as given to Arrive
 	Priority llm.Priority
 	Running  bool
-	Arrived  time.Time // its place in the FIFO: when it first came
-	Started  time.Time // zero while it waits
-	Deadline time.Time // when it expires if it is still queued
-	Tokens   int       // its estimated cost
-	Key      int       // running: the key of its last attempt
-	Client   llm.Client
+	Arrived  time.Time  // its place in the FIFO: when it first came
+	Started  time.Time  // zero while it waits
+	Deadline time.Time  // when it expires if it is still queued
+	Tokens   int        // its estimated cost
+	Key      int        // running: the key of its last attempt
+	Client   llm.Client // who it is for: the name and the share (weight, at least 1) it was queued with
 }
 
 // Lookup returns what the provider knows about id; ok is false for an unknown id.
@@ -103,7 +103,7 @@ func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 	switch {
 	case p.startCap == 0:
 		return BlockedByStartCap
-	case p.Blocked(m):
+	case m >= 0 && m < len(p.models) && p.models[m].blocked:
 		return BlockedByCluster
 	case p.running >= p.eff:
 		return BlockedByLanes
