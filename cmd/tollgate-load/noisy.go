@@ -19,7 +19,9 @@ import (
 //  2. A bursts 200 again while key B sends one call a second: B waits at most one service
 //     time (plus 100 ms) in the queue, p99, since fair queuing starts B's call at the next
 //     free lane instead of behind A's backlog; and the lanes stay as busy as with A alone
-//     (work-conserving: B's idle share goes to A), the throughput within 5 %;
+//     (work-conserving: B's idle share goes to A): the share of the time something waits
+//     with every lane running (nnSampler) within 5 % of A alone's; the throughputs are
+//     reported;
 //  3. keys H (weight 3) and L (weight 1) burst together: while both are backlogged, starts
 //     split 3:1 within 10 %.
 //
@@ -58,20 +60,32 @@ func noisyNeighbour(ctx context.Context, o runOpts) []*result {
 		providers: []provider{{name: "shared", lanes: nnLanes, queueLength: 2 * nnBurst, queueTimeout: time.Minute,
 			backend: fakellm.Options{Latency: nnService, Chunks: 1}, models: []model{{"m", nnLanes}}}}}
 	return []*result{runLocal(ctx, "noisy-neighbour", s, 2*nnBurst, func(e *env, r *result) {
-		aloneRate := nnRate(nnBurstOf(ctx, e, r, "a", nnBurst), nil)
-		r.Figures["a_alone_calls_per_s"] = aloneRate
+		sample := nnSampler(ctx, e)
+		aOuts := nnBurstOf(ctx, e, r, "a", nnBurst)
+		aloneBusy := sample()
+		aloneRate := nnRate(nnDone(aOuts), nil)
+		r.Figures["a_alone_calls_per_s"], r.Figures["a_alone_lanes_busy"] = aloneRate, aloneBusy
 		if !nnIdle(ctx, e, r, "A's burst alone") {
 			return
 		}
-		aDone, bDone, bWaits := nnWithNeighbour(ctx, e, r)
-		rate := nnRate(aDone, bDone)
-		r.Figures["a_with_b_calls_per_s"] = rate
+		sample = nnSampler(ctx, e)
+		aOuts, bOuts, bDone := nnWithNeighbour(ctx, e, r)
+		busy := sample()
+		rate := nnRate(nnDone(aOuts), bDone)
+		r.Figures["a_with_b_calls_per_s"], r.Figures["a_with_b_lanes_busy"] = rate, busy
+		var bWaits []float64
+		for _, o := range bOuts {
+			if o.queueMs >= 0 {
+				bWaits = append(bWaits, float64(o.queueMs))
+			}
+		}
 		sort.Float64s(bWaits)
 		p99 := percentile(bWaits, 99)
 		r.Figures["b_calls"], r.Figures["b_queue_ms_p99"] = float64(len(bWaits)), p99
 		limit := float64((nnService + 100*time.Millisecond).Milliseconds())
-		off := math.Abs(rate-aloneRate) / aloneRate
-		r.Figures["throughput_off_alone_pct"] = 100 * off
+		off := math.Abs(busy-aloneBusy) / max(aloneBusy, 0.01)
+		r.Figures["lanes_busy_off_alone_pct"] = 100 * off
+		r.Figures["throughput_off_alone_pct"] = 100 * math.Abs(rate-aloneRate) / aloneRate
 		if len(bWaits) < 5 {
 			r.breach("B sent %d calls during A's burst; the scenario needs several", len(bWaits))
 		}
@@ -79,10 +93,11 @@ func noisyNeighbour(ctx context.Context, o runOpts) []*result {
 		case o.timed && p99 > limit:
 			r.breach("B's queue wait p99 %.0f ms beside A's burst, want ≤ %.0f (one service time + 100 ms)", p99, limit)
 		case o.timed && off > 0.05:
-			r.breach("with B mostly idle A's burst ran at %.2f calls/s against %.2f alone: %.1f%% off, want ≤ 5%%", rate, aloneRate, 100*off)
+			r.breach("with B mostly idle every lane ran in %.3f of the moments something waited, against %.3f with A alone (%.2f and %.2f calls/s): %.1f%% off, want ≤ 5%%",
+				busy, aloneBusy, rate, aloneRate, 100*off)
 		case !o.timed:
 			r.target("B's queue wait p99, ms, beside A's burst", p99, fmt.Sprintf("≤ %.0f", limit), p99 <= limit)
-			r.target("throughput with B beside A, off A alone's", off, "≤ 0.05", off <= 0.05)
+			r.target("lanes busy with B beside A, off A alone's", off, "≤ 0.05", off <= 0.05)
 		}
 		if !nnIdle(ctx, e, r, "A's burst beside B") {
 			return
@@ -91,12 +106,12 @@ func noisyNeighbour(ctx context.Context, o runOpts) []*result {
 	})}
 }
 
-// nnBurstOf sends n calls of key name at once and returns when each was answered, from
-// the burst's start; every one must succeed.
-func nnBurstOf(ctx context.Context, e *env, r *result, name string, n int) []time.Duration {
+// nnBurstOf sends n calls of key name at once and returns their outcomes; every one must
+// succeed.
+func nnBurstOf(ctx context.Context, e *env, r *result, name string, n int) []outcome {
 	outs := fire(ctx, e, nnCalls(name, n), nil)
 	nnAllServed(r, name, outs)
-	return nnDone(outs)
+	return outs
 }
 
 // nnDone is when each call of a burst was answered, from the burst's start, in order.
@@ -122,6 +137,38 @@ func nnRate(burst, others []time.Duration) float64 {
 		}
 	}
 	return float64(n) / (to - from).Seconds()
+}
+
+// nnSampler polls /admin/state until stopped and returns the share of the samples with a
+// call queued in which every lane was running: 1 when the policy is work-conserving (no
+// lane idle while something waits), less by the moments between a finish and the next
+// start. Unlike a throughput, it does not move with the machine's speed, which the harness
+// shares with other work.
+func nnSampler(ctx context.Context, e *env) (stop func() float64) {
+	done := make(chan struct{})
+	result := make(chan float64, 1)
+	go func() { // exits when stopped
+		waiting, busy := 0, 0
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				result <- float64(busy) / float64(max(waiting, 1))
+				return
+			case <-tick.C:
+			}
+			st, err := e.state(ctx)
+			if err != nil || len(st.Providers) == 0 || st.Queued == 0 {
+				continue
+			}
+			waiting++
+			if st.Providers[0].Running == nnLanes {
+				busy++
+			}
+		}
+	}()
+	return func() float64 { close(done); return <-result }
 }
 
 func nnCalls(name string, n int) []call {
@@ -155,13 +202,12 @@ func nnAllServed(r *result, name string, outs []outcome) {
 }
 
 // nnWithNeighbour runs A's burst while B sends a call every nnEvery until A's calls are all
-// answered. It returns when A's calls and B's were answered, from the burst's start (A's
-// sorted), and B's queue waits in ms.
-func nnWithNeighbour(ctx context.Context, e *env, r *result) (aDone, bDone []time.Duration, bWaits []float64) {
+// answered. It returns A's and B's outcomes, and when B's were answered from the burst's
+// start.
+func nnWithNeighbour(ctx context.Context, e *env, r *result) (aOuts, bOuts []outcome, bDone []time.Duration) {
 	var (
-		mu    sync.Mutex
-		bOuts []outcome
-		wg    sync.WaitGroup
+		mu sync.Mutex
+		wg sync.WaitGroup
 	)
 	stop := make(chan struct{})
 	start := time.Now()
@@ -188,17 +234,12 @@ func nnWithNeighbour(ctx context.Context, e *env, r *result) (aDone, bDone []tim
 			}()
 		}
 	}()
-	aOuts := fire(ctx, e, nnCalls("a", nnBurst), nil)
+	aOuts = fire(ctx, e, nnCalls("a", nnBurst), nil)
 	close(stop)
 	wg.Wait()
 	nnAllServed(r, "a", aOuts)
 	nnAllServed(r, "b", bOuts)
-	for _, o := range bOuts {
-		if o.queueMs >= 0 {
-			bWaits = append(bWaits, float64(o.queueMs))
-		}
-	}
-	return nnDone(aOuts), bDone, bWaits
+	return aOuts, bOuts, bDone
 }
 
 // nnWeighted bursts H (weight 3) and L (weight 1) together and checks the split of the
