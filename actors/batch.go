@@ -311,7 +311,7 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	}
 	// The start cap follows the breaker, whose period may have ended since it was last set:
 	// an open breaker turns half-open with time alone.
-	a.pol.SetStartCap(a.health.startCap(now))
+	a.pol.SetStartCap(a.health.StartCap(now))
 	res, blocker, ok := a.pol.Reserve(members, now)
 	var why *llm.Error
 	if ok {
@@ -321,7 +321,7 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 			// may become one. The cap let every member start, so the breaker allows each.
 			a.allow(c, now)
 		}
-		a.pol.SetStartCap(a.health.startCap(now))
+		a.pol.SetStartCap(a.health.StartCap(now))
 		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
 	} else {
 		why = a.batchRefusal(blocker, m.calls, now)
@@ -339,7 +339,7 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 		for len(r.calls) > 0 {
 			c := r.calls[0]
 			r.calls = r.calls[1:]
-			if !c.probe && a.health.breaker.State(now) != breaker.Closed {
+			if !c.probe && a.health.BreakerState(now) != breaker.Closed {
 				// The breaker opened after the reservation: the member does not start (the
 				// probe, reserved with it, does), and gives back what it holds.
 				a.pol.Finish(c.id, now)

@@ -42,7 +42,7 @@ func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
 	case policy.BlockedByCluster:
 		return a.blockedBy(c.route.m), a.blockedFor(c.route.m, now)
 	case policy.BlockedByStartCap:
-		if w := a.health.breaker.RetryAfter(now); w > 0 {
+		if w := a.health.RetryAfter(now); w > 0 {
 			return fmt.Sprintf("provider %s's circuit breaker is open after repeated failures (its probe goes in %s)", pv.Name, w.Round(time.Millisecond)), w
 		}
 		return fmt.Sprintf("provider %s's circuit breaker lets one probe call through and waits for its answer", pv.Name), 0

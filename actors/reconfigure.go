@@ -157,7 +157,7 @@ func (a *providerActor) reconfigure(ctx actor.Context, m *reconfigureProvider) {
 		a.g.log.Info().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
 			Msg("provider added back by a reload while it finished its calls: it serves again, in the same lanes")
 	}
-	whole, pairs := a.health.reconfigure(a.pv, a.models, now)
+	whole, pairs := a.health.Reconfigure(healthSpec(a.pv, a.models), now)
 	a.restoredByReload(whole, pairs)
 	a.pol.Reconfigure(a.spec(), now)
 	for len(a.lanes) < len(a.models) {

@@ -206,12 +206,7 @@ const sharedTimeout = 5 * time.Second
 // keyCooled applies a cooldown another replica gave a key, as if this replica's backend
 // had answered the key with that hint, and reports whether it knew the key.
 func (a *providerActor) keyCooled(m *keyCooled, now time.Time) bool {
-	h := a.health
-	if m.pool < 0 || m.pool >= len(h.rings) || !h.keyed[m.pool] || m.key < 0 || m.key >= h.rings[m.pool].Len() {
-		return false
-	}
-	h.rings[m.pool].RateLimited(m.key, m.d, now)
-	return true
+	return a.health.Cooled(m.pool, m.key, m.d, now)
 }
 
 // LeaseNotice tells the gateway that slots may have freed on some replica: in scopes, or

@@ -31,7 +31,7 @@ func (a *providerActor) keyName(c *call, key int) string {
 		return ""
 	}
 	pl, _ := a.pol.Keys(c.route.m)
-	if !a.health.keyed[pl] {
+	if !a.health.Keyed(pl) {
 		return ""
 	}
 	return KeyScope(a.name, pl, key)

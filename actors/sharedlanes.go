@@ -52,12 +52,13 @@ func (a *providerActor) shareLanes(scope string) {
 // publishLanes sends scope's current learned value to the shared state, off the actor's
 // goroutine, with the value last seen stored as the one a rise replaces.
 func (a *providerActor) publishLanes(scope string, p *lanesPub) {
-	l, _ := a.scopeLanes(scope)
+	m, ok := a.scopeLanes(scope)
 	p.pending = false
-	if l == nil {
+	if !ok {
 		return // a reload removed the scope
 	}
-	sh, root, self, lanes, was := a.g.opts.Shared, a.g.system.Root, a.self, l.Effective(), p.known
+	lanes, _ := a.health.Lanes(m)
+	sh, root, self, was := a.g.opts.Shared, a.g.system.Root, a.self, p.known
 	p.busy = true
 	go func() { // exits after one round trip bounded by sharedTimeout; tells the actor its answer
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
