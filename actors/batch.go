@@ -94,7 +94,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 	for i, id := range models {
 		r, ok := t.lookup(id)
 		if !ok {
-			err := g.notFound(id)
+			err := g.table.Load().notFound(id)
 			err.Param = fmt.Sprintf("models[%d]", i)
 			return nil, err
 		}
@@ -108,7 +108,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		b.members = append(b.members, c)
 		b.by[r.p] = append(b.by[r.p], c)
 	}
-	if err := g.batchFits(b); err != nil {
+	if err := b.fits(t, g.caps.Load().limits.MaxRunning); err != nil {
 		return nil, err
 	}
 	if err := g.leaseBatch(ctx, b); err != nil {
@@ -125,11 +125,16 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		unleaseBatch(b)
 		return nil, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}
 	}
-	// Committed: every member is answered by its lane with its stream.
+	return b.open(g.await), nil // committed: every member is answered by its lane with its stream
+}
+
+// open takes each committed member's answer (await) and opens every backend before any is
+// read: all begin before any first byte.
+func (b *batchCall) open(await func(*call) admitResult) []llm.BatchMember {
 	out := make([]llm.BatchMember, len(b.members))
 	streams := make([]*stream, len(b.members))
 	for i, c := range b.members {
-		res := g.await(c)
+		res := await(c)
 		out[i].Model, out[i].Provider, out[i].QueueWait = c.route.id, c.route.provider, res.queueWait
 		if res.err != nil {
 			out[i].Err = res.err
@@ -137,7 +142,6 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		}
 		streams[i] = res.stream
 	}
-	// Open every backend before any is read: all begin before any first byte.
 	var wg sync.WaitGroup
 	for i, s := range streams {
 		if s == nil {
@@ -152,15 +156,15 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		})
 	}
 	wg.Wait()
-	return out, nil
+	return out
 }
 
-// batchFits refuses, before asking anyone, a batch that can never start: more members of a
+// fits refuses, before asking anyone, a batch that can never start: more members of a
 // provider than its configured lanes, of a model than its model lanes, or in all than
 // max_running (SPEC §5: 400 batch_exceeds_provider_capacity, listing only the scopes that
 // overflow). Learned lanes below the configured ones are not this: such a batch could fit
 // again, and is told 429 by the provider.
-func (g *Gateway) batchFits(b *batchCall) error {
+func (b *batchCall) fits(t *modelTable, maxRunning int) error {
 	var over []llm.ScopeLimit
 	var providers []int
 	for _, c := range b.members {
@@ -168,7 +172,6 @@ func (g *Gateway) batchFits(b *batchCall) error {
 			providers = append(providers, c.route.p)
 		}
 	}
-	t := g.table.Load()
 	for _, p := range providers {
 		pv := &t.provs[p].Provider
 		if n := len(b.by[p]); n > pv.Lanes {
@@ -186,12 +189,12 @@ func (g *Gateway) batchFits(b *batchCall) error {
 					n++
 				}
 			}
-			if lanes := g.model(p, c.route.m).Lanes; n > lanes {
+			if lanes := t.model(p, c.route.m).Lanes; n > lanes {
 				over = append(over, llm.ScopeLimit{Provider: pv.Name, Model: c.route.id, Requested: n, Limit: lanes})
 			}
 		}
 	}
-	if n, mr := len(b.members), g.limits().MaxRunning; n > mr {
+	if n, mr := len(b.members), maxRunning; n > mr {
 		over = append(over, llm.ScopeLimit{Requested: n, Limit: mr})
 	}
 	if len(over) == 0 {
@@ -220,7 +223,7 @@ func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
 		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"})
 		return
 	case s.retiredMember(b) != nil:
-		b.decide(s.g.notFound(s.retiredMember(b).route.id)) // a reload removed its provider meanwhile
+		b.decide(s.g.table.Load().notFound(s.retiredMember(b).route.id)) // a reload removed its provider meanwhile
 		return
 	case !s.disp.Ready():
 		// Rebuilding after a crash: the dispatcher knows the running count again once every
@@ -301,7 +304,7 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	now := a.g.now()
 	for _, c := range m.calls {
 		if a.retiring || a.gone[c.route.m] { // a reload removed it after the batch looked it up
-			send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: a.g.notFound(c.route.id), o: a.pol.Offer(now)})
+			send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: a.g.table.Load().notFound(c.route.id), o: a.pol.Offer(now)})
 			return
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 // batchRefusal says why the provider cannot start its members of a batch now: 429
 // batch_capacity_unavailable, with what held them back. A batch that fits the configured
-// lanes (batchFits let it through) but not the lanes learned from the backend is told so:
+// lanes (batchCall.fits let it through) but not the lanes learned from the backend is told so:
 // which provider or model, its learned lanes of the configured ones, and why they were
 // learned (SPEC §11): waiting may help, as the learned lanes grow back.
 func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.Time) *llm.Error {

@@ -28,7 +28,7 @@ func (g *Gateway) InjectFault(f Fault) error {
 	if kind < 0 {
 		return fmt.Errorf("inject: actor %q: want supervisor, provider, lane or request", f.Actor)
 	}
-	if f.Provider != "" && g.providerIndex(f.Provider) < 0 {
+	if f.Provider != "" && g.table.Load().providerIndex(f.Provider) < 0 {
 		return fmt.Errorf("inject: no provider %q", f.Provider)
 	}
 	left := f.Times

@@ -160,7 +160,7 @@ func cardOf(pv Provider, mv Model, id string) llm.ModelCard {
 }
 
 // model returns model m of provider p as currently served.
-func (g *Gateway) model(p, m int) Model { return g.table.Load().models[p][m] }
+func (t *modelTable) model(p, m int) Model { return t.models[p][m] }
 
 // addModelsTimeout bounds AddModels' wait for the provider actor, which answers at once
 // unless it is out of service or the actor system is gone.
@@ -174,7 +174,7 @@ const addModelsTimeout = 10 * time.Second
 // backend says), because removing it would have to answer its queued and running calls.
 // Requests already admitted are not disturbed.
 func (g *Gateway) AddModels(provider string, models []Model) error {
-	p := g.providerIndex(provider)
+	p := g.table.Load().providerIndex(provider)
 	if p < 0 {
 		return fmt.Errorf("add models: no provider %q", provider)
 	}
@@ -192,11 +192,11 @@ func (g *Gateway) AddModels(provider string, models []Model) error {
 	}
 	g.changeMu.Lock()
 	defer g.changeMu.Unlock()
-	if p = g.providerIndex(provider); p < 0 { // a reload may have removed it meanwhile
+	if p = g.table.Load().providerIndex(provider); p < 0 { // a reload may have removed it meanwhile
 		return fmt.Errorf("add models: no provider %q", provider)
 	}
 	reply := make(chan error, 1)
-	send(g.system.Root, g.slot(p).pid.Load(), &addModel{models: models, reply: reply})
+	send(g.system.Root, g.slots.at(p).pid.Load(), &addModel{models: models, reply: reply})
 	t := time.NewTimer(addModelsTimeout)
 	defer t.Stop()
 	select {

@@ -266,7 +266,7 @@ func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	}
 	switch err := a.refusal(c, now); {
 	case c.requeueOf == nil && (a.retiring || a.gone[c.route.m]):
-		c.answer(admitResult{err: a.g.notFound(c.route.id)}) // a reload removed it
+		c.answer(admitResult{err: a.g.table.Load().notFound(c.route.id)}) // a reload removed it
 	case a.draining:
 		c.answer(admitResult{err: &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}})
 	case err != nil:

@@ -122,7 +122,7 @@ func (s *supervisor) providerRetired(ctx actor.Context, p int) {
 	s.retired[p] = true
 	s.disp.Report(p, policy.Offer{Sync: s.sync}) // nothing runs or waits there any more
 	ctx.Stop(s.providers[p])
-	s.g.log.Info().Str("provider", s.g.slot(p).name).Msg("removed provider stopped: it finished what it ran and had queued")
+	s.g.log.Info().Str("provider", s.g.slots.at(p).name).Msg("removed provider stopped: it finished what it ran and had queued")
 	if s.draining {
 		s.providerIdle(p)
 	}

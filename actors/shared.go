@@ -177,8 +177,8 @@ func (g *Gateway) Cooled(name string, d time.Duration) {
 
 // sendProvider sends msg to provider name's actor, if there is one.
 func (g *Gateway) sendProvider(name string, msg message) {
-	if p := g.providerIndex(name); p >= 0 {
-		if pid := g.slot(p).pid.Load(); pid != nil {
+	if p := g.table.Load().providerIndex(name); p >= 0 {
+		if pid := g.slots.at(p).pid.Load(); pid != nil {
 			send(g.system.Root, pid, msg)
 		}
 	}
@@ -215,7 +215,7 @@ func (a *providerActor) keyCooled(m *keyCooled, now time.Time) bool {
 // shared state's events call it.
 func (g *Gateway) LeaseNotice(scopes []string) {
 	g.leaseGen.Add(1)
-	for _, s := range g.allSlots() {
+	for _, s := range g.slots.all() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
 			send(g.system.Root, pid, &leaseFreed{scopes: scopes})
 		}
@@ -229,14 +229,14 @@ func (g *Gateway) LeaseNotice(scopes []string) {
 func (g *Gateway) claim(c *call) LeaseClaim {
 	r := c.route
 	pv := &g.table.Load().provs[r.p].Provider
-	lanes, modelLanes := pv.Lanes, g.model(r.p, r.m).Lanes
+	lanes, modelLanes := pv.Lanes, g.table.Load().model(r.p, r.m).Lanes
 	if n := c.lanes[0]; n >= 1 && n < lanes { // learned lower: a cap across the replicas too
 		lanes = n
 	}
 	if n := c.lanes[1]; n >= 1 && n < modelLanes {
 		modelLanes = n
 	}
-	cl := LeaseClaim{Scopes: []LeaseScope{{Name: GatewayScope, Limit: g.limits().MaxRunning},
+	cl := LeaseClaim{Scopes: []LeaseScope{{Name: GatewayScope, Limit: g.caps.Load().limits.MaxRunning},
 		{Name: ProviderScope(pv.Name), Limit: lanes}, {Name: ModelScope(pv.Name, r.model), Limit: modelLanes}}}
 	if rl := pv.RateLimit; rl.RPM > 0 {
 		cl.Buckets = append(cl.Buckets, LeaseBucket{Name: RateScope(pv.Name), PerMinute: rl.RPM, Burst: rl.Burst, Cost: 1})
@@ -481,11 +481,11 @@ func (a *providerActor) blockedBy(m int) string {
 	s := a.blocks[m].scope
 	switch {
 	case s == GatewayScope:
-		return fmt.Sprintf("the replicas sharing this gateway's limits run its max_running (%d) full", a.g.limits().MaxRunning)
+		return fmt.Sprintf("the replicas sharing this gateway's limits run its max_running (%d) full", a.g.caps.Load().limits.MaxRunning)
 	case s == ProviderScope(a.name):
 		return fmt.Sprintf("the replicas sharing this gateway's limits run all of provider %s's %d lanes", a.name, a.pv.Lanes)
 	case strings.HasPrefix(s, "model/"):
-		return fmt.Sprintf("the replicas sharing this gateway's limits run all of model %s/%s's model lanes", a.name, a.g.model(a.p, m).Name)
+		return fmt.Sprintf("the replicas sharing this gateway's limits run all of model %s/%s's model lanes", a.name, a.g.table.Load().model(a.p, m).Name)
 	case s == RateScope(a.name):
 		return fmt.Sprintf("provider %s's rate limit (rpm %d), shared by the replicas, holds requests back until its next token", a.name, a.pv.RateLimit.RPM)
 	case s == TokenScope(a.name):

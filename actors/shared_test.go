@@ -47,7 +47,7 @@ func TestLanesSharedRead(t *testing.T) {
 	p := testProvider("p", newHeld(), "m")
 	p.Lanes = 4
 	g := newTestGateway(t, 8, 16, p)
-	a := newProviderActor(g, g.slot(0), p, p.Models)
+	a := newProviderActor(g, g.slots.at(0), p, p.Models)
 	now := g.now()
 	a.health = health.New(healthSpec(p, p.Models), now)
 	a.pol = policy.NewProvider(a.spec())

@@ -75,7 +75,7 @@ func (g *Gateway) LanesLearned(scope string, lanes int, from string) {
 // force in the shared state: its replica's shared state answers again after an outage,
 // and whatever was announced meanwhile was not heard. It never blocks.
 func (g *Gateway) ReadShared() {
-	for _, s := range g.allSlots() {
+	for _, s := range g.slots.all() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
 			send(g.system.Root, pid, &readShared{})
 		}

@@ -58,7 +58,7 @@ func (g *Gateway) chain(model string, req *llm.Request) ([]route, error) {
 	t := g.table.Load()
 	r, ok := t.resolve(model, req)
 	if !ok {
-		return nil, g.notFound(model)
+		return nil, g.table.Load().notFound(model)
 	}
 	chain := append(make([]route, 0, 1+len(r.fallback)), r)
 	for _, id := range r.fallback {
@@ -126,12 +126,12 @@ func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *l
 func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 	sl := c.route.slot
 	if !sl.enter() {
-		return admitResult{}, g.notFound(c.route.id) // removed by a reload after Start looked it up
+		return admitResult{}, g.table.Load().notFound(c.route.id) // removed by a reload after Start looked it up
 	}
 	to := sl.pid.Load()
 	if to == nil { // published by a reload whose supervisor has not spawned it yet
 		sl.leave()
-		return admitResult{}, g.notFound(c.route.id)
+		return admitResult{}, g.table.Load().notFound(c.route.id)
 	}
 	send(g.system.Root, to, &arrive{c: c})
 	sl.leave()

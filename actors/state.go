@@ -139,7 +139,7 @@ const stateTimeout = 2 * time.Second
 // Shutdown it returns at once, and a provider that does not answer within stateTimeout is
 // shown as "unavailable".
 func (g *Gateway) State() AdminState {
-	t, lim := g.table.Load(), g.limits()
+	t, lim := g.table.Load(), g.caps.Load().limits
 	st := AdminState{MaxRunning: lim.MaxRunning, MaxAdmitted: lim.MaxAdmitted, Providers: []ProviderState{}}
 	// The providers served, and those a reload removed that still finish their calls.
 	at := map[int]int{} // slot → index in st.Providers
