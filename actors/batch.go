@@ -300,7 +300,8 @@ func (s *supervisor) forgetBatches() {
 }
 
 // reserve is a provider's part of a batch: all its members start in its policy now, or none.
-func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
+func (bp batchPart) reserve(ctx actor.Context, m *reserve) {
+	a := bp.a
 	now := a.g.now()
 	for _, c := range m.calls {
 		if a.retiring || a.gone[c.route.m] { // a reload removed it after the batch looked it up
@@ -322,12 +323,12 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 			c.arrived, c.entered, c.started, c.key = now, now, now, res.Keys[i]
 			// The half-open probe is taken now, not at the commit: until then no other call
 			// may become one. The cap let every member start, so the breaker allows each.
-			a.allow(c, now)
+			a.vitals.allow(c, now)
 		}
 		a.pol.SetStartCap(a.health.StartCap(now))
 		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
 	} else {
-		why = a.batchRefusal(blocker, m.calls, now)
+		why = bp.batchRefusal(blocker, m.calls, now)
 	}
 	send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: ok, why: why, o: a.pol.Offer(now)})
 	a.arm(now)
@@ -336,7 +337,8 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 // settleBatch runs a batch's reserved members or frees them (with the rate limiter's tokens
 // when it can, see policy.Provider.Release). Each member leaves the reservation as it is
 // handed to its lane, so a settle sent again after a crash starts only what was left.
-func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
+func (bp batchPart) settleBatch(ctx actor.Context, m *settle) {
+	a := bp.a
 	now := a.g.now()
 	if r := a.reserved[m.b]; r != nil && m.commit {
 		for len(r.calls) > 0 {
@@ -350,15 +352,15 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 					c.lease = nil
 					go l.Release() // exits after one bounded round trip to the shared state
 				}
-				c.answer(admitResult{err: a.circuitOpen(now)})
+				c.answer(admitResult{err: a.vitals.circuitOpen(now)})
 				continue
 			}
-			a.current(c)
-			a.began(c, c.key, c.started) // the retry budget, the lanes: as a grant's start, when it reserved
+			a.reloads.current(c)
+			a.vitals.began(c, c.key, c.started) // the retry budget, the lanes: as a grant's start, when it reserved
 			send(ctx, a.lanes[c.route.m], &startCall{c: c})
 		}
 	} else if r != nil {
-		a.release(r, now)
+		bp.release(r, now)
 	}
 	delete(a.reserved, m.b)
 	a.offer(ctx, now)
@@ -366,9 +368,15 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 
 // release frees a reservation that will not run: its lanes and tokens, and the breaker's
 // probe if a member took it (the next call may be the probe).
-func (a *providerActor) release(r *reservation, now time.Time) {
+func (bp batchPart) release(r *reservation, now time.Time) {
+	a := bp.a
 	a.pol.Release(&r.pol, now)
 	for _, c := range r.calls {
-		a.neutral(c, now)
+		a.vitals.neutral(c, now)
 	}
 }
+
+// batchPart is the provider actor's part of batches: it reserves a batch's members in its
+// policy all at once or none, says why not, and starts or frees them when the supervisor
+// settles the batch.
+type batchPart struct{ a *providerActor }

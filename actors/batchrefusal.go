@@ -15,7 +15,8 @@ import (
 // lanes (batchCall.fits let it through) but not the lanes learned from the backend is told so:
 // which provider or model, its learned lanes of the configured ones, and why they were
 // learned (SPEC §11): waiting may help, as the learned lanes grow back.
-func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.Time) *llm.Error {
+func (bp batchPart) batchRefusal(b policy.Blocker, calls []*call, now time.Time) *llm.Error {
+	a := bp.a
 	pv := &a.pv
 	st := a.pol.Snapshot()
 	tokens := batchTokens(calls)
@@ -43,7 +44,7 @@ func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.T
 				pv.Name, max(st.EffectiveLanes-st.Running, 0), n)
 		}
 	case policy.BlockedByModelLanes:
-		why = a.modelLanesRefusal(st, calls, now)
+		why = bp.modelLanesRefusal(st, calls, now)
 	case policy.BlockedByKeys:
 		w := a.pol.KeyWait(calls[0].route.m, now)
 		wait = max(wait, w)
@@ -62,7 +63,8 @@ func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.T
 
 // modelLanesRefusal names the first model of the batch without enough free model lanes,
 // and whether learned lanes are the reason.
-func (a *providerActor) modelLanesRefusal(st policy.ProviderState, calls []*call, now time.Time) string {
+func (bp batchPart) modelLanesRefusal(st policy.ProviderState, calls []*call, now time.Time) string {
+	a := bp.a
 	need := map[int]int{}
 	for _, c := range calls {
 		need[c.route.m]++

@@ -40,7 +40,7 @@ func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
 	st := a.pol.Snapshot()
 	switch a.pol.Blocker(c.route.m, c.tokens, now) {
 	case policy.BlockedByCluster:
-		return a.blockedBy(c.route.m), a.blockedFor(c.route.m, now)
+		return a.peers.blockedBy(c.route.m), a.peers.blockedFor(c.route.m, now)
 	case policy.BlockedByStartCap:
 		if w := a.health.RetryAfter(now); w > 0 {
 			return fmt.Sprintf("provider %s's circuit breaker is open after repeated failures (its probe goes in %s)", pv.Name, w.Round(time.Millisecond)), w

@@ -49,7 +49,8 @@ func healthSpec(pv Provider, models []Model) health.Spec {
 }
 
 // applyHealth tells a (new or rebuilt) policy what health decided: lanes and the start cap.
-func (a *providerActor) applyHealth(now time.Time) {
+func (ph providerHealth) applyHealth(now time.Time) {
+	a := ph.a
 	h := a.health
 	a.pol.SetEffectiveLanes(h.ProviderLanes())
 	for _, m := range h.OwnKeys() {
@@ -62,43 +63,46 @@ func (a *providerActor) applyHealth(now time.Time) {
 // refusal is the answer to a call its provider cannot take at all now, before it queues: an
 // open circuit, keys all refused, or keys all cooling past the call's queue deadline. Nil
 // when it may queue.
-func (a *providerActor) refusal(c *call, now time.Time) error {
+func (ph providerHealth) refusal(c *call, now time.Time) error {
+	a := ph.a
 	switch a.health.BreakerState(now) {
 	case breaker.Open:
-		return a.circuitOpen(now)
+		return ph.circuitOpen(now)
 	case breaker.HalfOpen:
 		a.pol.SetStartCap(a.health.StartCap(now))
 	}
-	return a.keysRefusal(c, now)
+	return ph.keysRefusal(c, now)
 }
 
 // keysRefusal is what the keys say of a call that would wait until deadline: every key
 // refused (502 upstream_auth_failed), or every key cooling until after it (429
 // upstream_rate_limited, Retry-After the first key's end); nil when the keys let it wait.
-func (a *providerActor) keysRefusal(c *call, now time.Time) error {
+func (ph providerHealth) keysRefusal(c *call, now time.Time) error {
+	a := ph.a
 	pl, ring := a.pol.Keys(c.route.m)
 	if !a.health.Keyed(pl) {
 		return nil
 	}
 	if ring.AllRefused(c.route.m, now) {
-		return &llm.Error{Kind: llm.KindUpstreamAuth, Provider: a.name, Message: a.allRefused(c, pl, now)}
+		return &llm.Error{Kind: llm.KindUpstreamAuth, Provider: a.name, Message: ph.allRefused(c, pl, now)}
 	}
 	if w := a.pol.KeyWait(c.route.m, now); w > 0 && now.Add(w).After(c.deadline) {
 		return &llm.Error{Kind: llm.KindUpstreamRateLimited, Provider: a.name, RetryAfter: w,
 			Message: fmt.Sprintf("every key of %s is cooling after the backend's rate limits%s; the first is ready in %s, later than this request could wait (queue_timeout %s)",
-				c.route.id, a.sharedKeyLimit(), w.Round(time.Millisecond), a.pv.QueueTimeout)}
+				c.route.id, a.peers.sharedKeyLimit(), w.Round(time.Millisecond), a.pv.QueueTimeout)}
 	}
 	return nil
 }
 
 // keysChanged answers the waiting calls of pool pl that its keys can no longer serve in
 // time (see keysRefusal). The caller offers afterwards.
-func (a *providerActor) keysChanged(pl int, now time.Time) {
+func (ph providerHealth) keysChanged(pl int, now time.Time) {
+	a := ph.a
 	for id, c := range a.waiting {
 		if p, _ := a.pol.Keys(c.route.m); p != pl {
 			continue
 		}
-		if err := a.keysRefusal(c, now); err != nil {
+		if err := ph.keysRefusal(c, now); err != nil {
 			a.answerWaiting(id, err, now)
 		}
 	}
@@ -106,7 +110,8 @@ func (a *providerActor) keysChanged(pl int, now time.Time) {
 
 // circuitOpen is the answer while the breaker is open: 503 provider_unavailable, Retry-After
 // the time until its probe.
-func (a *providerActor) circuitOpen(now time.Time) *llm.Error {
+func (ph providerHealth) circuitOpen(now time.Time) *llm.Error {
+	a := ph.a
 	wait := a.health.RetryAfter(now)
 	return &llm.Error{Kind: llm.KindProviderUnavailable, Provider: a.name, RetryAfter: max(wait, time.Second),
 		Message: fmt.Sprintf("provider %s's circuit breaker is open after repeated failures; one probe call goes through in %s",
@@ -115,14 +120,15 @@ func (a *providerActor) circuitOpen(now time.Time) *llm.Error {
 
 // started records what health needs of a call a grant just started on key. The policy's
 // start cap let it start, so the breaker allows it; while half-open it is the probe.
-func (a *providerActor) started(c *call, key int, now time.Time) {
-	a.allow(c, now)
-	a.began(c, key, now)
+func (ph providerHealth) started(c *call, key int, now time.Time) {
+	ph.allow(c, now)
+	ph.began(c, key, now)
 }
 
 // allow asks the breaker whether c may start at now and, when it is the half-open probe,
 // marks it so (its ending must report it: success, failure or neutral).
-func (a *providerActor) allow(c *call, now time.Time) bool {
+func (ph providerHealth) allow(c *call, now time.Time) bool {
+	a := ph.a
 	ok, probe := a.health.Allow(now)
 	if probe {
 		c.probe = true
@@ -134,11 +140,12 @@ func (a *providerActor) allow(c *call, now time.Time) bool {
 // began records the rest of what health needs of a call that starts on key at now, once
 // the breaker has allowed it: whether it probes a set-aside key, whether it took the last
 // lane, the retry budget's call, and the start cap that follows.
-func (a *providerActor) began(c *call, key int, now time.Time) {
+func (ph providerHealth) began(c *call, key int, now time.Time) {
+	a := ph.a
 	c.key, c.started = key, now
-	c.keyName = a.keyName(c, key)
+	c.keyName = a.peers.keyName(c, key)
 	c.keyProbe, c.probeKey = a.health.Began(c.route.m, key, c.requeues == 0, now), key
-	a.chargeKey(c) // a batch member, leased before its key was chosen
+	a.peers.chargeKey(c) // a batch member, leased before its key was chosen
 	if l, own := a.health.Lanes(c.route.m); own {
 		c.busy = a.pol.Snapshot().Models[c.route.m].Running >= l
 	} else {
@@ -148,10 +155,11 @@ func (a *providerActor) began(c *call, key int, now time.Time) {
 }
 
 // retryAsk records a failed attempt and answers whether and how the call tries again.
-func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
+func (ph providerHealth) retryAsk(m *retryAsk, now time.Time) retryAnswer {
+	a := ph.a
 	c := m.c
 	c.recorded = m.n
-	if eff := a.record(c, m.key, m.err, now); eff.CapacityRefused && !a.draining && c.requeues < maxRequeues && !c.batch {
+	if eff := ph.record(c, m.key, m.err, now); eff.CapacityRefused && !a.draining && c.requeues < maxRequeues && !c.batch {
 		return retryAnswer{requeue: true}
 	}
 	_, ring := a.pol.Keys(c.route.m)
@@ -168,7 +176,7 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 	d, verdict := a.health.Retry(at, c.route.m, rand.Float64(), now)
 	switch verdict {
 	case health.Final:
-		return retryAnswer{err: a.finalError(c, m.err, d, ring, now)}
+		return retryAnswer{err: ph.finalError(c, m.err, d, ring, now)}
 	case health.BreakerOpen:
 		return retryAnswer{} // the circuit opened: nothing starts here, the call moves on
 	case health.BudgetSpent:
@@ -185,7 +193,7 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 	}
 	a.pol.Retry(c.id, key, now)
 	c.keyProbe, c.probeKey = a.health.KeyProbe(c.route.m, key, now), key
-	a.chargeRetry(c, key)
+	a.peers.chargeRetry(c, key)
 	if o := a.g.opts.Observer; o != nil {
 		o.Retried(a.name)
 	}
@@ -194,7 +202,8 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 
 // finalError is what a call whose attempt is not retried answers: the attempt's error, told
 // more exactly when every key was refused or the retry would have waited too long.
-func (a *providerActor) finalError(c *call, err error, d retry.Decision, ring *keys.Ring, now time.Time) error {
+func (ph providerHealth) finalError(c *call, err error, d retry.Decision, ring *keys.Ring, now time.Time) error {
+	a := ph.a
 	e, ok := errors.AsType[*llm.Error](err)
 	if !ok {
 		return err
@@ -203,7 +212,7 @@ func (a *providerActor) finalError(c *call, err error, d retry.Decision, ring *k
 	case e.Kind == llm.KindUpstreamAuth && ring.AllRefused(c.route.m, now):
 		out := *e
 		pl, _ := a.pol.Keys(c.route.m)
-		out.Message = a.allRefused(c, pl, now)
+		out.Message = ph.allRefused(c, pl, now)
 		return &out
 	case e.Kind == llm.KindUpstreamRateLimited && d.Wait > e.RetryAfter:
 		out := *e
@@ -214,7 +223,8 @@ func (a *providerActor) finalError(c *call, err error, d retry.Decision, ring *k
 }
 
 // allRefused is the message of a call whose pool has every key set aside for its model.
-func (a *providerActor) allRefused(c *call, pl int, now time.Time) string {
+func (ph providerHealth) allRefused(c *call, pl int, now time.Time) string {
+	a := ph.a
 	_, ring := a.pol.Keys(c.route.m)
 	next := "when its probe call ends"
 	if t := ring.NextFree(c.route.m, now); !t.IsZero() {
@@ -229,45 +239,47 @@ func (a *providerActor) allRefused(c *call, pl int, now time.Time) string {
 }
 
 // record applies a failed attempt on key to the provider's health (health.State.Record).
-func (a *providerActor) record(c *call, key int, err error, now time.Time) health.Effects {
-	o := a.outcome(c, health.Failed, key)
-	o.Err, o.Running = err, a.running(c)
-	return a.recordHealth(c, o, now)
+func (ph providerHealth) record(c *call, key int, err error, now time.Time) health.Effects {
+	o := ph.outcome(c, health.Failed, key)
+	o.Err, o.Running = err, ph.running(c)
+	return ph.recordHealth(c, o, now)
 }
 
 // settle applies how a call that started ended, once its lanes are free (freed).
-func (a *providerActor) settle(c *call, now time.Time) {
+func (ph providerHealth) settle(c *call, now time.Time) {
 	switch end := &c.end; {
 	case c.recorded > 0 && c.recorded == end.attempts && !end.opened:
 		// Its last attempt failed and was recorded when its stream asked (retryAsk).
 	case end.err != nil:
-		a.record(c, end.key, end.err, now)
+		ph.record(c, end.key, end.err, now)
 	case end.opened:
-		o := a.outcome(c, health.Succeeded, end.key)
+		o := ph.outcome(c, health.Succeeded, end.key)
 		o.Quota = end.quota
-		a.recordHealth(c, o, now)
+		ph.recordHealth(c, o, now)
 		return
 	default:
-		a.recordHealth(c, a.outcome(c, health.Neutral, end.key), now)
+		ph.recordHealth(c, ph.outcome(c, health.Neutral, end.key), now)
 		return
 	}
-	a.recordHealth(c, a.outcome(c, health.Settled, c.end.key), now) // a key probe it still holds ends
+	ph.recordHealth(c, ph.outcome(c, health.Settled, c.end.key), now) // a key probe it still holds ends
 }
 
 // neutral is a call that never ran (handed back before it did): a breaker probe it held
 // lets the next probe go.
-func (a *providerActor) neutral(c *call, now time.Time) {
-	a.recordHealth(c, a.outcome(c, health.NotRun, c.key), now)
+func (ph providerHealth) neutral(c *call, now time.Time) {
+	ph.recordHealth(c, ph.outcome(c, health.NotRun, c.key), now)
 }
 
 // outcome is call c's ending of kind on key, as health takes it.
-func (a *providerActor) outcome(c *call, kind health.Kind, key int) health.Outcome {
+func (ph providerHealth) outcome(c *call, kind health.Kind, key int) health.Outcome {
+	a := ph.a
 	return health.Outcome{Kind: kind, Model: c.route.m, Key: key, Probe: c.probe, KeyProbe: c.keyProbe,
-		ProbeKey: c.probeKey, StaleKeys: a.staleKeys(c), Busy: c.busy, Started: c.started}
+		ProbeKey: c.probeKey, StaleKeys: a.reloads.staleKeys(c), Busy: c.busy, Started: c.started}
 }
 
 // running is how many calls run in the call's scope of learned lanes.
-func (a *providerActor) running(c *call) int {
+func (ph providerHealth) running(c *call) int {
+	a := ph.a
 	if _, own := a.health.Lanes(c.route.m); own {
 		return a.pol.Snapshot().Models[c.route.m].Running
 	}
@@ -275,4 +287,9 @@ func (a *providerActor) running(c *call) int {
 }
 
 // fixed reports whether learned lanes are turned off (adaptive_lanes: false).
-func (a *providerActor) fixed() bool { return a.pv.FixedLanes }
+func (ph providerHealth) fixed() bool { return ph.a.pv.FixedLanes }
+
+// providerHealth is the provider actor's shell over its health: it tells the health.State
+// how calls began and ended and carries out the effects it returns on the actor's policy,
+// waiting calls, log, observer and replicas.
+type providerHealth struct{ a *providerActor }

@@ -10,7 +10,8 @@ import (
 // health returns: the call's probes, the policy's start cap and lanes, the log, the
 // observer, the other replicas, and the waiting calls an open breaker or a key's change
 // sends on.
-func (a *providerActor) recordHealth(c *call, o health.Outcome, now time.Time) health.Effects {
+func (ph providerHealth) recordHealth(c *call, o health.Outcome, now time.Time) health.Effects {
+	a := ph.a
 	eff := a.health.Record(o, now)
 	if eff.ProbeOver {
 		c.probe = false
@@ -22,18 +23,18 @@ func (a *providerActor) recordHealth(c *call, o health.Outcome, now time.Time) h
 		a.pol.SetStartCap(eff.StartCap)
 	}
 	if l := eff.Lanes; l != nil {
-		a.lanesLearned(c, l)
+		ph.lanesLearned(c, l)
 	}
 	if k := eff.Cooled; k != nil {
-		a.shareCooldown(k.Pool, k.Key, k.For)
+		a.peers.shareCooldown(k.Pool, k.Key, k.For)
 		a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Int("key", k.Key).
 			Dur("cooldown", k.For).Msg("key rate-limited: it rests for the backend's hint")
 	}
 	if k := eff.Key; k != nil {
-		a.keyChange(c, k.Key, k.Change, now)
+		ph.keyChange(c, k.Key, k.Change, now)
 	}
 	if eff.Recheck >= 0 {
-		a.keysChanged(eff.Recheck, now)
+		ph.keysChanged(eff.Recheck, now)
 	}
 	if eff.Closed {
 		a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Msg("circuit breaker closed: the probe call succeeded")
@@ -42,15 +43,16 @@ func (a *providerActor) recordHealth(c *call, o health.Outcome, now time.Time) h
 		}
 	}
 	if eff.Opened {
-		a.shareBreaker(a.health.RetryAfter(now))
-		a.opened(now, "repeated failures")
+		a.peers.shareBreaker(a.health.RetryAfter(now))
+		ph.opened(now, "repeated failures")
 	}
 	return eff
 }
 
 // lanesLearned tells the policy, the other replicas, the log and the observer of learned
 // lanes that changed for call c's scope.
-func (a *providerActor) lanesLearned(c *call, l *health.LanesChange) {
+func (ph providerHealth) lanesLearned(c *call, l *health.LanesChange) {
+	a := ph.a
 	ch, scope, model := l.Change, ProviderScope(a.name), ""
 	if l.Model >= 0 {
 		a.pol.SetModelLanes(l.Model, ch.To)
@@ -58,7 +60,7 @@ func (a *providerActor) lanesLearned(c *call, l *health.LanesChange) {
 	} else {
 		a.pol.SetEffectiveLanes(ch.To)
 	}
-	a.shareLanes(scope)
+	a.peers.shareLanes(scope)
 	a.g.log.Info().Str("provider", a.name).Str("model", model).Int("from", ch.From).Int("to", ch.To).
 		Str("reason", string(ch.Reason)).Str("signal", l.Signal).Msg("effective lanes changed")
 	if o := a.g.opts.Observer; o != nil && model == "" {
@@ -68,9 +70,10 @@ func (a *providerActor) lanesLearned(c *call, l *health.LanesChange) {
 
 // opened applies a breaker that just opened, for why: nothing starts until its probe, and
 // the waiting calls go to their fallbacks or are answered 503 with the time to the probe.
-func (a *providerActor) opened(now time.Time, why string) {
+func (ph providerHealth) opened(now time.Time, why string) {
+	a := ph.a
 	a.pol.SetStartCap(0)
-	err := a.circuitOpen(now)
+	err := ph.circuitOpen(now)
 	a.g.log.Warn().Str("provider", a.name).Dur("open_for", a.health.RetryAfter(now)).Str("why", why).
 		Msg("circuit breaker open: nothing starts on this provider until its probe")
 	for id := range a.waiting {

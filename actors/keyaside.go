@@ -13,7 +13,8 @@ import (
 // (Observer) and answers the waiting calls that no key can serve any more (keysChanged).
 
 // keyChange logs and counts what a refusal or a probe changed of key.
-func (a *providerActor) keyChange(c *call, key int, ch keys.Change, now time.Time) {
+func (ph providerHealth) keyChange(c *call, key int, ch keys.Change, now time.Time) {
+	a := ph.a
 	o := a.g.opts.Observer
 	log := func() *zerolog.Event {
 		return a.g.log.Warn().Str("provider", a.name).Str("model", c.route.id).Int("key", key).
@@ -44,7 +45,8 @@ func (a *providerActor) keyChange(c *call, key int, ch keys.Change, now time.Tim
 }
 
 // restoredByReload counts the keys and pairs a reload brought back.
-func (a *providerActor) restoredByReload(whole, pairs int) {
+func (ph providerHealth) restoredByReload(whole, pairs int) {
+	a := ph.a
 	if whole+pairs == 0 {
 		return
 	}
@@ -64,7 +66,8 @@ func (a *providerActor) restoredByReload(whole, pairs int) {
 }
 
 // keyStates is ring's /admin/state view, the models a key is set aside for named.
-func (a *providerActor) keyStates(ring *keys.Ring, now time.Time) []keys.KeyState {
+func (ph providerHealth) keyStates(ring *keys.Ring, now time.Time) []keys.KeyState {
+	a := ph.a
 	st := ring.Snapshot(now)
 	names := a.pol.Snapshot().Models
 	for i := range st {

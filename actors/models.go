@@ -221,11 +221,12 @@ type addModel struct {
 // addModel adds models to the provider's policy and to the model table together, so that a
 // model's index is the same in both, spawns their lane actors, and publishes the table. A
 // call for a new model can only come once the table is published, after its lane exists.
-func (a *providerActor) addModel(ctx actor.Context, m *addModel) {
-	m.reply <- a.grow(ctx, m.models)
+func (pr providerReload) addModel(ctx actor.Context, m *addModel) {
+	m.reply <- pr.grow(ctx, m.models)
 }
 
-func (a *providerActor) grow(ctx actor.Context, models []Model) error {
+func (pr providerReload) grow(ctx actor.Context, models []Model) error {
+	a := pr.a
 	if a.draining {
 		return errors.New("the gateway is shutting down")
 	}

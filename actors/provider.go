@@ -41,6 +41,16 @@ type providerActor struct {
 
 	pol *policy.Provider
 
+	// The parts of the provider's work with a type of their own, each over this actor:
+	// vitals carries out what its health decides (health.go); peers shares with the other
+	// replicas and takes what they decided (shared.go); batches reserves and settles batches
+	// (batch.go); reloads applies reloads and models added at run time and retires the
+	// provider (reconfigure.go).
+	vitals  providerHealth
+	peers   replicaLink
+	batches batchPart
+	reloads providerReload
+
 	// Facts, kept across a rebuild.
 	waiting     map[policy.ID]*call
 	reserved    map[*batchCall]*reservation // batch members started in the policy, not yet settled
@@ -88,6 +98,7 @@ func newProviderActor(g *Gateway, s *slot, pv Provider, models []Model) *provide
 		waiting: map[policy.ID]*call{}, reserved: map[*batchCall]*reservation{}, blocks: map[int]block{},
 		mode: actor.NewBehavior()}
 	a.mode.Become(a.receiveNormal)
+	a.vitals, a.peers, a.batches, a.reloads = providerHealth{a}, replicaLink{a}, batchPart{a}, providerReload{a}
 	return a
 }
 
@@ -144,15 +155,15 @@ func (a *providerActor) receiveNormal(ctx actor.Context) {
 	case offerDue:
 		a.sendOffer(ctx, a.g.now())
 	case *unleased:
-		a.unleased(ctx, m)
+		a.peers.unleased(ctx, m)
 	case *leaseFreed:
-		a.leaseFreed(ctx, m.scopes)
+		a.peers.leaseFreed(ctx, m.scopes)
 	case *resync:
 		a.resync(ctx, m.sync)
 	case *reserve:
 		a.reserveOnce(ctx, m)
 	case *retire:
-		a.retire(ctx, m)
+		a.reloads.retire(ctx, m)
 	case *drainAll:
 		a.drain(ctx)
 	case *laneReport:
@@ -174,31 +185,31 @@ func (a *providerActor) receiveAlways(ctx actor.Context, msg any, live bool) {
 	now := a.g.now()
 	switch m := msg.(type) {
 	case *keyCooled:
-		if a.keyCooled(m, now) && live {
-			a.keysChanged(m.pool, now)
+		if a.peers.keyCooled(m, now) && live {
+			a.vitals.keysChanged(m.pool, now)
 			a.offer(ctx, now)
 		}
 	case *breakerShared:
-		a.breakerShared(m.d, now)
+		a.peers.breakerShared(m.d, now)
 		a.offerIf(ctx, live, now)
 	case *lanesShared:
-		a.lanesShared(m, now)
+		a.peers.lanesShared(m, now)
 		a.offerIf(ctx, live, now)
 	case *lanesPublished:
-		a.lanesPublished(m, now)
+		a.peers.lanesPublished(m, now)
 		a.offerIf(ctx, live, now)
 	case *readShared:
-		a.readShared()
+		a.peers.readShared()
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
 	case *addModel:
-		a.addModel(ctx, m)
+		a.reloads.addModel(ctx, m)
 	case *settle:
-		a.settleBatch(ctx, m)
+		a.batches.settleBatch(ctx, m)
 	case *reconfigureProvider:
-		a.reconfigure(ctx, m)
+		a.reloads.reconfigure(ctx, m)
 	case *retireCheck:
-		a.retireCheck(ctx, m)
+		a.reloads.retireCheck(ctx, m)
 	case *failNow:
 		a.fail(ctx)
 	}
@@ -220,24 +231,24 @@ func (a *providerActor) start(ctx actor.Context) {
 		a.pol.Resync(a.sync)
 		a.epoch = a.pol.Epoch()
 	}
-	a.applyHealth(a.g.now())
+	a.vitals.applyHealth(a.g.now())
 	for m := range a.models {
 		a.spawnLane(ctx, m)
 	}
 	if a.g.started.Load() { // added by a reload; those of the start read at New's end
-		a.readShared() // what the other replicas decided before this provider started
+		a.peers.readShared() // what the other replicas decided before this provider started
 	}
 }
 
 // answerRetry answers a stream's question whether its failed attempt is tried again.
 func (a *providerActor) answerRetry(ctx actor.Context, m *retryAsk) {
-	if a.staleKeys(m.c) {
+	if a.reloads.staleKeys(m.c) {
 		// Its backend and keys are those of before a reload: it ends as it is.
 		m.answer(retryAnswer{})
 		return
 	}
 	now := a.g.now()
-	m.answer(a.retryAsk(m, now))
+	m.answer(a.vitals.retryAsk(m, now))
 	a.update(ctx, now)
 }
 
@@ -248,7 +259,7 @@ func (a *providerActor) reserveOnce(ctx actor.Context, m *reserve) {
 		send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: true, o: a.pol.Offer(a.g.now())})
 		return
 	}
-	a.reserve(ctx, m)
+	a.batches.reserve(ctx, m)
 }
 
 // arrive admits a call: a new one at the tail of its FIFO, one that comes back at the place
@@ -264,7 +275,7 @@ func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	if c.deadline.IsZero() {
 		c.deadline = now.Add(a.pv.QueueTimeout)
 	}
-	switch err := a.refusal(c, now); {
+	switch err := a.vitals.refusal(c, now); {
 	case c.requeueOf == nil && (a.retiring || a.gone[c.route.m]):
 		c.answer(admitResult{err: a.g.table.Load().notFound(c.route.id)}) // a reload removed it
 	case a.draining:
@@ -306,11 +317,11 @@ func (a *providerActor) finish(c *call, now time.Time) bool {
 	if used := c.end.usage.PromptTokens + c.end.usage.CompletionTokens; used > 0 {
 		a.pol.Correct(c.id, used, now)
 	}
-	a.correctShared(c, c.end.usage.PromptTokens+c.end.usage.CompletionTokens)
+	a.peers.correctShared(c, c.end.usage.PromptTokens+c.end.usage.CompletionTokens)
 	if !a.pol.Finish(c.id, now) {
 		return false
 	}
-	a.settle(c, now)
+	a.vitals.settle(c, now)
 	return true
 }
 
@@ -374,8 +385,8 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 
 // run hands a call the policy started on key to its model's lane.
 func (a *providerActor) run(ctx actor.Context, c *call, key int, now time.Time) {
-	a.current(c)
-	a.started(c, key, now)
+	a.reloads.current(c)
+	a.vitals.started(c, key, now)
 	c.lanes = [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}
 	send(ctx, a.lanes[c.route.m], &startCall{c: c})
 }
@@ -467,7 +478,7 @@ func (a *providerActor) sendOffer(ctx actor.Context, now time.Time) {
 		send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 	}
 	if a.goneLanes > 0 || a.retiring {
-		a.retireIdle(ctx)
+		a.reloads.retireIdle(ctx)
 	}
 }
 

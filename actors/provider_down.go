@@ -93,7 +93,7 @@ func (d outOfService) receive(ctx actor.Context) {
 	case *retire:
 		a.retiring = true
 		m.ack(a.p, nil)
-		a.retireDown(ctx)
+		a.reloads.retireDown(ctx)
 	case *drainAll:
 		a.draining = true
 		if a.pol.Running() == 0 {
@@ -121,7 +121,7 @@ func (d outOfService) grants(ctx actor.Context, m *grants, now time.Time) {
 func (d outOfService) settle(ctx actor.Context, m *settle, now time.Time) {
 	a := d.a
 	if r := a.reserved[m.b]; r != nil {
-		a.release(r, now)
+		a.batches.release(r, now)
 		for _, c := range r.calls {
 			c.answer(admitResult{err: providerDown(a.name)})
 		}
@@ -162,5 +162,5 @@ func (d outOfService) finish(ctx actor.Context, c *call, now time.Time) {
 	if a.draining && a.pol.Running() == 0 {
 		send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 	}
-	a.retireDown(ctx)
+	a.reloads.retireDown(ctx)
 }

@@ -154,7 +154,7 @@ func (r rebuildMode) finish(ctx actor.Context) {
 	}
 	a.epoch++
 	a.pol.Rebuilt(now, a.epoch, a.sync)
-	a.applyHealth(now)
+	a.vitals.applyHealth(now)
 	a.rebuilding = false
 	a.mode.Become(a.receiveNormal)
 	a.g.log.Warn().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).

@@ -191,12 +191,13 @@ type keyCooled struct {
 }
 
 // shareCooldown tells the other replicas that key k of pool pl cools for d from now.
-func (a *providerActor) shareCooldown(pl, k int, d time.Duration) {
+func (rl replicaLink) shareCooldown(pl, k int, d time.Duration) {
+	a := rl.a
 	if d <= 0 {
 		return
 	}
 	name := KeyScope(a.name, pl, k)
-	a.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "key cooldown", name)
+	rl.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "key cooldown", name)
 }
 
 // sharedTimeout bounds one call the actors make to the shared state beside a call's leases
@@ -205,7 +206,8 @@ const sharedTimeout = 5 * time.Second
 
 // keyCooled applies a cooldown another replica gave a key, as if this replica's backend
 // had answered the key with that hint, and reports whether it knew the key.
-func (a *providerActor) keyCooled(m *keyCooled, now time.Time) bool {
+func (rl replicaLink) keyCooled(m *keyCooled, now time.Time) bool {
+	a := rl.a
 	return a.health.Cooled(m.pool, m.key, m.d, now)
 }
 
@@ -391,10 +393,11 @@ func (a *laneActor) leaseFailure(c *call, m *leased) error {
 
 // unleased puts a call the replicas had no room for back in its place, and blocks the
 // models of the scope that was full until a notice says a slot freed there.
-func (a *providerActor) unleased(ctx actor.Context, m *unleased) {
+func (rl replicaLink) unleased(ctx actor.Context, m *unleased) {
+	a := rl.a
 	now := a.g.now()
 	c := m.c
-	a.neutral(c, now) // it never ran: nothing to say of the provider's health (a probe lets the next go)
+	a.vitals.neutral(c, now) // it never ran: nothing to say of the provider's health (a probe lets the next go)
 	c.started, c.confirmed = time.Time{}, true
 	if !a.pol.Unstart(c.id, now) {
 		// Not running in the policy (a rebuild that did not see it meanwhile): it enters
@@ -414,9 +417,9 @@ func (a *providerActor) unleased(ctx actor.Context, m *unleased) {
 	case a.draining:
 		a.answerWaiting(c.id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
 	case keyRefused(m.busy, c):
-		a.restKey(c, m.busy.Wait, now) // the next grant takes another key, if one is ready
+		rl.restKey(c, m.busy.Wait, now) // the next grant takes another key, if one is ready
 	case a.g.leaseGen.Load() == m.gen:
-		a.block(m.busy, c)
+		rl.block(m.busy, c)
 	}
 	a.offer(ctx, now)
 }
@@ -431,7 +434,8 @@ type block struct {
 // block stops offering the models that scope refused: the call's own model for a model
 // scope, every model for the provider, the gateway or the provider's rate limit, and every
 // model when the shared state did not answer.
-func (a *providerActor) block(b *LeaseBusy, c *call) {
+func (rl replicaLink) block(b *LeaseBusy, c *call) {
+	a := rl.a
 	bl := block{scope: b.Scope}
 	if b.Scope == "" {
 		bl.scope = b.Bucket
@@ -453,7 +457,8 @@ func (a *providerActor) block(b *LeaseBusy, c *call) {
 }
 
 // leaseFreed offers again the models blocked on a scope that has a free slot now.
-func (a *providerActor) leaseFreed(ctx actor.Context, scopes []string) {
+func (rl replicaLink) leaseFreed(ctx actor.Context, scopes []string) {
+	a := rl.a
 	n := len(a.blocks)
 	for m, bl := range a.blocks {
 		if scopes == nil || slices.Contains(scopes, bl.scope) {
@@ -469,7 +474,8 @@ func (a *providerActor) leaseFreed(ctx actor.Context, scopes []string) {
 // blockedFor is how long the replicas' shared rate limit holds model m back from now, when
 // it is what does and its next tokens' time is known; 0 otherwise (a slot frees when some
 // replica's backend ends, which nobody can foresee).
-func (a *providerActor) blockedFor(m int, now time.Time) time.Duration {
+func (rl replicaLink) blockedFor(m int, now time.Time) time.Duration {
+	a := rl.a
 	if bl, ok := a.blocks[m]; ok && !bl.until.IsZero() {
 		return max(bl.until.Sub(now), 0)
 	}
@@ -477,7 +483,8 @@ func (a *providerActor) blockedFor(m int, now time.Time) time.Duration {
 }
 
 // blockedBy says in words what the replicas hold model m back with.
-func (a *providerActor) blockedBy(m int) string {
+func (rl replicaLink) blockedBy(m int) string {
+	a := rl.a
 	s := a.blocks[m].scope
 	switch {
 	case s == GatewayScope:
@@ -493,3 +500,8 @@ func (a *providerActor) blockedBy(m int) string {
 	}
 	return "the replicas' shared state (Redis) did not answer in time"
 }
+
+// replicaLink is the provider actor's part with the other replicas (SPEC §17): its calls'
+// leases and the models blocked while the replicas have no room, the shared rpm/tpm buckets
+// of its keys, and the health it shares and takes (cooldowns, the breaker, learned lanes).
+type replicaLink struct{ a *providerActor }

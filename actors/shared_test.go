@@ -62,7 +62,7 @@ func TestLanesSharedRead(t *testing.T) {
 		{9, false, 4}, // clamped to the configured lanes
 		{1, false, 1}, // a notice, lower
 	} {
-		a.lanesShared(&lanesShared{scope: ProviderScope("p"), lanes: tc.lanes, from: "r2", lower: tc.read}, now)
+		a.peers.lanesShared(&lanesShared{scope: ProviderScope("p"), lanes: tc.lanes, from: "r2", lower: tc.read}, now)
 		if got := a.pol.EffectiveLanes(); got != tc.want || a.health.ProviderLanes() != tc.want {
 			t.Fatalf("step %d (%d lanes, read %v): effective %d (health %d), want %d", i, tc.lanes, tc.read, got, a.health.ProviderLanes(), tc.want)
 		}

@@ -94,7 +94,8 @@ func (g *Gateway) readSharedAtStart() {
 
 // readShared reads, off the actor's goroutine, what the replicas share of this provider's
 // health; the answers come back as the messages the events would have sent.
-func (a *providerActor) readShared() {
+func (rl replicaLink) readShared() {
+	a := rl.a
 	sh := a.g.opts.Shared
 	if sh == nil {
 		return
@@ -108,13 +109,13 @@ func (a *providerActor) readShared() {
 		}
 	}
 	var scopes []string
-	if !a.fixed() {
+	if !a.vitals.fixed() {
 		scopes = append(scopes, ProviderScope(a.name))
 		for _, m := range a.health.OwnKeys() {
 			scopes = append(scopes, ModelScope(a.name, a.models[m].Name))
 		}
 	}
-	g, self, name, push := a.g, a.self, a.name, a.rejoinCools(a.g.now())
+	g, self, name, push := a.g, a.self, a.name, rl.rejoinCools(a.g.now())
 	go func() { // exits after len(push)+2 round trips, bounded by sharedTimeout together
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
@@ -146,14 +147,16 @@ func (a *providerActor) readShared() {
 }
 
 // shareBreaker publishes that this provider's breaker opened for d.
-func (a *providerActor) shareBreaker(d time.Duration) {
+func (rl replicaLink) shareBreaker(d time.Duration) {
+	a := rl.a
 	name := BreakerScope(a.name)
-	a.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "breaker", name)
+	rl.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "breaker", name)
 }
 
 // share runs op against the shared state off the actor's goroutine; a failure (Redis
 // away) leaves the other replicas to their own rule.
-func (a *providerActor) share(op func(context.Context, Shared) error, what, name string) {
+func (rl replicaLink) share(op func(context.Context, Shared) error, what, name string) {
+	a := rl.a
 	sh := a.g.opts.Shared
 	if sh == nil {
 		return
@@ -170,7 +173,8 @@ func (a *providerActor) share(op func(context.Context, Shared) error, what, name
 
 // scopeLanes is the scope of learned lanes named scope: the provider's (m -1), or a model's
 // with keys of its own (m its index); ok false for a scope this provider does not learn.
-func (a *providerActor) scopeLanes(scope string) (m int, ok bool) {
+func (rl replicaLink) scopeLanes(scope string) (m int, ok bool) {
+	a := rl.a
 	if scope == ProviderScope(a.name) {
 		return -1, true
 	}
@@ -184,17 +188,18 @@ func (a *providerActor) scopeLanes(scope string) (m int, ok bool) {
 
 // lanesShared adopts lanes another replica learned; during a rebuild only the health
 // takes them (the rebuild tells its policy at its end).
-func (a *providerActor) lanesShared(m *lanesShared, now time.Time) {
-	mi, ok := a.scopeLanes(m.scope)
+func (rl replicaLink) lanesShared(m *lanesShared, now time.Time) {
+	a := rl.a
+	mi, ok := rl.scopeLanes(m.scope)
 	if !ok {
 		return
 	}
 	if a.g.opts.Shared != nil {
-		a.lanesPub(m.scope).known = m.lanes // what the shared state holds: a rise replaces it
+		rl.lanesPub(m.scope).known = m.lanes // what the shared state holds: a rise replaces it
 	}
 	if m.lower && (m.lanes == 0 || m.lanes >= a.health.LanesSnapshot(mi, now).Effective) { // 0: a read found none stored
 		if sn := a.health.LanesSnapshot(mi, now); sn.Effective < sn.Lanes && (m.lanes == 0 || m.lanes > sn.Effective) {
-			a.shareLanes(m.scope) // a cut the shared state does not hold (sharedrejoin.go)
+			rl.shareLanes(m.scope) // a cut the shared state does not hold (sharedrejoin.go)
 		}
 		return
 	}
@@ -222,7 +227,8 @@ func (a *providerActor) lanesShared(m *lanesShared, now time.Time) {
 
 // breakerShared opens the breaker until the time another replica's opened one probes,
 // unless it is open longer already; the waiting calls move on as when it opens here.
-func (a *providerActor) breakerShared(d time.Duration, now time.Time) {
+func (rl replicaLink) breakerShared(d time.Duration, now time.Time) {
+	a := rl.a
 	changed, wasOpen := a.health.OpenedElsewhere(d, now)
 	if !changed {
 		return
@@ -233,5 +239,5 @@ func (a *providerActor) breakerShared(d time.Duration, now time.Time) {
 		a.pol.SetStartCap(0)
 		return
 	}
-	a.opened(now, fmt.Sprintf("another replica's circuit breaker of provider %s opened", a.name))
+	a.vitals.opened(now, fmt.Sprintf("another replica's circuit breaker of provider %s opened", a.name))
 }

@@ -18,7 +18,8 @@ import "time"
 
 // rejoinCools is, by shared name, how long each cooldown this provider has in force still
 // runs at now: its breaker's, if open, and its cooling keys'.
-func (a *providerActor) rejoinCools(now time.Time) map[string]time.Duration {
+func (rl replicaLink) rejoinCools(now time.Time) map[string]time.Duration {
+	a := rl.a
 	h := a.health
 	out := map[string]time.Duration{}
 	if d := h.RetryAfter(now); d > 0 {

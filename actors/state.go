@@ -110,11 +110,11 @@ func (a *providerActor) state() ProviderState {
 	lanes := h.LanesSnapshot(-1, now)
 	ps.EffectiveLanesReason, ps.EffectiveLanesSince = string(lanes.Reason), &lanes.Since
 	if h.Keyed(0) {
-		ps.Keys = a.keyStates(h.Ring(0), now)
+		ps.Keys = a.vitals.keyStates(h.Ring(0), now)
 	}
 	for _, m := range h.OwnKeys() {
 		if m < len(ps.Models) {
-			ps.Models[m].Keys = a.keyStates(h.Ring(h.Pool(m)), now)
+			ps.Models[m].Keys = a.vitals.keyStates(h.Ring(h.Pool(m)), now)
 			ps.Models[m].EffectiveReason = string(h.LanesSnapshot(m, now).Reason)
 		}
 	}
