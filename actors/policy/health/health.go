@@ -70,6 +70,9 @@ type State struct {
 	models map[int]*capacity.Lanes // models with keys of their own learn their model lanes
 
 	spec Spec
+	// scratch is the ring a change is worked out on (ring) before it is swapped in; it
+	// keeps the storage of the ring it replaced for the next change.
+	scratch keys.Ring
 }
 
 // New returns the health of a provider that has seen nothing yet.
@@ -145,14 +148,15 @@ func (h *State) Allow(now time.Time) (ok, probe bool) {
 // key's probe.
 func (h *State) Began(m, key int, first bool, now time.Time) (keyProbe bool) {
 	pl := h.Pool(m)
-	ring, budget := h.rings[pl].Clone(), *h.budget
+	ring, budget := h.ring(pl), *h.budget
 	if h.keyed[pl] && key >= 0 && key < ring.Len() {
 		keyProbe = ring.Began(key, m, now)
 	}
 	if first {
 		budget.Call(now)
 	}
-	*h.rings[pl], *h.budget = *ring, budget
+	h.swap(pl)
+	*h.budget = budget
 	return keyProbe
 }
 
@@ -163,11 +167,20 @@ func (h *State) KeyProbe(m, key int, now time.Time) bool {
 	if !h.keyed[pl] || key < 0 || key >= h.rings[pl].Len() {
 		return false
 	}
-	ring := h.rings[pl].Clone()
-	probe := ring.Began(key, m, now)
-	*h.rings[pl] = *ring
+	probe := h.ring(pl).Began(key, m, now)
+	h.swap(pl)
 	return probe
 }
+
+// ring is pool pl's ring copied to scratch, for a change to be worked out on.
+func (h *State) ring(pl int) *keys.Ring {
+	h.rings[pl].CopyTo(&h.scratch)
+	return &h.scratch
+}
+
+// swap puts the ring worked out on scratch in pool pl's place: the queue's policy, which
+// holds the pool's *keys.Ring, sees the change; scratch keeps the replaced storage.
+func (h *State) swap(pl int) { *h.rings[pl], h.scratch = h.scratch, *h.rings[pl] }
 
 // Cooled applies a cooldown another replica gave key of pool pl, as if this backend had
 // answered the key with that hint; false for a key it does not know.

@@ -98,7 +98,7 @@ func (h *State) Record(o Outcome, now time.Time) Effects {
 	if ml, own := h.models[o.Model]; own {
 		lanes, model = ml, o.Model
 	}
-	t := &txn{h: h, o: o, now: now, pl: pl, model: model, ring: h.rings[pl].Clone(), breaker: *h.breaker,
+	t := &txn{h: h, o: o, now: now, pl: pl, model: model, ring: h.ring(pl), breaker: *h.breaker,
 		probing: h.probing, lanes: *lanes, refused: h.refused[pl],
 		eff: Effects{Recheck: -1}, probe: o.Probe, keyProbe: o.KeyProbe}
 	t.apply()
@@ -106,7 +106,8 @@ func (h *State) Record(o Outcome, now time.Time) Effects {
 		testHookMidRecord()
 	}
 	// The commit: plain assignments, which cannot panic.
-	*h.rings[pl], *h.breaker, h.probing, *lanes, h.refused[pl] = *t.ring, t.breaker, t.probing, t.lanes, t.refused
+	h.swap(pl)
+	*h.breaker, h.probing, *lanes, h.refused[pl] = t.breaker, t.probing, t.lanes, t.refused
 	if t.refused == "" {
 		delete(h.refused, pl)
 	}

@@ -1,7 +1,5 @@
 package keys
 
-import "slices"
-
 // Carry makes r continue what old knew of the keys that stay across a reload: from[i] is
 // the index in old of r's key i, or negative for a key that is new. A cooling key keeps its
 // cooldown and the turn stays with the key it was on when that key stays; a key or pair set
@@ -19,19 +17,31 @@ func (r *Ring) Carry(old *Ring, from []int) {
 }
 
 // Clone returns a copy of r that shares nothing with it: a change to one never shows in the
-// other. Its owner changes a clone and assigns it back (*r = *clone) to apply a change whole.
+// other.
 func (r *Ring) Clone() *Ring {
-	c := *r
-	c.until = slices.Clone(r.until)
-	c.aside = make([]*aside, len(r.aside))
-	for i, a := range r.aside {
-		c.aside[i] = a.clone()
+	c := &Ring{}
+	r.CopyTo(c)
+	return c
+}
+
+// CopyTo makes dst a copy of r that shares nothing with it, reusing dst's storage. Its owner
+// changes the copy and then swaps it in (*r, *dst = *dst, *r) to apply a change whole.
+func (r *Ring) CopyTo(dst *Ring) {
+	until, asides, pairs := dst.until[:0], dst.aside[:0], dst.pairs
+	*dst = *r
+	dst.until = append(until, r.until...)
+	for _, a := range r.aside {
+		asides = append(asides, a.clone())
 	}
-	c.pairs = make(map[pair]*aside, len(r.pairs))
+	dst.aside = asides
+	if pairs == nil {
+		pairs = make(map[pair]*aside, len(r.pairs))
+	}
+	clear(pairs)
 	for p, a := range r.pairs {
-		c.pairs[p] = a.clone()
+		pairs[p] = a.clone()
 	}
-	return &c
+	dst.pairs = pairs
 }
 
 // clone copies a; nil stays nil.
