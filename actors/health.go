@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/tollgate/tollgate/actors/policy/breaker"
@@ -293,3 +294,15 @@ func (ph providerHealth) fixed() bool { return ph.a.pv.FixedLanes }
 // how calls began and ended and carries out the effects it returns on the actor's policy,
 // waiting calls, log, observer and replicas.
 type providerHealth struct{ a *providerActor }
+
+// keyNames are the names of n keys: ids when it names them all, else their positions.
+func keyNames(ids []string, n int) []string {
+	if len(ids) == n {
+		return ids
+	}
+	names := make([]string, max(n, 1))
+	for i := range names {
+		names[i] = "#" + strconv.Itoa(i)
+	}
+	return names
+}

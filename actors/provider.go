@@ -13,7 +13,9 @@ import (
 // providerActor owns one provider's admission: its queue with deadlines, its lanes and
 // model lanes and its limiters (a policy.Provider), the timer for its next deadline or
 // token, one lane actor per model, and the provider's health: its keys, circuit breaker,
-// retry budget and learned lanes (health.go). It tells the supervisor what it could start
+// retry budget and learned lanes (a health.State, carried out by vitals: health.go). It
+// receives in one of three modes (Receive), and leaves its replicas, batches and reloads to
+// parts of their own (see the fields). It tells the supervisor what it could start
 // (offers) and starts what it is granted, handing each call to its model's lane; every
 // failed attempt and every ending comes back to it (retryAsk, freed), so its health sees
 // every call.
