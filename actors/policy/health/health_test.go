@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/actors/policy/capacity"
 	"github.com/tollgate/tollgate/actors/policy/keys"
+	"github.com/tollgate/tollgate/actors/policy/retry"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -186,5 +187,69 @@ func TestRecord(t *testing.T) {
 				tc.check(t, h, t0)
 			}
 		})
+	}
+}
+
+func TestRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec func(*Spec)
+		prep func(h *State, now time.Time)
+		at   retry.Attempt
+		m    int
+		want Verdict
+	}{
+		{"no retries configured", nil, nil, retry.Attempt{Class: retry.Down, Made: 1}, 0, Final},
+		{"a provider down is retried", func(s *Spec) { s.Retries = 2 }, nil, retry.Attempt{Class: retry.Down, Made: 1}, 0, Retry},
+		{"not past the retries", func(s *Spec) { s.Retries = 1 }, nil, retry.Attempt{Class: retry.Down, Made: 2}, 0, Final},
+		{"an open breaker starts nothing", func(s *Spec) { s.Retries = 2 }, openBreaker, retry.Attempt{Class: retry.Down, Made: 1}, 0, BreakerOpen},
+		{"the budget's floor spent", func(s *Spec) { s.Retries = 2 }, func(h *State, now time.Time) {
+			for h.budget.Retry(now) {
+			}
+		}, retry.Attempt{Class: retry.Down, Made: 1}, 0, BudgetSpent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec()
+			if tc.spec != nil {
+				tc.spec(&s)
+			}
+			h := New(s, t0)
+			if tc.prep != nil {
+				tc.prep(h, t0)
+			}
+			if _, got := h.Retry(tc.at, tc.m, 0.5, t0); got != tc.want {
+				t.Errorf("verdict %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBegan: a first attempt earns the retry budget a call, a retry does not; an attempt on
+// a set-aside key whose re-probe is due is that key's probe, and only one at a time.
+func TestBegan(t *testing.T) {
+	h := New(spec(), t0)
+	h.Record(Outcome{Kind: Failed, Err: refused, Key: 0}, t0)
+	due := t0.Add(keys.DefaultMaxCooldown)
+	if !h.Began(0, 0, true, due) {
+		t.Fatal("the attempt on the due key is not its probe")
+	}
+	if h.Began(0, 0, true, due) {
+		t.Fatal("a second probe of the key while the first is out")
+	}
+	if h.Began(0, 1, false, due) {
+		t.Fatal("an attempt on a ready key is a probe")
+	}
+	if h.Began(0, 5, true, due) {
+		t.Fatal("a key out of range is a probe")
+	}
+	h = New(spec(), t0)
+	budget := *h.budget
+	h.Began(0, 0, false, t0)
+	if !reflect.DeepEqual(*h.budget, budget) {
+		t.Error("a retry's start earned the budget a call")
+	}
+	h.Began(0, 0, true, t0)
+	if reflect.DeepEqual(*h.budget, budget) {
+		t.Error("a first attempt earned the budget nothing")
 	}
 }
