@@ -24,9 +24,12 @@ const (
 	faultProvider
 	faultLane
 	faultRequest
+	// faultOutOfService is a provider actor out of service: a "provider" fault never fires
+	// there (a fault that repeats took it out of service), this one fires only there.
+	faultOutOfService
 )
 
-var faultKindNames = [...]string{"supervisor", "provider", "lane", "request"}
+var faultKindNames = [...]string{"supervisor", "provider", "lane", "request", "provider_out_of_service"}
 
 type faultRule struct {
 	kind            faultKind

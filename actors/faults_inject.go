@@ -8,7 +8,7 @@ import "fmt"
 // chaos drills. It exists only in builds with the tollgate_faults tag: a production binary
 // has no way to inject one.
 type Fault struct {
-	Actor    string // "supervisor", "provider", "lane" or "request"
+	Actor    string // "supervisor", "provider", "lane", "request" or "provider_out_of_service"
 	Provider string // the provider's name; "" any (not used for the supervisor)
 	Model    string // the backend model name, for "lane" and "request"; "" any
 	On       string // the message type to panic on ("arrive", "grants", "startCall", ...); "" any
@@ -26,7 +26,7 @@ func (g *Gateway) InjectFault(f Fault) error {
 		}
 	}
 	if kind < 0 {
-		return fmt.Errorf("inject: actor %q: want supervisor, provider, lane or request", f.Actor)
+		return fmt.Errorf("inject: actor %q: want supervisor, provider, lane, request or provider_out_of_service", f.Actor)
 	}
 	if f.Provider != "" && g.table.Load().providerIndex(f.Provider) < 0 {
 		return fmt.Errorf("inject: no provider %q", f.Provider)

@@ -8,9 +8,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// outOfService is the provider actor taken out of service for good: no fault hook, no
-// admission; it answers, accounts and reports, so that its calls' lanes and the global cap
-// stay right while the rest of the gateway keeps serving.
+// outOfService is the provider actor taken out of service for good: no admission, and no
+// recovery of its own (a crash here loses the message as anywhere, and the provider stays
+// out of service); it answers, accounts and reports, so that its calls' lanes and the global
+// cap stay right while the rest of the gateway keeps serving.
 type outOfService struct{ a *providerActor }
 
 // errProviderFailed is the cause of every call a provider taken out of service stops.
@@ -56,6 +57,7 @@ func (a *providerActor) fail(ctx actor.Context) {
 // receive handles a message of the provider out of service.
 func (d outOfService) receive(ctx actor.Context) {
 	a := d.a
+	a.g.faults.hit(faultOutOfService, a.name, "", ctx.Message())
 	now := a.g.now()
 	switch m := ctx.Message().(type) {
 	case *arrive:
