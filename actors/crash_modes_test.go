@@ -76,3 +76,73 @@ func TestCrashOutOfService(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashRebuilding crashes a provider in its rebuilding mode (after a first crash, while
+// a lane's report is held back) on each message a call, its ending, a read of
+// /admin/state, adding a model or another replica's notice makes it handle there. The loss
+// is made good, the provider rebuilds again, and once the report comes every client is
+// answered and the gateway serves at full capacity. The types it also receives there
+// (withdraw, resync, grants, recall, offerDue, unleased, retryAsk, reserve, settle,
+// reconfigureProvider, retire, retireCheck, drainAll, failNow, lanesPublished,
+// breakerShared) are checked through their lost method only, or, for laneReport, by
+// TestCrashEveryMessageType.
+func TestCrashRebuilding(t *testing.T) {
+	for _, tc := range []struct{ on, trigger string }{
+		{"arrive", "arrival"}, {"freed", "release"}, {"stateQuery", "state"}, {"addModel", "add"},
+		{"keyCooled", "cooled"}, {"lanesShared", "learned"}, {"readShared", "read"},
+	} {
+		t.Run(tc.on, func(t *testing.T) {
+			b := newHeld()
+			p := testProvider("p", b, "m", "n")
+			p.Lanes, p.Keys = 2, 1
+			g := newTestGateway(t, 10, 16, p)
+			ctx := context.Background()
+			first := runCall(ctx, g, "p/m")
+			c1 := b.next(t)
+			waiting := runCall(ctx, g, "p/m")
+			waitState(t, g, "one waiting", func(s AdminState) bool { return s.Queued == 1 })
+			hold := make(chan struct{})
+			released := false
+			release := func() {
+				if !released {
+					released = true
+					close(hold)
+				}
+			}
+			defer release()
+			for _, f := range []Fault{
+				{Actor: "lane", Provider: "p", Model: "n", On: "reportRunning", Hold: hold},
+				{Actor: "provider", Provider: "p", On: "stateQuery"},
+			} {
+				if err := g.InjectFault(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.State() // the first crash: the provider rebuilds, lane n's report held back
+			waitFired(t, g, 1)
+			if err := g.InjectFault(Fault{Actor: "provider_rebuilding", Provider: "p", On: tc.on}); err != nil {
+				t.Fatal(err)
+			}
+			extra := pull(t, g, tc.trigger, c1, func() {})
+			waitFired(t, g, 2)
+			release()
+			stop := autoRelease(b)
+			if tc.trigger != "release" {
+				close(c1.release)
+			}
+			for _, ch := range []chan outcome{first, waiting, extra} {
+				if ch == nil {
+					continue
+				}
+				if o := got(t, ch); o.err != nil && (tc.on != "arrive" || ch != extra || !clean(o.err)) {
+					t.Errorf("a call after a crash while rebuilding: %v", o.err)
+				}
+			}
+			stop()
+			fullCapacity(t, g, b)
+			if m := b.max.Load(); m > 2 {
+				t.Errorf("the backend saw %d calls at once with 2 lanes", m)
+			}
+		})
+	}
+}

@@ -52,6 +52,7 @@ func (r rebuildMode) receive(ctx actor.Context) {
 	defer a.recoverRebuild(ctx)
 	msg := ctx.Message()
 	a.g.faults.hit(faultProvider, a.name, "", msg)
+	a.g.faults.hit(faultRebuilding, a.name, "", msg)
 	now := a.g.now()
 	switch m := msg.(type) {
 	case *laneReport:
