@@ -182,7 +182,8 @@ func (a *providerActor) receiveNormal(ctx actor.Context) {
 // receiveAlways handles the messages the provider in service and the rebuilding one treat
 // alike: what other replicas decided of its health, and questions, reloads and batches'
 // settlements. live is the provider in service, which offers after a change of health (a
-// rebuilding one offers when it ends); the provider out of service sends it only questions.
+// rebuilding one offers when it ends); the provider out of service sends it only a state
+// query and a retireCheck.
 func (a *providerActor) receiveAlways(ctx actor.Context, msg any, live bool) {
 	now := a.g.now()
 	switch m := msg.(type) {

@@ -86,9 +86,11 @@ func (r rebuildMode) receive(ctx actor.Context) {
 		a.retiring = true
 		m.ack(a.p, nil) // the rebuild's offer looks whether it is idle already
 	default:
-		// The keys, the breaker and the learned lanes are health, kept across the rebuild;
-		// a retireCheck is sent only once the retired provider was idle (closing), which
-		// nothing rebuilt changes: dropped here, nothing would stop the provider.
+		// What other replicas decided of the health is applied (the health is kept across
+		// the rebuild; its end tells the new policy); so are questions, reloads, settled
+		// batches and a retireCheck (sent only once the retired provider was idle, which
+		// nothing rebuilt changes: dropped here, nothing would stop the provider). Grants,
+		// wakes and lease notices are for the old epoch and policy: dropped.
 		a.receiveAlways(ctx, msg, false)
 	}
 }
