@@ -107,9 +107,9 @@ func (h *State) Record(o Outcome, now time.Time) Effects {
 	}
 	// The commit: plain assignments, which cannot panic.
 	h.swap(pl)
-	*h.breaker, h.probing, *lanes, h.refused[pl] = t.breaker, t.probing, t.lanes, t.refused
-	if t.refused == "" {
-		delete(h.refused, pl)
+	*h.breaker, h.probing, *lanes = t.breaker, t.probing, t.lanes
+	if t.refused != h.refused[pl] {
+		h.refused[pl] = t.refused
 	}
 	t.eff.ProbeOver, t.eff.KeyProbeOver = o.Probe && !t.probe, o.KeyProbe && !t.keyProbe
 	return t.eff
