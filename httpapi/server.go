@@ -112,6 +112,8 @@ func New(opts Options) *Server {
 	}
 	handle("POST", chatAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(chatAPI))))
 	handle("POST", responsesAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(responsesAPI))))
+	handle("POST", embeddingsAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(embeddingsAPI))))
+	handle("POST", completionsAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(completionsAPI))))
 	handle("POST", messagesAPI.route, routeModel, anthropicID(queueHeader(s.authAs(s.opts.APIKeys, failMessages, s.serve(messagesAPI)))))
 	if bg, ok := opts.Gateway.(BatchGateway); ok {
 		handle("POST", batchRoute, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.batch(bg))))

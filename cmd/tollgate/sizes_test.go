@@ -28,10 +28,7 @@ var longFuncs = map[string]int{
 	"actors/policy: Provider.simulate":        73,
 	"cmd/internal/cluster: Engine.AcquireAll": 70,
 	"cmd/internal/cluster: Engine.beatOnce":   67,
-	"httpapi: Server.streamAnswer":            82,
 	"httpapi: New":                            68,
-	"httpapi: chatMessages":                   67,
-	"httpapi: Server.relayStream":             61,
 }
 
 // bigActorTypes are today's types under actors/ with more than maxActorMethod methods, by
