@@ -51,7 +51,7 @@ test: vet
 # Load harness: the CI scenarios against an in-process gateway on loopback with fake backends;
 # exits non-zero on any broken invariant (docs/testing.md).
 loadtest:
-	$(GO) run -tags tollgate_faults ./cmd/tollgate-load --scenario burst-20,burst-50,mixed-priority,cancel-storm,slow-readers,actor-faults,retry-storm,learn-lanes,reload,forbidden-model,cluster
+	$(GO) run -tags tollgate_faults ./cmd/tollgate-load --scenario burst-20,burst-50,mixed-priority,cancel-storm,slow-readers,actor-faults,retry-storm,learn-lanes,reload,forbidden-model,cluster,noisy-neighbour
 
 # Benchmarks (docs/benchmarks.md): relay overhead against a direct call and a bare reverse
 # proxy, the admission figures, then thousands of calls in flight. Not part of `make test`:

@@ -107,7 +107,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		}
 		breq := *req
 		breq.Model = r.model
-		c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
+		c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio, client: llm.ClientOf(ctx),
 			reply: make(chan admitResult, 1), tokens: g.estimate(&r, req), batch: true}
 		b.members = append(b.members, c)
 		b.by[r.p] = append(b.by[r.p], c)
@@ -129,16 +129,16 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		unleaseBatch(b)
 		return nil, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}
 	}
-	return b.open(g.await), nil // committed: every member is answered by its lane with its stream
+	return b.open(g.stopped), nil // committed: every member is answered by its lane with its stream
 }
 
-// open takes each committed member's answer (await) and opens every backend before any is
+// open takes each committed member's answer (call.await) and opens every backend before any is
 // read: all begin before any first byte.
-func (b *batchCall) open(await func(*call) admitResult) []llm.BatchMember {
+func (b *batchCall) open(stopped <-chan struct{}) []llm.BatchMember {
 	out := make([]llm.BatchMember, len(b.members))
 	streams := make([]*stream, len(b.members))
 	for i, c := range b.members {
-		res := await(c)
+		res := c.await(stopped)
 		out[i].Model, out[i].Provider, out[i].QueueWait = c.route.id, c.route.provider, res.queueWait
 		if res.err != nil {
 			out[i].Err = res.err
@@ -315,7 +315,7 @@ func (bp batchPart) reserve(ctx actor.Context, m *reserve) {
 	}
 	members := make([]policy.Member, len(m.calls))
 	for i, c := range m.calls {
-		members[i] = policy.Member{ID: c.id, Model: c.route.m, Class: c.prio, Tokens: c.tokens}
+		members[i] = c.member(c.route.m)
 	}
 	// The start cap follows the breaker, whose period may have ended since it was last set:
 	// an open breaker turns half-open with time alone.

@@ -177,6 +177,7 @@ type Gateway struct {
 	nextID   atomic.Uint64
 	draining atomic.Bool
 	leaseGen atomic.Uint64 // counts LeaseNotice calls: a refusal older than a notice is retried
+	clients  clientTally   // each client's calls waiting, for max_queued (clients.go)
 	started  atomic.Bool   // New has returned: a provider spawned since reads the shared state itself
 
 	idle      chan struct{} // closed by the supervisor once a drain has left nothing running
@@ -320,13 +321,14 @@ func providerDown(name string) *llm.Error {
 		Message: "provider " + name + " is out of service: its actors failed repeatedly (see the gateway's log); a reload (SIGHUP, POST /admin/reload) or a restart of the gateway brings it back"}
 }
 
-// await waits for a call's one answer. A call sent after the actors stopped (Start racing
-// Shutdown) reaches nobody; it is answered gateway_draining instead of waiting forever.
-func (g *Gateway) await(c *call) admitResult {
+// await waits for the call's one answer. A call sent after the actors stopped (stopped
+// closed: Start racing Shutdown) reaches nobody; it is answered gateway_draining instead of
+// waiting forever.
+func (c *call) await(stopped <-chan struct{}) admitResult {
 	select {
 	case res := <-c.reply:
 		return res
-	case <-g.stopped:
+	case <-stopped:
 		select {
 		case res := <-c.reply: // answered just before the stop
 			return res

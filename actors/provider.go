@@ -205,6 +205,8 @@ func (a *providerActor) receiveAlways(ctx actor.Context, msg any, live bool) {
 		a.peers.readShared()
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *revokeClient:
+		a.revoke(ctx, m)
 	case *addModel:
 		a.reloads.addModel(ctx, m)
 	case *settle:
@@ -309,7 +311,7 @@ func (a *providerActor) enter(ctx actor.Context, c *call, now time.Time) {
 
 // arrival is the call as the policy queues it, from its facts.
 func (a *providerActor) arrival(c *call) policy.Arrival {
-	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Arrived: c.placed(),
+	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Client: c.client, Arrived: c.placed(),
 		Deadline: c.deadline, Confirmed: c.confirmed || c.requeueOf != nil}
 }
 

@@ -103,7 +103,7 @@ func (d outOfService) receive(ctx actor.Context) {
 		}
 	case *laneReport:
 		d.laneReport(ctx, m, now)
-	case *stateQuery, *retireCheck:
+	case *stateQuery, *revokeClient, *retireCheck:
 		a.receiveAlways(ctx, m, false)
 	}
 }
@@ -137,7 +137,7 @@ func (d outOfService) settle(ctx actor.Context, m *settle, now time.Time) {
 func (d outOfService) laneReport(ctx actor.Context, m *laneReport, now time.Time) {
 	a := d.a
 	for _, c := range m.calls {
-		a.pol.Resume(c.id, m.m, c.prio, c.started, c.tokens, c.key)
+		a.pol.Resume(c.member(m.m), c.started, c.key)
 	}
 	if m.m < len(a.reported) {
 		a.reported[m.m] = true

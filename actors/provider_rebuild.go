@@ -25,7 +25,7 @@ func (a *providerActor) rebuild(ctx actor.Context) {
 	clear(a.blocks)
 	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
 		for _, c := range r.calls {
-			a.pol.Resume(c.id, c.route.m, c.prio, c.started, c.tokens, c.key)
+			a.pol.Resume(c.member(c.route.m), c.started, c.key)
 		}
 	}
 	a.rebuilding = true
@@ -101,7 +101,7 @@ func (r rebuildMode) laneReport(ctx actor.Context, m *laneReport) {
 	if m.m < len(a.reported) && !a.reported[m.m] {
 		a.reported[m.m] = true
 		for _, c := range m.calls {
-			a.pol.Resume(c.id, m.m, c.prio, c.started, c.tokens, c.key)
+			a.pol.Resume(c.member(m.m), c.started, c.key)
 		}
 	}
 	if !slices.Contains(a.reported, false) {

@@ -29,6 +29,11 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 	if err != nil {
 		return llm.Served{}, err
 	}
+	leave, err := g.admitClient(llm.ClientOf(ctx))
+	if err != nil {
+		return llm.Served{}, err
+	}
+	defer leave()
 	arrived := g.now()
 	var sv llm.Served
 	for i := range chain {
@@ -98,7 +103,7 @@ func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *l
 	}
 	breq := *req
 	breq.Model = r.model
-	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: *r, prio: prio,
+	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: *r, prio: prio, client: llm.ClientOf(ctx),
 		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req)}
 	for {
 		res, err := g.admit(ctx, c)
@@ -143,13 +148,13 @@ func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 		return res, nil
 	case <-ctx.Done():
 		send(g.system.Root, to, &withdraw{c: c})
-		res := g.await(c) // every call is answered exactly once
+		res := c.await(g.stopped) // every call is answered exactly once
 		if res.stream != nil {
 			_ = res.stream.Close() // started as the client left: this gives the lanes back
 		}
 		return admitResult{queueWait: res.queueWait}, ctx.Err()
 	case <-g.stopped:
-		return g.await(c), nil
+		return c.await(g.stopped), nil
 	}
 }
 
