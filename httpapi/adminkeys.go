@@ -171,14 +171,14 @@ func decodeField(fields map[string]json.RawMessage, name string, v any) *apiErro
 		return nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return fieldError(name, "want %s", jsonKind(v))
+		return fieldError(name, "want %s", wantKind(v))
 	}
 	return nil
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
-func jsonKind(v any) string {
+func wantKind(v any) string {
 	switch v.(type) {
 	case *string:
 		return "a string"

@@ -132,6 +132,8 @@ func New(opts Options) *Server {
 	}
 	handle("POST", chatAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(chatAPI))))
 	handle("POST", responsesAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(responsesAPI))))
+	handle("POST", embeddingsAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(embeddingsAPI))))
+	handle("POST", completionsAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(completionsAPI))))
 	handle("POST", messagesAPI.route, routeModel, anthropicID(queueHeader(s.clientAuth(failMessages, s.serve(messagesAPI)))))
 	if bg, ok := opts.Gateway.(BatchGateway); ok {
 		handle("POST", batchRoute, routeModel, queueHeader(s.clientAuth(failOpenAI, s.batch(bg))))
