@@ -53,28 +53,16 @@ func newID() string {
 // auth admits a request that presents one of keys (see presentedKey); with no keys
 // everything is admitted.
 func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
-	return s.authAs(keys, failOpenAI, next)
-}
-
-// authAs is auth answering a refusal with fail, in the shape of the route's API.
-func (s *Server) authAs(keys []string, fail func(http.ResponseWriter, apiError), next httprouter.Handle) httprouter.Handle {
 	if len(keys) == 0 {
 		return next
 	}
 	ks := newKeySet(keys)
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		got := presentedKey(r)
-		if ks.match(got) {
+		if ks.match(presentedKey(r)) {
 			next(w, r, ps)
 			return
 		}
-		msg := "missing API key: send Authorization: Bearer <key> or x-api-key: <key>"
-		if got != "" {
-			msg = "the API key is not valid for this gateway"
-		}
-		// x-should-retry: a wrong key stays wrong (SPEC §4); Claude Code otherwise retries it.
-		fail(w, apiError{status: http.StatusUnauthorized, code: "invalid_api_key", typ: "authentication_error",
-			message: msg, noRetry: true})
+		refuseKey(w, r, failOpenAI)
 	}
 }
 

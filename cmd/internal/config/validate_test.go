@@ -48,7 +48,7 @@ func TestInvalidFixtures(t *testing.T) {
 		"model_lanes_zero":   {":4: providers[0].model_lanes: must be at least 1 (omit it for the kind's default of 4), got 0", ":7: providers[0].models[0].model_lanes: must be at least 1"},
 		"model_lanes_exceed": {":5: providers[0].model_lanes: model_lanes (3) must not exceed lanes (2)", ":8: providers[0].models[0].model_lanes: model_lanes (5) must not exceed providers[0].lanes (2)"},
 		"bad_duration":       {":2: limits.queue_timeout: 60 has no unit: use a unit, e.g. 60s", ":3: limits.retry_after: not a duration", ":7: providers[0].run_timeout: must be positive, got -5m0s", ":8: providers[0].queue_timeout: must be positive, got 0s"},
-		"unknown_field":      {":2: limtis: unknown field (valid: listen, auth, limits, providers, metrics, drain_delay, drain_grace, routes, cluster)", ":7: providers[0].lane: unknown field (valid: name, kind,", ":10: providers[0].models[0].context: unknown field"},
+		"unknown_field":      {":2: limtis: unknown field (valid: listen, auth, limits, providers, metrics, drain_delay, drain_grace, routes, cluster, store)", ":7: providers[0].lane: unknown field (valid: name, kind,", ":10: providers[0].models[0].context: unknown field"},
 		"cli_without_models": {"providers[0].models: list the models this codex-cli provider serves", "providers[1].models: list the models this fake provider serves"},
 		"fake_fields_on_http": {":6: providers[0].models[0].reply: only for kind fake, not openai", "first_token_delay: only for kind fake", "tokens_per_second: only for kind fake",
 			"models[0].fail: only for kind fake", "reasoning_text: only for kind fake"},
@@ -102,6 +102,12 @@ func TestInvalidFixtures(t *testing.T) {
 			":3: auth.allowed_origins[2]: \"*\" would let every web page", ":3: auth.allowed_origins[3]: \"app.example.com\" is not an origin", ":3: auth.allowed_origins[4]: \"https://app.example.com/ui\" is not an origin: an origin is scheme://host[:port] only"},
 		"cluster_outage": {":2: cluster.redis.timeout: must be 0 (lease_ttl/5) or between 10ms and lease_ttl/2 (2s), got 3s",
 			":4: cluster.outage: must be \"share\" or \"strict\", got \"lenient\""},
+		"client_keys": {":4: auth.api_keys[1].weight: must be at least 1, got 0", ":5: auth.api_keys[2].colour: unknown field",
+			":5: auth.api_keys[2].key: the same key as auth.api_keys[0]", ":5: auth.api_keys[2].name: \"alice\" is also the name",
+			":6: auth.api_keys[3].budget.period: a budget needs a period", ":7: auth.api_keys[4].key: required",
+			":10: auth.api_keys[7].name: \"key-1\" is also the name of auth.api_keys[0]", ":11: auth.api_keys[8]: expected a key"},
+		"store":         {":1: store: set sqlite or postgres, not both"},
+		"store_empty":   {":1: store: set sqlite: PATH or postgres: DSN"},
 		"many_problems": {":2: listen:", ":3: limits.max_admitted:", ":5: providers[0].name:", ":7: providers[0].lanes:", ":8: providers[1].models:", ":10: providers[2].name: duplicate", ":11: providers[2].kind: unknown kind \"wat\""},
 	}
 	files, err := filepath.Glob(filepath.Join(testdataDir, "invalid", "*.yaml"))
