@@ -198,7 +198,10 @@ export function mountKeys() {
   }
 
   byId('secret-copy').addEventListener('click', copySecret);
-  byId('secret-done').addEventListener('click', () => byId('secret-dialog').close());
+  byId('secret-done').addEventListener('click', () => {
+    byId('secret-value').value = '';
+    byId('secret-dialog').close();
+  });
   onLangChange(render);
   return { show: load, resume: load };
 }
