@@ -304,7 +304,7 @@ func TestConsoleKeysShowsRefusals(t *testing.T) {
 	}
 }
 
-// usageOf is GET /admin/usage grouped by key, summed over the rows.
+// usageTotal is one key's counters in GET /admin/usage grouped by key.
 type usageTotal struct {
 	Requests  int     `json:"requests"`
 	TokensIn  int     `json:"tokens_in"`
@@ -391,6 +391,22 @@ func TestConsoleUsage(t *testing.T) {
 	if got := eval[string](p, `document.activeElement.dataset.day + ' ' + `+readout); !strings.HasPrefix(got, yesterday.Format(time.DateOnly)+" ") ||
 		!strings.Contains(got, "$0.00") {
 		t.Errorf("after ArrowLeft the focus and readout are %q, want yesterday with nothing spent", got)
+	}
+
+	// The CSV the download button saves: the ledger by key, model and day, with its header row.
+	csv := eval[string](p, `(async () => {
+		const { usageCSV, period } = await import('/ui/js/usage.js');
+		return usageCSV(period('7d', Date.now()));
+	})()`)
+	lines := strings.Split(strings.TrimSpace(csv), "\n")
+	header := "," + strings.TrimSpace(lines[0]) + ","
+	for _, col := range []string{"key", "model", "day", "requests", "tokens_in", "tokens_out", "cost_usd"} {
+		if !strings.Contains(header, ","+col+",") {
+			t.Errorf("the CSV download's header %q has no column %s", lines[0], col)
+		}
+	}
+	if len(lines) != 5 {
+		t.Errorf("the CSV download has %d lines, want a header and 4 (alice×2 models, bob, team-ci): %q", len(lines), csv)
 	}
 
 	p.click(`input[name="usage-metric"][value="tokens"]`)

@@ -189,15 +189,21 @@ function table(rowNames, colNames, value, format) {
         ...colNames.map((_, j) => h('td', { text: format(value(i, j)) }))))))));
 }
 
-// csv downloads the period's ledger grouped by key, model and day as CSV, with the admin key.
+// usageCSV is the ledger of the period p by key, model and day as CSV text, fetched with the
+// admin key.
+export async function usageCSV(p) {
+  const path = `/admin/usage?from=${encodeURIComponent(p.from)}&to=${encodeURIComponent(p.to)}&group_by=key,model,day&format=csv`;
+  const res = await fetch(path, { headers: headers('admin'), cache: 'no-store' });
+  if (!res.ok) throw await errorOf(res, 'admin');
+  return res.text();
+}
+
+// csv downloads the chosen period's usageCSV as a file.
 async function csv(choice, from, to, error) {
   const p = period(choice, Date.now(), from, to);
   if (!p) return;
-  const path = `/admin/usage?from=${encodeURIComponent(p.from)}&to=${encodeURIComponent(p.to)}&group_by=key,model,day&format=csv`;
   try {
-    const res = await fetch(path, { headers: headers('admin'), cache: 'no-store' });
-    if (!res.ok) throw await errorOf(res, 'admin');
-    const url = URL.createObjectURL(await res.blob());
+    const url = URL.createObjectURL(new Blob([await usageCSV(p)], { type: 'text/csv' }));
     const a = h('a', { href: url, download: `tollgate-usage-${p.days[0]}-${p.days.at(-1)}.csv` });
     document.body.append(a);
     a.click();
