@@ -140,6 +140,9 @@ type adminKey struct {
 	Revoked bool `json:"revoked"`
 }
 
+// none says a cap is unset: the admin API may show that as null or as 0.
+func none(n *int) bool { return n == nil || *n == 0 }
+
 func keyNamed(t *testing.T, gw *gateway, name string) adminKey {
 	t.Helper()
 	var doc struct {
@@ -234,8 +237,8 @@ func TestConsoleKeys(t *testing.T) {
 	p.waitJS("alice is listed", keyRow("alice")+`.dataset.source === 'admin'`)
 	k := keyNamed(t, gw, "alice")
 	if k.Weight == nil || *k.Weight != 2 || k.MaxRunning == nil || *k.MaxRunning != 3 || k.RateLimit == nil ||
-		k.RateLimit.RPM == nil || *k.RateLimit.RPM != 120 || strings.Join(k.Models, " ") != "cloud/* local/*" ||
-		k.Budget == nil || k.Budget.USD != 5 || k.Budget.Period != "month" || k.MaxQueued != nil {
+		k.RateLimit.RPM == nil || *k.RateLimit.RPM != 120 || !none(k.RateLimit.TPM) || strings.Join(k.Models, " ") != "cloud/* local/*" ||
+		k.Budget == nil || k.Budget.USD != 5 || k.Budget.Period != "month" || !none(k.MaxQueued) {
 		t.Errorf("the key made in the page is %+v", k)
 	}
 	if got := callWith(t, gw, secret, "cloud/mini"); got != http.StatusOK {
@@ -248,7 +251,7 @@ func TestConsoleKeys(t *testing.T) {
 	p.fill("#kf-running", "")
 	p.click("#keyform-save")
 	p.waitJS("the edit is saved", `!document.querySelector('#keyform-dialog').open && !document.querySelector('#keys-status').hidden`)
-	if k := keyNamed(t, gw, "alice"); k.Weight == nil || *k.Weight != 4 || k.MaxRunning != nil || k.Budget == nil {
+	if k := keyNamed(t, gw, "alice"); k.Weight == nil || *k.Weight != 4 || !none(k.MaxRunning) || k.Budget == nil {
 		t.Errorf("after the edit alice is %+v, want weight 4, no max_running, the budget kept", k)
 	}
 

@@ -364,7 +364,7 @@ func TestConsoleUsageRules(t *testing.T) {
 	got := eval[string](p, `(async () => {
 		const { period } = await import('/ui/js/usage.js');
 		const { series, scale } = await import('/ui/js/chart.js');
-		const { limitsBody } = await import('/ui/js/keys.js');
+		const { limitsBody, unset } = await import('/ui/js/keys.js');
 		const now = Date.parse('2026-03-01T23:30:00Z');
 		const short = (p) => p && [p.days[0], p.days.at(-1), p.days.length, p.from, p.to].join(' ');
 		const rows = [];
@@ -381,8 +381,9 @@ func TestConsoleUsageRules(t *testing.T) {
 			scale: [scale(0), scale(0.7), scale(2.2), scale(4.1), scale(1000)].map((x) => x.max + '/' + x.steps),
 			create: limitsBody({ name: ' a ', weight: '', max_running: '2', 'rl.rpm': '', 'rl.tpm': '100', models: 'x/*, y/*',
 				max_priority: '', 'budget.usd': '1.5', 'budget.period': 'week' }, false),
-			edit: limitsBody({ weight: '0.5', models: ' ', 'budget.usd': '' }, true),
-			bad,
+			edit: limitsBody({ weight: '3', models: ' ', 'budget.usd': '' }, true),
+			bad, half: (() => { try { limitsBody({ weight: '0.5' }, true); return ''; } catch (e) { return e.field; } })(),
+			unset: [null, undefined, 0, '', 1, 'normal'].map(unset),
 		});
 	})()`)
 	want := `{"p":["2026-02-23 2026-03-01 7 2026-02-23T00:00:00Z 2026-03-02T00:00:00Z",` +
@@ -393,8 +394,8 @@ func TestConsoleUsageRules(t *testing.T) {
 		`"s":["k0:10+1","k1:9+0","k2:8+0","k3:7+0","k4:6+0","k5:5+0","k6:4+0",":6+0"],` +
 		`"scale":["1/4","1/4","2.5/5","5/5","1000/4"],` +
 		`"create":{"max_running":2,"rate_limit":{"tpm":100},"models":["x/*","y/*"],"budget":{"usd":1.5,"period":"week"},"name":"a"},` +
-		`"edit":{"weight":0.5,"max_running":null,"max_queued":null,"rate_limit":null,"models":null,"max_priority":null,"budget":null},` +
-		`"bad":"weight"}`
+		`"edit":{"weight":3,"max_running":null,"max_queued":null,"rate_limit":null,"models":null,"max_priority":null,"budget":null},` +
+		`"bad":"weight","half":"weight","unset":[true,true,true,true,false,false]}`
 	if got != want {
 		t.Errorf("usage rules:\n got %s\nwant %s", got, want)
 	}

@@ -13,7 +13,8 @@ const numbers = ['weight', 'max_running', 'max_queued', 'rl.rpm', 'rl.tpm', 'bud
 
 // limitsBody is the admin API body for the form's values (strings by field name). Creating,
 // an empty field is left out (no cap of the key's own); editing, it is null, which clears it.
-// It throws an Error naming the first field that is not a number (or a weight not above 0).
+// It throws an Error naming the first field that is not a number of 0 or more (whole, but for
+// the budget; a weight above 0).
 export function limitsBody(v, editing) {
   const empty = editing ? null : undefined;
   const num = {};
@@ -21,7 +22,7 @@ export function limitsBody(v, editing) {
     const s = String(v[f] ?? '').trim();
     if (s === '') { num[f] = empty; continue; }
     const n = Number(s);
-    const integral = f !== 'weight' && f !== 'budget.usd';
+    const integral = f !== 'budget.usd';
     if (!Number.isFinite(n) || n < 0 || (integral && !Number.isInteger(n)) || (f === 'weight' && n <= 0)) {
       throw Object.assign(new Error(f), { field: f });
     }
@@ -43,9 +44,15 @@ export function limitsBody(v, editing) {
   return body;
 }
 
+// unset says a limit is not set: the admin API shows an unset cap as null or 0, and an unset
+// priority as null or "".
+export function unset(x) {
+  return x === null || x === undefined || x === 0 || x === '';
+}
+
 // formValues is the form's fields of a key, as strings (the reverse of limitsBody).
 function formValues(k) {
-  const str = (x) => (x === null || x === undefined ? '' : String(x));
+  const str = (x) => (unset(x) ? '' : String(x));
   return {
     name: k.name, weight: str(k.weight), max_running: str(k.max_running), max_queued: str(k.max_queued),
     'rl.rpm': str(k.rate_limit?.rpm), 'rl.tpm': str(k.rate_limit?.tpm), models: (k.models ?? []).join(' '),
@@ -89,20 +96,19 @@ export function mountKeys() {
 
   function row(k) {
     const none = t('keys.noCap');
-    const cap = (n) => (n === null || n === undefined ? none : integer(n));
-    const rate = k.rate_limit && (k.rate_limit.rpm != null || k.rate_limit.tpm != null)
-      ? [k.rate_limit.rpm != null ? t('keys.rpm', { n: integer(k.rate_limit.rpm) }) : null,
-        k.rate_limit.tpm != null ? t('keys.tpm', { n: integer(k.rate_limit.tpm) }) : null].filter(Boolean).join(' · ')
-      : none;
+    const cap = (n) => (unset(n) ? none : integer(n));
+    const rl = k.rate_limit ?? {};
+    const rate = [unset(rl.rpm) ? null : t('keys.rpm', { n: integer(rl.rpm) }),
+      unset(rl.tpm) ? null : t('keys.tpm', { n: integer(rl.tpm) })].filter(Boolean).join(' · ') || none;
     const state = k.revoked ? 'revoked' : k.source;
     return h('tr', { dataset: { key: k.name, source: k.source, revoked: String(Boolean(k.revoked)) } },
       h('th', { scope: 'row' }, k.name, ' ', h('span', { class: `kind ${state}`, text: t(`keys.source.${state}`) })),
-      h('td', { text: k.weight == null ? '1' : new Intl.NumberFormat(lang()).format(k.weight) }),
+      h('td', { text: unset(k.weight) ? '1' : integer(k.weight) }),
       h('td', { text: cap(k.max_running) }),
       h('td', { text: cap(k.max_queued) }),
       h('td', { text: rate }),
       h('td', { class: 'models', text: k.models?.length ? k.models.join(', ') : t('keys.allModels') }),
-      h('td', { text: k.max_priority ?? none }),
+      h('td', { text: unset(k.max_priority) ? none : k.max_priority }),
       h('td', {}, spend(k)),
       h('td', { text: k.last_used_at ? when(k.last_used_at) : t('keys.never'), title: t('keys.created', { t: when(k.created_at) }) }),
       h('td', { class: 'actions' }, ...actions(k)));
