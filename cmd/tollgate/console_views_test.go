@@ -362,7 +362,7 @@ func TestConsoleUsageRules(t *testing.T) {
 	gw := startGateway(t, "providers: [{name: plain, kind: fake, models: [{id: echo}]}]", map[string]llm.Backend{"plain": plain})
 	p := openConsole(t, gw.URL, "en-US", "chat")
 	got := eval[string](p, `(async () => {
-		const { period } = await import('/ui/js/usage.js');
+		const { period, decimals } = await import('/ui/js/usage.js');
 		const { series, scale } = await import('/ui/js/chart.js');
 		const { limitsBody, unset } = await import('/ui/js/keys.js');
 		const now = Date.parse('2026-03-01T23:30:00Z');
@@ -378,7 +378,8 @@ func TestConsoleUsageRules(t *testing.T) {
 			p: [short(period('7d', now)), short(period('month', now)), short(period('lastmonth', now)), short(period('30d', now)),
 				short(period('custom', now, '2026-02-27', '2026-02-28')), period('custom', now, '2026-02-28', '2026-02-27')],
 			s: s.map((x) => [x.name, x.values.join('+')].join(':')),
-			scale: [scale(0), scale(0.7), scale(2.2), scale(4.1), scale(1000)].map((x) => x.max + '/' + x.steps),
+			scale: [scale(0), scale(0.7), scale(2.2), scale(4.1), scale(1000), scale(0.00011)].map((x) => x.max + '/' + x.steps),
+			decimals: [1, 2.5, 0.25, 0.5, 0.00005, 250].map(decimals),
 			create: limitsBody({ name: ' a ', weight: '', max_running: '2', 'rl.rpm': '', 'rl.tpm': '100', models: 'x/*, y/*',
 				max_priority: '', 'budget.usd': '1.5', 'budget.period': 'week' }, false),
 			edit: limitsBody({ weight: '3', models: ' ', 'budget.usd': '' }, true),
@@ -392,7 +393,7 @@ func TestConsoleUsageRules(t *testing.T) {
 		`"2026-01-31 2026-03-01 30 2026-01-31T00:00:00Z 2026-03-02T00:00:00Z",` +
 		`"2026-02-27 2026-02-28 2 2026-02-27T00:00:00Z 2026-03-01T00:00:00Z",null],` +
 		`"s":["k0:10+1","k1:9+0","k2:8+0","k3:7+0","k4:6+0","k5:5+0","k6:4+0",":6+0"],` +
-		`"scale":["1/4","1/4","2.5/5","5/5","1000/4"],` +
+		`"scale":["1/4","1/4","2.5/5","5/5","1000/4","0.0002/4"],"decimals":[0,1,2,1,5,0],` +
 		`"create":{"max_running":2,"rate_limit":{"tpm":100},"models":["x/*","y/*"],"budget":{"usd":1.5,"period":"week"},"name":"a"},` +
 		`"edit":{"weight":3,"max_running":null,"max_queued":null,"rate_limit":null,"models":null,"max_priority":null,"budget":null},` +
 		`"bad":"weight","half":"weight","unset":[true,true,true,true,false,false]}`

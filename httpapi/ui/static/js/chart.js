@@ -87,7 +87,7 @@ function roving(svg, items, read, start) {
 }
 
 // columns draws stacked columns: days along the bottom (labelled by dayLabel), one stack a
-// day of the series' values, the y axis labelled by axis(value, top). describe(i) is the
+// day of the series' values, the y axis labelled by axis(value, top, step). describe(i) is the
 // words for day i. It
 // returns the chart and its readout, to be placed in a figure.
 export function columns({ days, list, format, axis, dayLabel, describe, label }) {
@@ -101,7 +101,7 @@ export function columns({ days, list, format, axis, dayLabel, describe, label })
   for (let k = 0; k <= steps; k++) {
     const v = (max * k) / steps;
     svg.append(s('line', { class: 'grid', x1: left, x2: W - right, y1: y(v), y2: y(v) }),
-      s('text', { class: 'tick', x: left - 6, y: y(v) + 4, 'text-anchor': 'end' }, axis(v, max)));
+      s('text', { class: 'tick', x: left - 6, y: y(v) + 4, 'text-anchor': 'end' }, axis(v, max, max / steps)));
   }
   const every = Math.ceil(days.length / 10);
   const items = days.map((d, i) => {

@@ -540,6 +540,14 @@ export function seconds(ms) {
   return t('seconds', { n });
 }
 
+// usd formats an amount in US dollars: cents from $1 up, three significant digits below (the
+// cost of a few calls is often a fraction of a cent).
+export function usd(v) {
+  const small = v !== 0 && Math.abs(v) < 1;
+  return new Intl.NumberFormat(current, small ? { style: 'currency', currency: 'USD', maximumSignificantDigits: 3 }
+    : { style: 'currency', currency: 'USD', maximumFractionDigits: 2 }).format(v);
+}
+
 // integer formats a count with the language's grouping.
 export function integer(n) {
   return new Intl.NumberFormat(current).format(n);

@@ -5,7 +5,7 @@
 // the gateway keeps only its digest, and the console forgets it when the dialog closes.
 
 import { byId, h, say } from './dom.js';
-import { t, integer, lang, onLangChange } from './i18n.js';
+import { t, integer, usd, lang, onLangChange } from './i18n.js';
 import { admin, ApiError } from './api.js';
 
 // The number fields of the key form, by the admin API's names (rate_limit's under rl.).
@@ -110,12 +110,12 @@ export function mountKeys() {
       h('td', { class: 'models', text: k.models?.length ? k.models.join(', ') : t('keys.allModels') }),
       h('td', { text: unset(k.max_priority) ? none : k.max_priority }),
       h('td', {}, spend(k)),
-      h('td', { text: k.last_used_at ? when(k.last_used_at) : t('keys.never'), title: t('keys.created', { t: when(k.created_at) }) }),
+      h('td', { class: 'when', text: k.last_used_at ? when(k.last_used_at) : t('keys.never'),
+        title: t('keys.created', { t: when(k.created_at) }) }),
       h('td', { class: 'actions' }, ...actions(k)));
   }
 
   function spend(k) {
-    const usd = (v) => new Intl.NumberFormat(lang(), { style: 'currency', currency: 'USD' }).format(v);
     const spent = Number(k.spend_usd) || 0;
     if (!k.budget) return h('span', { class: 'spend', text: usd(spent) });
     const label = t('keys.budget', { s: usd(spent), b: usd(k.budget.usd), p: t(`keys.period.${k.budget.period}`) });
@@ -268,7 +268,8 @@ async function copySecret() {
 
 function when(s) {
   const d = new Date(s);
-  return Number.isNaN(d.getTime()) ? String(s) : d.toLocaleString(lang(), { dateStyle: 'medium', timeStyle: 'short' });
+  return Number.isNaN(d.getTime()) ? String(s)
+    : d.toLocaleString(lang(), { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
 }
 
 function describe(e) {

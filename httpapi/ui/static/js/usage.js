@@ -4,7 +4,7 @@
 // that used the most. Two calls per period: grouped by key and day, and by model and day.
 
 import { byId, h, say } from './dom.js';
-import { t, integer, lang, onLangChange } from './i18n.js';
+import { t, integer, usd, lang, onLangChange } from './i18n.js';
 import { admin, headers, errorOf, ApiError } from './api.js';
 import { series, columns, bars, legend, colourOf } from './chart.js';
 
@@ -56,19 +56,30 @@ export function sum(rows) {
   return total;
 }
 
+// decimals is how many decimal places write step exactly (at most 10).
+export function decimals(step) {
+  for (let d = 0; d < 10; d++) {
+    const x = step * 10 ** d;
+    if (Math.abs(x - Math.round(x)) < 1e-6 * Math.max(1, x)) return d;
+  }
+  return 10;
+}
+
 // formats are the value formats of the current language: money, a compact count, a count.
 function formats() {
   const l = lang();
-  const usd = new Intl.NumberFormat(l, { style: 'currency', currency: 'USD', maximumFractionDigits: 2 });
-  const cents = new Intl.NumberFormat(l, { style: 'currency', currency: 'USD', maximumSignificantDigits: 3 });
   const compact = new Intl.NumberFormat(l, { notation: 'compact', maximumFractionDigits: 1 });
   const day = new Intl.DateTimeFormat(l, { month: 'short', day: 'numeric', timeZone: 'UTC' });
   const longDay = new Intl.DateTimeFormat(l, { dateStyle: 'medium', timeZone: 'UTC' });
   const fixed = (d) => new Intl.NumberFormat(l, { style: 'currency', currency: 'USD', minimumFractionDigits: d, maximumFractionDigits: d });
   return {
-    spend: (v) => (v !== 0 && Math.abs(v) < 1 ? cents : usd).format(v),
-    // axis labels a gridline: money with as many decimals as the axis top needs.
-    axis: { spend: (v, top) => fixed(top >= 10 ? 0 : 2).format(v), tokens: (v) => compact.format(v), requests: (v) => compact.format(v) },
+    spend: usd,
+    // axis labels a gridline: money with the decimals its step needs, at least cents below $10.
+    axis: {
+      spend: (v, top, step) => fixed(Math.max(top < 10 ? 2 : 0, decimals(step))).format(v),
+      tokens: (v) => compact.format(v),
+      requests: (v) => compact.format(v),
+    },
     tokens: (v) => compact.format(v),
     requests: (v) => compact.format(v),
     day: (d) => day.format(Date.parse(d)),
