@@ -98,6 +98,10 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 			err.Param = fmt.Sprintf("models[%d]", i)
 			return nil, err
 		}
+		if err := r.refuses(req); err != nil {
+			err.Param = fmt.Sprintf("models[%d]", i)
+			return nil, err
+		}
 		if err := g.refusing(&r); err != nil {
 			return nil, err
 		}

@@ -141,6 +141,8 @@ type route struct {
 	p, m     int
 	slot     *slot // provider p's
 	provider string
+	kind     string // the provider's kind
+	typ      string // the model's type (llm.Spec.ModelType)
 	model    string // backend model name
 	id       string // canonical client-facing id
 	backend  llm.Backend

@@ -196,7 +196,7 @@ func (s *Server) logLine(r *record) (int, time.Duration) {
 		Bool("stream", r.stream).Int("status", status).Str("code", r.code).
 		Int64("queue_ms", r.queue.Milliseconds()).Int64("ttfb_ms", r.ttfb.Milliseconds()).
 		Int64("duration_ms", duration.Milliseconds()).
-		Int("tokens_in", r.usage.PromptTokens).Int("tokens_out", r.usage.CompletionTokens).
+		Int("tokens_in", r.usage.PromptTokens).Int("tokens_cached", r.usage.CachedTokens).Int("tokens_out", r.usage.CompletionTokens).
 		Int("attempts", r.attempts).Str("served_model", r.servedBy).Strs("fallbacks", r.fallbacks).
 		Bool("client_disconnect", r.clientGone)
 	if r.detail != "" {

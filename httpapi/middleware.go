@@ -53,6 +53,11 @@ func newID() string {
 // auth admits a request that presents one of keys (see presentedKey); with no keys
 // everything is admitted.
 func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
+	return s.authAs(keys, failOpenAI, next)
+}
+
+// authAs is auth answering a refusal with fail, in the shape of the route's API.
+func (s *Server) authAs(keys []string, fail func(http.ResponseWriter, apiError), next httprouter.Handle) httprouter.Handle {
 	if len(keys) == 0 {
 		return next
 	}
@@ -62,7 +67,7 @@ func (s *Server) auth(keys []string, next httprouter.Handle) httprouter.Handle {
 			next(w, r, ps)
 			return
 		}
-		refuseKey(w, r, failOpenAI)
+		refuseKey(w, r, fail)
 	}
 }
 

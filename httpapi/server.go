@@ -126,22 +126,24 @@ func New(opts Options) *Server {
 	}
 	handle("POST", chatAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(chatAPI))))
 	handle("POST", responsesAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(responsesAPI))))
+	handle("POST", embeddingsAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(embeddingsAPI))))
+	handle("POST", completionsAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(completionsAPI))))
 	handle("POST", messagesAPI.route, routeModel, anthropicID(queueHeader(s.clientAuth(failMessages, s.serve(messagesAPI)))))
 	if bg, ok := opts.Gateway.(BatchGateway); ok {
 		handle("POST", batchRoute, routeModel, queueHeader(s.clientAuth(failOpenAI, s.batch(bg))))
 	}
 	handle("POST", "/v1/messages/count_tokens", routeInfo, anthropicID(s.clientAuth(failMessages, s.countTokens)))
-	handle("GET", "/v1/models", routeInfo, s.clientAuth(failOpenAI, s.listModels))
-	handle("GET", "/v1/models/*id", routeInfo, s.clientAuth(failOpenAI, s.getModel))
+	handle("GET", "/v1/models", routeInfo, byClient(s.clientAuth(failOpenAI, s.listModels), s.clientAuth(failMessages, s.listModels)))
+	handle("GET", "/v1/models/*id", routeInfo, byClient(s.clientAuth(failOpenAI, s.getModel), s.clientAuth(failMessages, s.getModel)))
 	admin := s.opts.AdminKeys
 	if len(admin) == 0 {
 		admin = s.opts.APIKeys
 	}
 	if opts.State != nil {
-		handle("GET", "/admin/state", routeInfo, s.auth(admin, s.state))
+		handle("GET", "/admin/state", routeInfo, byClient(s.auth(admin, s.state), s.authAs(admin, failMessages, s.state)))
 	}
 	if opts.Reload != nil {
-		handle("POST", "/admin/reload", routeInfo, s.auth(admin, s.reload))
+		handle("POST", "/admin/reload", routeInfo, byClient(s.auth(admin, s.reload), s.authAs(admin, failMessages, s.reload)))
 	}
 	if opts.Metrics != nil {
 		metricsKeys := admin

@@ -229,6 +229,9 @@ type Model struct {
 	Keys []string `yaml:"keys"`
 	// ModelLanes omitted → the provider's ModelLanes. Must not exceed the provider's Lanes.
 	ModelLanes int `yaml:"model_lanes"`
+	// Type is what the model serves: "chat" (omitted) or "embedding" (POST /v1/embeddings
+	// only; SPEC §19).
+	Type string `yaml:"type"`
 
 	ContextWindow   *int  `yaml:"context_window"`
 	MaxOutputTokens *int  `yaml:"max_output_tokens"`

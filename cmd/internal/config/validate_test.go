@@ -88,6 +88,7 @@ func TestInvalidFixtures(t *testing.T) {
 			":9: providers[0].lanes_probe: must be at least 1, got 0", ":10: providers[0].rate_limit.burst: is the rpm bucket's size: set rpm too", ":11: providers[0].breaker.failures: must be at least 1, got 0",
 			":11: providers[0].breaker.open_for: must be between 1s and 5m0s, got 10m0s", ":11: providers[0].breaker.ratio: must be a share above 0 and at most 1, got 0",
 			":14: providers[1].key_cooldown: only for HTTP kinds, which have keys; not kind codex-cli", ":15: providers[1].key_rate_limit: only for HTTP kinds", ":15: providers[1].key_rate_limit.burst: must be 0 (ten seconds' worth) or more, got -1"},
+		"model_type": {":6: providers[0].models[0].type: must be chat or embedding, got \"embeddings\"", ":12: providers[1].models[0].type: kind codex-cli has no embeddings"},
 		"fallback_on": {":7: providers[0].models[0].fallback_on[1]: unknown failure \"queue_ful\" (valid: rate_limited, unavailable, queue_full, queue_timeout)", ":7: providers[0].models[0].fallback_on[2]: \"rate_limited\" listed twice",
 			":9: providers[0].models[1].fallback_on: set without fallbacks"},
 		"routes": {":10: routes[0].rules[0].when.cel: not a valid CEL expression: column 24: Syntax error: extraneous input '>'", ":13: routes[0].rules[1].model: unknown model \"demo/missing\": provider \"demo\" has models echo",
