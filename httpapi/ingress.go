@@ -55,6 +55,9 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, in *ingress, re
 	if aerr == nil {
 		req, aerr = in.parse(body, r)
 	}
+	if aerr == nil {
+		prio, aerr = s.clientGate(r.Context(), rec, []string{req.Model}, prio)
+	}
 	if aerr != nil {
 		invalidRequest(w, in, aerr, rec)
 		return nil, prio, false
