@@ -91,7 +91,7 @@ function roving(svg, items, read, start) {
 // words for day i. It
 // returns the chart and its readout, to be placed in a figure.
 export function columns({ days, list, format, axis, dayLabel, describe, label }) {
-  const W = 720, H = 240, left = 64, right = 8, top = 10, bottom = 26;
+  const W = 720, H = 240, left = 80, right = 8, top = 10, bottom = 26;
   const totals = days.map((_, i) => list.reduce((sum, x) => sum + x.values[i], 0));
   const { max, steps } = scale(Math.max(0, ...totals));
   const y = (v) => top + (H - top - bottom) * (1 - v / max);
@@ -133,7 +133,7 @@ export function columns({ days, list, format, axis, dayLabel, describe, label })
 // bars draws one horizontal bar per item ({name, value, cls}), in the order given, with the
 // name on the left and format(value) on the right; describe(i) is the words for item i.
 export function bars({ items, format, describe, label }) {
-  const W = 720, row = 30, nameW = 170, valueW = 120;
+  const W = 720, row = 30, nameW = 170, valueW = 170;
   const H = Math.max(1, items.length) * row + 4;
   const max = Math.max(0, ...items.map((x) => x.value)) || 1;
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart bars', role: 'group', 'aria-label': label });
