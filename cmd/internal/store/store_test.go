@@ -232,3 +232,24 @@ func isField(err error, field string) bool {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// TestOpenTogether: gateways opening one new SQLite file at once all start: SQLite's write
+// lock and busy_timeout make their migrations take turns.
+func TestOpenTogether(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tollgate.db")
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			s, err := Open(context.Background(), Options{SQLite: path, Logger: zerolog.Nop()})
+			if err == nil {
+				err = s.Close(context.Background())
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
