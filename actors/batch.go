@@ -107,7 +107,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		}
 		breq := *req
 		breq.Model = r.model
-		c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
+		c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio, client: llm.ClientOf(ctx),
 			reply: make(chan admitResult, 1), tokens: g.estimate(&r, req), batch: true}
 		b.members = append(b.members, c)
 		b.by[r.p] = append(b.by[r.p], c)
@@ -311,7 +311,7 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	}
 	members := make([]policy.Member, len(m.calls))
 	for i, c := range m.calls {
-		members[i] = policy.Member{ID: c.id, Model: c.route.m, Class: c.prio, Tokens: c.tokens}
+		members[i] = c.member(c.route.m)
 	}
 	// The start cap follows the breaker, whose period may have ended since it was last set:
 	// an open breaker turns half-open with time alone.

@@ -176,6 +176,7 @@ type Gateway struct {
 	nextID   atomic.Uint64
 	draining atomic.Bool
 	leaseGen atomic.Uint64 // counts LeaseNotice calls: a refusal older than a notice is retried
+	clients  clientTally   // each client's calls waiting, for max_queued (clients.go)
 	started  atomic.Bool   // New has returned: a provider spawned since reads the shared state itself
 
 	idle      chan struct{} // closed by the supervisor once a drain has left nothing running

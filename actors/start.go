@@ -29,6 +29,11 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 	if err != nil {
 		return llm.Served{}, err
 	}
+	leave, err := g.admitClient(llm.ClientOf(ctx))
+	if err != nil {
+		return llm.Served{}, err
+	}
+	defer leave()
 	arrived := g.now()
 	var sv llm.Served
 	for i := range chain {
@@ -98,7 +103,7 @@ func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *l
 	}
 	breq := *req
 	breq.Model = r.model
-	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: *r, prio: prio,
+	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: *r, prio: prio, client: llm.ClientOf(ctx),
 		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req)}
 	for {
 		res, err := g.admit(ctx, c)

@@ -13,7 +13,7 @@ import (
 var completionsAPI = &ingress{
 	route:  "/v1/completions",
 	format: llm.FormatCompletions,
-	parse:  func(body []byte, _ *http.Request) (*llm.Request, *apiError) { return parseCompletions(body) },
+	parse:  func(body []byte, _ *http.Request) (*parsed, *apiError) { return only(parseCompletions(body)) },
 	fail:   failOpenAI,
 	relay:  chatAPI.relay,
 }

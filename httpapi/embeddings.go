@@ -14,9 +14,9 @@ import (
 var embeddingsAPI = &ingress{
 	route:  "/v1/embeddings",
 	format: llm.FormatEmbeddings,
-	parse:  func(body []byte, _ *http.Request) (*llm.Request, *apiError) { return parseEmbeddings(body) },
+	parse:  func(body []byte, _ *http.Request) (*parsed, *apiError) { return only(parseEmbeddings(body)) },
 	fail:   failOpenAI,
-	relay: func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, _ *llm.Request, rec *record) {
+	relay: func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, _ *parsed, rec *record) {
 		s.relayList(w, r, st, rec)
 	},
 }
