@@ -64,7 +64,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, in *ingress, re
 		p, aerr = in.parse(body, r)
 	}
 	if aerr == nil {
-		prio, aerr = s.clientGate(r.Context(), rec, []string{req.Model}, prio)
+		prio, aerr = s.clientGate(r.Context(), rec, []string{p.req.Model}, prio)
 	}
 	if aerr != nil {
 		invalidRequest(w, in, aerr, rec)
