@@ -42,6 +42,10 @@ var layerRules = []layerRule{
 	{pkg: "httpapi", forbid: []string{"github.com/asynkron/protoactor-go"},
 		only: []string{"providers/llm", "providers/sse", "providers/route", "providers/wirejson"}},
 	{pkg: "actors/policy", only: []string{"providers/llm"}},
+	// A provider's health composes the pure rules beside it (keys, breaker, retry, learned
+	// lanes) and nothing else.
+	{pkg: "actors/policy/health", only: []string{"actors/policy/breaker", "actors/policy/capacity",
+		"actors/policy/keys", "actors/policy/retry", "providers/llm"}},
 	{pkg: "actors", only: []string{"actors/policy", "providers/llm", "providers/route"}},
 	{pkg: "cmd/internal/", forbid: []string{module + "cmd/internal/app"}},
 	// httpapi/guard parses the allowed hosts and origins with the standard library only, so
