@@ -119,9 +119,12 @@ func (s *Store) CreateKey(ctx context.Context, name string, l httpapi.KeyLimits)
 	}
 	secret, digest := newSecret()
 	now := s.opts.Now()
+	s.admin.Lock() // one admin change at a time; calls only wait for s.mu, never for the database
+	defer s.admin.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock() // admin writes are rare; holding the lock keeps the name check and the insert one step
-	if k := s.keys[name]; k != nil {
+	k := s.keys[name]
+	s.mu.Unlock()
+	if k != nil {
 		return httpapi.KeyInfo{}, "", taken(k)
 	}
 	models, _ := json.Marshal(l.Models)
@@ -136,8 +139,9 @@ func (s *Store) CreateKey(ctx context.Context, name string, l httpapi.KeyLimits)
 	if err != nil {
 		return httpapi.KeyInfo{}, "", fmt.Errorf("store: create key %s: %w", name, err)
 	}
-	k := &key{name: name, limits: l, digest: digest, created: now}
-	k.spend.roll(now, period(l.Budget))
+	k = &key{name: name, limits: l, digest: digest, created: now}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.keys[name], s.byHash[digest], s.any = k, k, true
 	return s.info(k, now), secret, nil
 }
@@ -150,9 +154,11 @@ func taken(k *key) error {
 	return &httpapi.KeyError{Field: "name", Msg: fmt.Sprintf("%q is already a key", k.name)}
 }
 
-// runtimeKey returns the run-time key name, or why it cannot be changed; s.mu is held.
+// runtimeKey returns the run-time key name, or why it cannot be changed; s.admin is held.
 func (s *Store) runtimeKey(name string) (*key, error) {
+	s.mu.Lock()
 	k := s.keys[name]
+	s.mu.Unlock()
 	switch {
 	case k == nil:
 		return nil, httpapi.ErrNoSuchKey
@@ -164,8 +170,8 @@ func (s *Store) runtimeKey(name string) (*key, error) {
 
 // PatchKey changes a run-time key's limits; calls entering from then on get them.
 func (s *Store) PatchKey(ctx context.Context, name string, p httpapi.KeyPatch) (httpapi.KeyInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.admin.Lock()
+	defer s.admin.Unlock()
 	k, err := s.runtimeKey(name)
 	if err != nil {
 		return httpapi.KeyInfo{}, err
@@ -182,6 +188,8 @@ func (s *Store) PatchKey(ctx context.Context, name string, p httpapi.KeyPatch) (
 	if err != nil {
 		return httpapi.KeyInfo{}, fmt.Errorf("store: patch key %s: %w", name, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	k.limits = l
 	return s.info(k, s.opts.Now()), nil
 }
@@ -231,8 +239,8 @@ func applyPatch(l httpapi.KeyLimits, p httpapi.KeyPatch) httpapi.KeyLimits {
 func (s *Store) RotateKey(ctx context.Context, name string, grace time.Duration) (httpapi.KeyInfo, string, error) {
 	secret, digest := newSecret()
 	now := s.opts.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.admin.Lock()
+	defer s.admin.Unlock()
 	k, err := s.runtimeKey(name)
 	if err != nil {
 		return httpapi.KeyInfo{}, "", err
@@ -246,6 +254,8 @@ func (s *Store) RotateKey(ctx context.Context, name string, grace time.Duration)
 	if err != nil {
 		return httpapi.KeyInfo{}, "", fmt.Errorf("store: rotate key %s: %w", name, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !k.oldUntil.IsZero() {
 		delete(s.byHash, k.oldDigest)
 	}
@@ -257,8 +267,8 @@ func (s *Store) RotateKey(ctx context.Context, name string, grace time.Duration)
 // RevokeKey revokes a run-time key: it is refused from now on.
 func (s *Store) RevokeKey(ctx context.Context, name string) (httpapi.KeyInfo, error) {
 	now := s.opts.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.admin.Lock()
+	defer s.admin.Unlock()
 	k, err := s.runtimeKey(name)
 	if err != nil {
 		return httpapi.KeyInfo{}, err
@@ -266,6 +276,8 @@ func (s *Store) RevokeKey(ctx context.Context, name string) (httpapi.KeyInfo, er
 	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE client_keys SET revoked_at=$1 WHERE name=$2`), ms(now), name); err != nil {
 		return httpapi.KeyInfo{}, fmt.Errorf("store: revoke key %s: %w", name, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	k.revoked = true
 	return s.info(k, now), nil
 }

@@ -201,6 +201,16 @@ func (l *ledger) close(ctx context.Context) error {
 
 // write inserts batch and updates the touched keys' last_used_at in one transaction.
 func (s *Store) write(ctx context.Context, batch []entry, touched map[string]bool) error {
+	// The keys' times are read before the transaction: the admin methods hold s.mu while
+	// they write, and SQLite's one connection is the transaction's until it ends.
+	s.mu.Lock()
+	last := map[string]int64{}
+	for n := range touched {
+		if k := s.keys[n]; k != nil && !k.lastUsed.IsZero() {
+			last[n] = ms(k.lastUsed)
+		}
+	}
+	s.mu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -217,15 +227,7 @@ func (s *Store) write(ctx context.Context, batch []entry, touched map[string]boo
 			return err
 		}
 	}
-	if len(touched) > 0 {
-		s.mu.Lock()
-		last := map[string]int64{}
-		for n := range touched {
-			if k := s.keys[n]; k != nil && !k.lastUsed.IsZero() {
-				last[n] = ms(k.lastUsed)
-			}
-		}
-		s.mu.Unlock()
+	if len(last) > 0 {
 		up := s.q(`INSERT INTO key_activity (name, first_seen, last_used_at) VALUES ($1, $2, $2)
 			ON CONFLICT (name) DO UPDATE SET last_used_at = $2`)
 		for n, at := range last {

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -65,6 +66,9 @@ type Store struct {
 	opts     Options
 	log      zerolog.Logger
 
+	// admin serialises the admin API's changes, which write the database before they take
+	// mu; mu guards the keys in memory, which calls read.
+	admin  sync.Mutex
 	mu     sync.Mutex
 	keys   map[string]*key // by name: config and run-time keys
 	byHash map[[32]byte]*key
@@ -157,6 +161,15 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		opts = append(opts, goose.WithSessionLocker(locker))
 	}
+	if !s.postgres {
+		// Gateways opening one file together (tests, a restart overlapping the old process)
+		// take turns: SQLite's own locking does not stop two from both seeing version 0.
+		unlock, err := lockFile(s.opts.SQLite + ".migrate.lock")
+		if err != nil {
+			return fmt.Errorf("store: migrations: %w", err)
+		}
+		defer unlock()
+	}
 	p, err := goose.NewProvider(dialect, s.db, mustSub(migrations, "migrations"), opts...)
 	if err != nil {
 		return fmt.Errorf("store: migrations: %w", err)
@@ -165,6 +178,20 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("store: apply migrations: %w", err)
 	}
 	return nil
+}
+
+// lockFile takes an exclusive flock on path, waiting while another holds it; the func it
+// returns releases it.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { _ = f.Close() }, nil // closing the file releases the lock
 }
 
 // Close writes what the ledger buffer holds (until ctx ends) and closes the database.
