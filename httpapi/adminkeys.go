@@ -178,6 +178,7 @@ func decodeField(fields map[string]json.RawMessage, name string, v any) *apiErro
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
+// wantKind names the JSON type a field decoded into v must have, for an error message.
 func wantKind(v any) string {
 	switch v.(type) {
 	case *string:
