@@ -27,7 +27,6 @@ const (
 var longFuncs = map[string]int{
 	"cmd/internal/cluster: Engine.AcquireAll": 70,
 	"cmd/internal/cluster: Engine.beatOnce":   67,
-	"httpapi: New":                            68,
 }
 
 // bigActorTypes are today's types under actors/ with more than maxActorMethod methods, by
