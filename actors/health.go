@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/tollgate/actors/policy/capacity"
 	"github.com/tollgate/tollgate/actors/policy/keys"
 	"github.com/tollgate/tollgate/actors/policy/retry"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -462,10 +463,10 @@ func (a *providerActor) learn(c *call, now time.Time, signal string, f func(*cap
 	if !changed {
 		return false
 	}
-	scope := ProviderScope(a.name)
+	scope := replicas.ProviderScope(a.name)
 	if model != "" {
 		a.pol.SetModelLanes(c.route.m, ch.To)
-		scope = ModelScope(a.name, c.route.model)
+		scope = replicas.ModelScope(a.name, c.route.model)
 	} else {
 		a.pol.SetEffectiveLanes(ch.To)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/actors/policy/capacity"
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // What the replicas share of a provider's health (SPEC §17): key cooldowns (shared.go),
@@ -45,7 +46,7 @@ import (
 // breakerShared, from Cooled to a provider actor: another replica's breaker opened for d.
 type breakerShared struct{ d time.Duration }
 
-// lanesShared, to a provider actor: scope (ProviderScope, ModelScope) takes lanes, as
+// lanesShared, to a provider actor: scope (replicas.ProviderScope, replicas.ModelScope) takes lanes, as
 // another replica learned (from names it, for the log). lower: taken only if lower than
 // what this replica has (a read, not a notice: see readShared); a read that found nothing
 // stored has lanes 0.
@@ -102,19 +103,19 @@ func (a *providerActor) readShared() {
 	if sh == nil {
 		return
 	}
-	names := []string{BreakerScope(a.name)}
+	names := []string{replicas.BreakerScope(a.name)}
 	for pl, ring := range a.health.rings {
 		for k := range ring.Len() {
 			if a.health.keyed[pl] {
-				names = append(names, KeyScope(a.name, pl, k))
+				names = append(names, replicas.KeyScope(a.name, pl, k))
 			}
 		}
 	}
 	var scopes []string
 	if !a.fixed() {
-		scopes = append(scopes, ProviderScope(a.name))
+		scopes = append(scopes, replicas.ProviderScope(a.name))
 		for m := range a.health.models {
-			scopes = append(scopes, ModelScope(a.name, a.models[m].Name))
+			scopes = append(scopes, replicas.ModelScope(a.name, a.models[m].Name))
 		}
 	}
 	g, self, name, push := a.g, a.self, a.name, a.rejoinCools(a.g.now())
@@ -122,7 +123,7 @@ func (a *providerActor) readShared() {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
 		for n, d := range push { // before the read: what this replica decided unheard (sharedrejoin.go)
-			if err := sh.Cool(ctx, n, d); err != nil {
+			if _, err := sh.Cool(ctx, n, d); err != nil {
 				g.log.Debug().Err(err).Str("name", n).Msg("cooldown not pushed: the replicas' shared state did not take it")
 			}
 		}
@@ -150,13 +151,13 @@ func (a *providerActor) readShared() {
 
 // shareBreaker publishes that this provider's breaker opened for d.
 func (a *providerActor) shareBreaker(d time.Duration) {
-	name := BreakerScope(a.name)
-	a.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "breaker", name)
+	name := replicas.BreakerScope(a.name)
+	a.share(func(ctx context.Context, sh replicas.Shared) error { _, err := sh.Cool(ctx, name, d); return err }, "breaker", name)
 }
 
 // share runs op against the shared state off the actor's goroutine; a failure (Redis
 // away) leaves the other replicas to their own rule.
-func (a *providerActor) share(op func(context.Context, Shared) error, what, name string) {
+func (a *providerActor) share(op func(context.Context, replicas.Shared) error, what, name string) {
 	sh := a.g.opts.Shared
 	if sh == nil {
 		return
@@ -174,11 +175,11 @@ func (a *providerActor) share(op func(context.Context, Shared) error, what, name
 // scopeLanes is the learning of scope: the provider's, or a model's with keys of its own
 // (m its index; -1 for the provider's); nil for a scope this provider does not learn.
 func (a *providerActor) scopeLanes(scope string) (l *capacity.Lanes, m int) {
-	if scope == ProviderScope(a.name) {
+	if scope == replicas.ProviderScope(a.name) {
 		return a.health.lanes, -1
 	}
 	for m, l := range a.health.models {
-		if ModelScope(a.name, a.models[m].Name) == scope {
+		if replicas.ModelScope(a.name, a.models[m].Name) == scope {
 			return l, m
 		}
 	}

@@ -1,6 +1,10 @@
 package actors
 
-import "time"
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/actors/replicas"
+)
 
 // What a replica pushes to the shared state before it reads it (readShared): while Redis
 // was away (or before this provider read it) its decisions were not published, and a read
@@ -22,7 +26,7 @@ func (a *providerActor) rejoinCools(now time.Time) map[string]time.Duration {
 	h := a.health
 	out := map[string]time.Duration{}
 	if d := h.breaker.RetryAfter(now); d > 0 {
-		out[BreakerScope(a.name)] = d
+		out[replicas.BreakerScope(a.name)] = d
 	}
 	for pl, ring := range h.rings {
 		if !h.keyed[pl] {
@@ -30,7 +34,7 @@ func (a *providerActor) rejoinCools(now time.Time) map[string]time.Duration {
 		}
 		for k := range ring.Len() {
 			if t, ok := ring.CoolsUntil(k); ok && t.After(now) {
-				out[KeyScope(a.name, pl, k)] = t.Sub(now)
+				out[replicas.KeyScope(a.name, pl, k)] = t.Sub(now)
 			}
 		}
 	}

@@ -112,7 +112,7 @@ func (e *Engine) beatenLocked(res beatResult, sent time.Time) {
 	}
 	e.announced = true
 	if res.added > 0 && e.out == nil {
-		e.health.LostLeases += uint64(res.added)
+		e.status.LostLeases += uint64(res.added)
 		e.log.Warn().Int64("entries", res.added).Msg("cluster: leases had expired unrenewed and were counted again")
 	}
 	if !e.rejoined.IsZero() && e.rejoinDoneLocked() {
@@ -164,7 +164,7 @@ func laterOf(a, b time.Time) time.Time {
 // (the acquire script refuses every replica whose heartbeat is gone meanwhile).
 func (e *Engine) forgottenLocked() {
 	e.log.Error().Msg("cluster: Redis lost its data (restarted?): calls registered again, waiting for the other replicas")
-	e.health.LastError = "Redis lost this replica's heartbeat"
+	e.status.LastError = "Redis lost this replica's heartbeat"
 	e.newOutageLocked()
 	e.rejoined = e.now()
 }
@@ -183,14 +183,14 @@ func (e *Engine) unregisteredLocked() bool {
 // and whether another process uses this replica's name.
 func (e *Engine) seenLocked(res beatResult) {
 	e.known, e.ages = res.names, res.ages
-	e.health.ReplicasAlive = len(res.names)
-	dup := res.previous != "" && res.previous != e.incarnation && e.health.Beats > 0
-	if dup && !e.health.DuplicateName {
+	e.status.ReplicasAlive = len(res.names)
+	dup := res.previous != "" && res.previous != e.incarnation && e.status.Beats > 0
+	if dup && !e.status.DuplicateName {
 		e.log.Error().Msg("cluster: another process heartbeats with this replica's name: " +
 			"replicas are undercounted; give each its own cluster.replica")
 	}
-	e.health.DuplicateName = dup
-	e.health.Beats++
+	e.status.DuplicateName = dup
+	e.status.Beats++
 }
 
 // rejoinDoneLocked reports whether every peer seen alive before the outage has a fresh

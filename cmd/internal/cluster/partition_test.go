@@ -21,7 +21,7 @@ func TestShortPartition(t *testing.T) {
 	r2, _ := newEngine(t, s, "r2")
 	others := []*Engine{r1, r2}
 	eventually(t, 5*time.Second, "every replica seeing the others", func() bool {
-		return cutOff.Health().ReplicasAlive == 3 && r1.Health().ReplicasAlive == 3 && r2.Health().ReplicasAlive == 3
+		return cutOff.Status().ReplicasAlive == 3 && r1.Status().ReplicasAlive == 3 && r2.Status().ReplicasAlive == 3
 	})
 	m := newMeter()
 	m.limits = limits
@@ -30,16 +30,16 @@ func TestShortPartition(t *testing.T) {
 	eventually(t, 5*time.Second, "the gateway scope full", func() bool { return m.mostOf("gateway") == limits["gateway"] })
 	m.during("the partition")
 	p.SetCut(true)
-	eventually(t, 5*time.Second, "the cut replica holding", func() bool { return cutOff.Health().Phase == Holding })
+	eventually(t, 5*time.Second, "the cut replica holding", func() bool { return cutOff.Status().Phase == Holding })
 	for _, e := range others {
-		if ph := e.Health().Phase; ph != Shared {
+		if ph := e.Status().Phase; ph != Shared {
 			t.Errorf("%s: %s while Redis answers it", e.o.Replica, ph)
 		}
 	}
 	work(testTTL / 4)
 	m.during("healed")
 	p.SetCut(false)
-	eventually(t, 5*time.Second, "the cut replica shared again", func() bool { return cutOff.Health().Phase == Shared })
+	eventually(t, 5*time.Second, "the cut replica shared again", func() bool { return cutOff.Status().Phase == Shared })
 	work(200 * time.Millisecond)
 	l.stop()
 	m.check(t, limits)
