@@ -36,53 +36,19 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 		return false, nil
 	}
 	e.beating = true
-	adopt := e.out != nil && e.rejoined.IsZero()
-	snap := make([]*Lease, 0, len(e.leases))
-	groups := map[string][]string{}
-	for _, l := range e.leases {
-		snap = append(snap, l)
-		for _, s := range l.scopes {
-			groups[s] = append(groups[s], l.member)
-		}
-	}
-	sent := e.now()
-	notAfter := e.notAfterLocked(sent)
+	p := e.planBeatLocked()
 	e.mu.Unlock()
 
-	res, err := e.beat(ctx, groups, !adopt, notAfter)
+	res, err := e.beat(ctx, p.groups, !p.adopt, p.notAfter)
 
 	e.mu.Lock()
 	e.beating = false
 	if err != nil {
-		if !adopt && !unsent(err) {
-			// It may have run in Redis until it was given up (not after its deadline).
-			e.execBound = laterOf(e.execBound, sent.Add(e.t.op+e.lateByLocked()))
-		}
-		if !ended(ctx) {
-			e.lostLocked(err)
-		}
+		e.beatFailedLocked(ctx, p, err)
 		e.unlock()
 		return false, err
 	}
-	for _, l := range snap {
-		if e.leases[l.member] == l {
-			l.valid = sent.Add(e.t.ttl - e.t.margin)
-		}
-	}
-	switch {
-	case adopt && e.unregisteredLocked():
-		again = true // calls started during the adoption: adopt them too
-	case adopt:
-		e.rejoined = e.now()
-		e.foldLocked()
-		e.announced = false
-		again = true // now the heartbeat
-	default:
-		e.beatenLocked(res, sent)
-	}
-	if !adopt || !again {
-		e.setPhaseLocked(e.phaseLocked(e.now()), nil)
-	}
+	again = e.beatAnsweredLocked(p, res)
 	// What ended is removed from Redis only once Redis counts every call this replica
 	// runs: until the rejoin, the outage rule lets new calls reuse the slots of ended ones
 	// (Holding), which their entries still cover.
@@ -95,6 +61,67 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	e.unlock()
 	e.flush(ctx, pending, folds)
 	return again, nil
+}
+
+// beatPlan is what one heartbeat sends: this replica's leases at the time, by scope.
+type beatPlan struct {
+	adopt    bool     // away: register the calls the outage rule started, say nothing of being alive
+	snap     []*Lease // the leases the heartbeat renews
+	groups   map[string][]string
+	sent     time.Time
+	notAfter int64 // the server-clock deadline (notAfterLocked)
+}
+
+// planBeatLocked takes the snapshot one heartbeat sends.
+func (e *Engine) planBeatLocked() beatPlan {
+	p := beatPlan{adopt: e.out != nil && e.rejoined.IsZero(), snap: make([]*Lease, 0, len(e.leases)), groups: map[string][]string{}}
+	for _, l := range e.leases {
+		p.snap = append(p.snap, l)
+		for _, s := range l.scopes {
+			p.groups[s] = append(p.groups[s], l.member)
+		}
+	}
+	p.sent = e.now()
+	p.notAfter = e.notAfterLocked(p.sent)
+	return p
+}
+
+// beatFailedLocked records a heartbeat that got no answer: Redis is lost, unless the
+// caller's ctx ended first.
+func (e *Engine) beatFailedLocked(ctx context.Context, p beatPlan, err error) {
+	if !p.adopt && !unsent(err) {
+		// It may have run in Redis until it was given up (not after its deadline).
+		e.execBound = laterOf(e.execBound, p.sent.Add(e.t.op+e.lateByLocked()))
+	}
+	if !ended(ctx) {
+		e.lostLocked(err)
+	}
+}
+
+// beatAnsweredLocked records what an answered heartbeat did: its leases renewed, and
+// either the adoption's next step or the heartbeat's findings. again: another heartbeat
+// must follow at once.
+func (e *Engine) beatAnsweredLocked(p beatPlan, res beatResult) (again bool) {
+	for _, l := range p.snap {
+		if e.leases[l.member] == l {
+			l.valid = p.sent.Add(e.t.ttl - e.t.margin)
+		}
+	}
+	switch {
+	case p.adopt && e.unregisteredLocked():
+		again = true // calls started during the adoption: adopt them too
+	case p.adopt:
+		e.rejoined = e.now()
+		e.foldLocked()
+		e.announced = false
+		again = true // now the heartbeat
+	default:
+		e.beatenLocked(res, p.sent)
+	}
+	if !p.adopt || !again {
+		e.setPhaseLocked(e.phaseLocked(e.now()), nil)
+	}
+	return again
 }
 
 // beatenLocked records a heartbeat sent at sent that Redis answered with res: when it
