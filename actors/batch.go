@@ -325,6 +325,7 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
 	} else {
 		why = a.batchRefusal(blocker, m.calls, now)
+		a.pol.Refused(members, blocker, why.RetryAfter, now) // its second try may keep the lanes for it
 	}
 	send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: ok, why: why, o: a.pol.Offer(now)})
 	a.arm(now)

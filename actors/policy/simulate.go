@@ -27,6 +27,9 @@ type simulation struct {
 	// behind it wait, the pool's other models do not.
 	held     []bool
 	heldCost []int
+	// keep, per model: the model lanes kept for a batch from the class being simulated
+	// (batchhold.go); nil: none.
+	keep []int
 }
 
 // simPool is one key pool in the simulation.
@@ -69,6 +72,7 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 	}
 	s.held, s.heldCost = s.held[:len(p.models)], s.heldCost[:len(p.models)]
 	clear(s.held)
+	s.keep = nil
 	free := p.eff - p.running
 	if p.startCap >= 0 {
 		free = min(free, p.startCap)
@@ -86,11 +90,12 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 	}
 	s.cursor = s.cursor[:n]
 	if !p.limited(now) {
-		return p.simulateLanes(free, want)
+		return p.simulateLanes(free, want, now)
 	}
 	for c := range llm.NumPriorities {
-		if p.queuedByClass[c] == 0 {
-			if c == want {
+		free = p.keepLanes(c, free, now)
+		if p.queuedByClass[c] == 0 || free <= 0 {
+			if c == want || free <= 0 {
 				return none
 			}
 			continue
@@ -140,9 +145,12 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 // only when the free lanes run out within a class, and then only to a grant of that class,
 // which picks its model as simulate does. The walk of the queue that simulate makes
 // otherwise cost O(queue) per offer, and offers come with every arrival.
-func (p *Provider) simulateLanes(free, want int) int32 {
+func (p *Provider) simulateLanes(free, want int, now time.Time) int32 {
 	s := &p.sim
 	for c := range llm.NumPriorities {
+		if free = p.keepLanes(c, free, now); free <= 0 {
+			return none
+		}
 		if c == want {
 			if p.queuedByClass[c] == 0 {
 				return none
@@ -163,7 +171,7 @@ func (p *Provider) simulateLanes(free, want int) int32 {
 			if md.blocked {
 				continue
 			}
-			k := min(md.fifo[c].n, md.eff-s.run[i], free)
+			k := min(md.fifo[c].n, md.eff-s.run[i]-kept(s.keep, i), free)
 			if k <= 0 {
 				continue
 			}
@@ -175,6 +183,20 @@ func (p *Provider) simulateLanes(free, want int) int32 {
 		}
 	}
 	return none
+}
+
+// keepLanes is the free lanes of class c, given free for the classes above it: from the
+// class lanes are kept for a batch on (batchhold.go), those lanes and its model lanes
+// (p.sim.keep) are taken out, once.
+func (p *Provider) keepLanes(c, free int, now time.Time) int {
+	if p.sim.keep != nil {
+		return free
+	}
+	if lanes, models := p.keptFor(c, now); models != nil {
+		p.sim.keep = models
+		return free - lanes
+	}
+	return free
 }
 
 // resetPools starts the simulation's view of the key pools afresh.
@@ -263,7 +285,7 @@ func (p *Provider) pickModel(s *simulation) int {
 	for i := range p.models {
 		md := &p.models[i]
 		h := s.cursor[i]
-		if h == none || s.run[i] >= md.eff || s.pools[md.pool].blocked || md.blocked || s.held[i] {
+		if h == none || s.run[i]+kept(s.keep, i) >= md.eff || s.pools[md.pool].blocked || md.blocked || s.held[i] {
 			continue
 		}
 		if best < 0 || s.run[i] < s.run[best] || (s.run[i] == s.run[best] && p.before(byModel, h, s.cursor[best])) {

@@ -1,0 +1,117 @@
+package policy
+
+import (
+	"slices"
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// A batch starts only when all its members fit at once (Reserve), so a batch that needs a
+// provider's whole lanes would never start while single calls keep any lane busy. It gets a
+// bounded chance instead: a batch refused for lanes (the provider's, a model's, or a waiting
+// request that takes them first) that comes back after its Retry-After and is refused again
+// has its lanes kept for it. From then on, single calls of its class and below start only on
+// lanes beyond what it needs (higher classes still pass it), so the lanes the batch needs
+// fill with nothing new as the running calls end, and its next try starts. The hold lasts
+// twice the last Retry-After past the last refusal: a batch that does not come back gives
+// the lanes back to single calls, and one provider keeps lanes for one batch at a time.
+
+// batchHold is the batch a provider keeps lanes for, or is counting the refusals of.
+type batchHold struct {
+	class    llm.Priority
+	need     []int // per model: the model lanes it needs
+	lanes    int   // the provider lanes it needs
+	refusals int   // counted refusals, each after the Retry-After of the one before
+	retryAt  time.Time
+	until    time.Time // while holding (refusals ≥ 2): when the hold lapses
+}
+
+// holdAfter is how many counted refusals make a provider keep lanes for a batch.
+const holdAfter = 2
+
+// holdingFor reports whether the hold is in force at now.
+func (h *batchHold) holdingFor(now time.Time) bool {
+	return h.refusals >= holdAfter && now.Before(h.until)
+}
+
+// batchShape is what a batch of members needs: its class (its highest member's), provider
+// lanes and model lanes per model (of n models).
+func batchShape(members []Member, n int) batchHold {
+	h := batchHold{class: llm.NumPriorities - 1, need: make([]int, n), lanes: len(members)}
+	for _, mb := range members {
+		h.class = min(h.class, mb.Class)
+		if mb.Model >= 0 && mb.Model < n {
+			h.need[mb.Model]++
+		}
+	}
+	return h
+}
+
+// same reports whether h is a batch of o's shape.
+func (h *batchHold) same(o *batchHold) bool {
+	return h.class == o.class && h.lanes == o.lanes && slices.Equal(h.need, o.need)
+}
+
+// Refused tells the provider that Reserve refused members for b and that they were told to
+// try again after retryAfter. Refusals for lanes (BlockedByLanes, BlockedByModelLanes,
+// BlockedByQueue) count when the batch came back no sooner than the last one's Retry-After;
+// the second makes the provider keep lanes for it, for twice retryAfter from now (renewed by
+// each later refusal). Other blockers, and another batch while one is held for, change
+// nothing.
+func (p *Provider) Refused(members []Member, b Blocker, retryAfter time.Duration, now time.Time) {
+	switch b {
+	case BlockedByLanes, BlockedByModelLanes, BlockedByQueue:
+	default:
+		return
+	}
+	h := batchShape(members, len(p.models))
+	cur := &p.batchHold
+	switch {
+	case cur.holdingFor(now) && !cur.same(&h):
+		return // lanes are kept for another batch
+	case cur.refusals == 0 || !cur.same(&h) || cur.refusals < holdAfter && now.After(cur.retryAt.Add(2*retryAfter)):
+		h.refusals = 1 // a new batch, or one that did not come back in time: counting starts again
+	case now.Before(cur.retryAt):
+		h.refusals = cur.refusals // back before its Retry-After: not counted
+	default:
+		h.refusals = cur.refusals + 1
+	}
+	h.retryAt, h.until = now.Add(retryAfter), now.Add(2*retryAfter)
+	*cur = h
+}
+
+// keptFor is what calls of class c may not take at now: the provider lanes and, per model,
+// the model lanes kept for a batch (0 and nil when nothing is kept from class c).
+func (p *Provider) keptFor(c int, now time.Time) (lanes int, models []int) {
+	h := &p.batchHold
+	if c < int(h.class) || !h.holdingFor(now) {
+		return 0, nil
+	}
+	return h.lanes, h.need
+}
+
+// HoldingForBatch reports whether the provider keeps lanes for a batch at now.
+func (p *Provider) HoldingForBatch(now time.Time) bool { return p.batchHold.holdingFor(now) }
+
+// keptFrom is what a batch of members may not take at now because lanes are kept for
+// another (0 and nil for the batch they are kept for), and whether they are kept for it.
+func (p *Provider) keptFrom(members []Member, now time.Time) (lanes int, models []int, mine bool) {
+	if !p.batchHold.holdingFor(now) {
+		return 0, nil, false
+	}
+	h := batchShape(members, len(p.models))
+	if p.batchHold.same(&h) {
+		return 0, nil, true
+	}
+	lanes, models = p.keptFor(int(h.class), now)
+	return lanes, models, false
+}
+
+// kept is models[m], or 0 beyond models (nil, or a model added since the batch's shape).
+func kept(models []int, m int) int {
+	if m >= len(models) {
+		return 0
+	}
+	return models[m]
+}
