@@ -89,20 +89,9 @@ func newProviderActor(g *Gateway, s *slot, pv Provider, models []Model) *provide
 }
 
 // spec is the provider's admission configuration with the models served now and the key
-// rings its health keeps.
+// rings its health keeps (policySpec).
 func (a *providerActor) spec() policy.ProviderSpec {
-	pv := a.pv
-	models := a.models
-	ps := policy.ProviderSpec{Name: pv.Name, Lanes: pv.Lanes, QueueLength: pv.QueueLength,
-		QueueTimeout: pv.QueueTimeout, RPM: pv.RateLimit.RPM, TPM: pv.RateLimit.TPM, Burst: pv.RateLimit.Burst,
-		Models: make([]policy.ModelSpec, len(models))}
-	for _, ring := range a.health.rings {
-		ps.Keys = append(ps.Keys, policy.KeyPool{Ring: ring, Limit: pv.KeyRateLimit})
-	}
-	for i, m := range models {
-		ps.Models[i] = policy.ModelSpec{Name: m.Name, Lanes: m.Lanes, Keys: a.health.pool[i]}
-	}
-	return ps
+	return policySpec(&a.pv, a.models, a.health.rings, a.health.pool)
 }
 
 func (a *providerActor) Receive(ctx actor.Context) {
