@@ -484,6 +484,18 @@ func (e *Engine) newOutageLocked() {
 // interval and one round trip before now). The limits are those its calls claimed.
 func (e *Engine) excessLocked(now time.Time) {
 	since := now.Add(-(e.t.heartbeat + e.t.tick + 2*e.t.op))
+	total, by := e.beyondSharesLocked(since, e.out.share)
+	if total == 0 {
+		return
+	}
+	e.status.OutageExcess += uint64(total)
+	e.log.Warn().Dict("scopes", by).Int("calls", total).Msg("cluster: Redis lost with calls beyond this replica's " +
+		"shares that the other replicas may not have seen: a scope may run over its limit by these until they end")
+}
+
+// beyondSharesLocked counts, per scope, this replica's running calls beyond share(limit)
+// that started at or after since (possibleExcess), the limits being those its calls claimed.
+func (e *Engine) beyondSharesLocked(since time.Time, share func(limit int) int) (total int, by *zerolog.Event) {
 	starts, limits := map[string][]time.Time{}, map[string]int{}
 	for _, l := range e.leases {
 		for i, s := range l.scopes {
@@ -491,17 +503,12 @@ func (e *Engine) excessLocked(now time.Time) {
 			limits[s] = l.limits[i]
 		}
 	}
-	total, by := 0, zerolog.Dict()
+	by = zerolog.Dict()
 	for s, st := range starts {
-		if n := possibleExcess(e.running[s], e.out.share(limits[s]), st, since); n > 0 {
+		if n := possibleExcess(e.running[s], share(limits[s]), st, since); n > 0 {
 			total += n
 			by = by.Int(s, n)
 		}
 	}
-	if total == 0 {
-		return
-	}
-	e.status.OutageExcess += uint64(total)
-	e.log.Warn().Dict("scopes", by).Int("calls", total).Msg("cluster: Redis lost with calls beyond this replica's " +
-		"shares that the other replicas may not have seen: a scope may run over its limit by these until they end")
+	return total, by
 }

@@ -209,6 +209,7 @@ func (e *Engine) unregisteredLocked() bool {
 // seenLocked records what a heartbeat saw: the replicas alive and their heartbeats' ages,
 // and whether another process uses this replica's name.
 func (e *Engine) seenLocked(res beatResult) {
+	e.silencedLocked(res.ages)
 	e.known, e.ages = res.names, res.ages
 	e.status.ReplicasAlive = len(res.names)
 	dup := res.previous != "" && res.previous != e.incarnation && e.status.Beats > 0
@@ -218,6 +219,37 @@ func (e *Engine) seenLocked(res beatResult) {
 	}
 	e.status.DuplicateName = dup
 	e.status.Beats++
+}
+
+// silencedLocked counts, for each peer whose heartbeat turned silent since the last
+// heartbeat (ages, older than timings.silent now, younger before), this replica's calls
+// beyond its share that the peer's last view may not show: that peer may be cut off and
+// serving on its shares from that view, and Redis kept its share free only from now. They
+// are counted as outage excess and logged, as this replica's own calls are when it loses
+// Redis. On the outage rule itself this replica runs within its shares already.
+func (e *Engine) silencedLocked(ages map[string]time.Duration) {
+	if e.out != nil {
+		return
+	}
+	now := e.now()
+	for name, age := range ages {
+		was, seen := e.ages[name]
+		if name == e.o.Replica || !seen || was >= e.t.silent || age < e.t.silent {
+			continue
+		}
+		// The peer's last heartbeat, on this replica's clock, less an acquire's round trip
+		// (a call started a moment before may have reached Redis after it) and the drift.
+		since := now.Add(-(age + e.beatRTT + e.t.op + e.t.margin))
+		known, self := e.known, e.o.Replica
+		total, by := e.beyondSharesLocked(since, func(limit int) int { return shareOf(limit, known, self) })
+		if total == 0 {
+			continue
+		}
+		e.status.OutageExcess += uint64(total)
+		e.log.Warn().Str("peer", name).Dict("scopes", by).Int("calls", total).Msg("cluster: a replica's heartbeat " +
+			"went silent (cut off?) while this one runs calls beyond its shares that its last view may not show: " +
+			"a scope may run over its limit by these until they end")
+	}
 }
 
 // rejoinDoneLocked reports whether every peer seen alive before the outage has a fresh

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func TestShare(t *testing.T) {
@@ -303,11 +305,12 @@ func viewExcess(reps []*simReplica, names []string, limit int) int {
 	return total
 }
 
-// uncounted is what a partition may run beyond the limit at now, uncounted (the failure
-// table says so): the cut replica's calls from before the cut beyond its share (once
-// their entries expire, Redis keeps only its share free), and each peer's calls beyond its
-// share that started after the cut replica's last view and before its heartbeat turned
-// silent (the cut replica's fallback cannot see them, and Redis kept no share free then).
+// uncounted is what a partition may run beyond the limit at now (the failure table's
+// partition row): the cut replica's calls from before the cut beyond its share (once their
+// entries expire, Redis keeps only its share free; not counted), and each peer's calls
+// beyond its share that started after the cut replica's last view and before its heartbeat
+// turned silent (the cut replica's fallback cannot see them, and Redis kept no share free
+// then; each peer counts these when the heartbeat turns silent, silencedLocked).
 func uncounted(reps []*simReplica, names []string, limit int, before []time.Duration, now time.Duration) int {
 	running := func(ends []time.Duration) int {
 		n := 0
@@ -585,5 +588,46 @@ func TestShareRuleOverTime(t *testing.T) {
 				t.Fatalf("seed %d: %d running at %s, limit %d (%d replicas)", seed, total, now.Sub(t0), limit, n)
 			}
 		}
+	}
+}
+
+// TestPeerSilencedCountsExcess: when a peer's heartbeat turns silent, this replica counts its
+// own calls beyond its share that started after the peer's last heartbeat (the peer, if cut
+// off, serves its share from a view without them), once per silence, and not on the outage
+// rule.
+func TestPeerSilencedCountsExcess(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tm := newTimings(time.Second, 0, 10*time.Second)
+	newE := func() *Engine {
+		e := &Engine{o: Options{Replica: "r1", Now: func() time.Time { return t0 }}, t: tm, log: zerolog.Nop(),
+			known: []string{"r1", "r2"}, ages: map[string]time.Duration{"r1": 0, "r2": 100 * time.Millisecond},
+			leases: map[string]*Lease{}, running: map[string]int{}}
+		// A scope of 4 (share 2 of 2 replicas): 4 running, 1 old, 3 started after r2's last heartbeat.
+		for i, started := range []time.Time{t0.Add(-5 * time.Second), t0.Add(-300 * time.Millisecond), t0.Add(-200 * time.Millisecond), t0} {
+			e.leases[fmt.Sprint(i)] = &Lease{entry: entry{member: fmt.Sprint(i), scopes: []string{"s"}}, limits: []int{4}, started: started}
+		}
+		e.running["s"] = 4
+		return e
+	}
+	silent := beatResult{names: []string{"r1", "r2"}, ages: map[string]time.Duration{"r1": 0, "r2": tm.silent + 100*time.Millisecond}}
+	e := newE()
+	e.seenLocked(silent)
+	if got := e.status.OutageExcess; got != 2 {
+		t.Errorf("excess counted %d, want 2 (4 running, share 2, 3 of them recent)", got)
+	}
+	e.seenLocked(silent)
+	if got := e.status.OutageExcess; got != 2 {
+		t.Errorf("excess counted %d after a second silent heartbeat, want it counted once (2)", got)
+	}
+	away := newE()
+	away.out = &outage{}
+	away.seenLocked(silent)
+	if got := away.status.OutageExcess; got != 0 {
+		t.Errorf("on the outage rule: excess counted %d, want 0", got)
+	}
+	fresh := newE()
+	fresh.seenLocked(beatResult{names: []string{"r1", "r2"}, ages: map[string]time.Duration{"r1": 0, "r2": 150 * time.Millisecond}})
+	if got := fresh.status.OutageExcess; got != 0 {
+		t.Errorf("a peer still beating: excess counted %d, want 0", got)
 	}
 }
