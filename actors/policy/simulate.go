@@ -64,31 +64,11 @@ type simPool struct {
 // first) expects.
 func (p *Provider) simulate(now time.Time, want int) int32 {
 	s := &p.sim
-	s.avail = [llm.NumPriorities]int{}
-	s.lim, s.starts, s.tokens, s.stop = p.limiter, 0, 0, -1
-	p.resetPools()
-	if n := len(p.models); cap(s.held) < n {
-		s.held, s.heldCost = make([]bool, n), make([]int, n)
-	}
-	s.held, s.heldCost = s.held[:len(p.models)], s.heldCost[:len(p.models)]
-	clear(s.held)
-	s.keep = nil
-	free := p.eff - p.running
-	if p.startCap >= 0 {
-		free = min(free, p.startCap)
-	}
+	free := p.resetSim()
 	if free <= 0 || p.queued == 0 {
 		return none
 	}
-	n := len(p.models)
-	s.run = s.run[:0]
-	for i := range p.models {
-		s.run = append(s.run, p.models[i].running)
-	}
-	if cap(s.cursor) < n {
-		s.cursor = make([]int32, n)
-	}
-	s.cursor = s.cursor[:n]
+	p.simRuns()
 	if !p.limited(now) {
 		return p.simulateLanes(free, want, now)
 	}
@@ -136,6 +116,41 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 		}
 	}
 	return none
+}
+
+// resetSim starts the simulation afresh and returns the provider's free lanes within its
+// start cap.
+func (p *Provider) resetSim() (free int) {
+	s := &p.sim
+	s.avail = [llm.NumPriorities]int{}
+	s.lim, s.starts, s.tokens, s.stop = p.limiter, 0, 0, -1
+	p.resetPools()
+	n := len(p.models)
+	if cap(s.held) < n {
+		s.held, s.heldCost = make([]bool, n), make([]int, n)
+	}
+	s.held, s.heldCost = s.held[:n], s.heldCost[:n]
+	clear(s.held)
+	s.keep = nil
+	free = p.eff - p.running
+	if p.startCap >= 0 {
+		free = min(free, p.startCap)
+	}
+	return free
+}
+
+// simRuns gives the simulation every model's running count and a cursor per model.
+func (p *Provider) simRuns() {
+	s := &p.sim
+	n := len(p.models)
+	s.run = s.run[:0]
+	for i := range p.models {
+		s.run = append(s.run, p.models[i].running)
+	}
+	if cap(s.cursor) < n {
+		s.cursor = make([]int32, n)
+	}
+	s.cursor = s.cursor[:n]
 }
 
 // simulateLanes is simulate when only lanes can hold a request back (no rate limit, no key
