@@ -15,9 +15,10 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// Several replicas (SPEC §17). With Options.Shared set, the local policy stays the first
-// gate and the replicas' shared state the second: a call the supervisor granted takes its
-// leases — max_running, its provider's lanes, its model's lanes, its provider's rpm and
+// Several replicas (SPEC §17). The contract with the other replicas (the Shared interface,
+// claims, scope names) is actors/replicas. With Options.Shared set, the local policy stays
+// the first gate and the replicas' shared state the second: a call the supervisor granted
+// takes its leases — max_running, its provider's lanes, its model's lanes, its provider's rpm and
 // tpm and its key's key_rate_limit, all in one atomic step — before its backend is
 // opened. The lane actor asks for them off its goroutine and hears the answer as a
 // message, so no actor ever waits on Redis. When
@@ -29,9 +30,9 @@ import (
 // the local lanes are.
 
 // Cooled tells the gateway that another replica rested something for d more: a key its
-// backend rate-limited (replicas.KeyScope), which cools here too, or a provider whose circuit
-// breaker opened (replicas.BreakerScope), which opens here too until the same time. Unknown names
-// are ignored. It never blocks; the shared state's events, and the reads a provider makes
+// backend rate-limited (replicas.KeyScope), which cools here too, or a provider whose
+// circuit breaker opened (replicas.BreakerScope), which opens here too until the same time.
+// Unknown names are ignored. It never blocks; the shared state's events, and the reads a provider makes
 // when it starts or its replica rejoins, call it.
 func (g *Gateway) Cooled(name string, d time.Duration) {
 	cd, ok := replicas.ParseCooldown(name)
