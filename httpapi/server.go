@@ -117,17 +117,17 @@ func New(opts Options) *Server {
 		handle("POST", batchRoute, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.batch(bg))))
 	}
 	handle("POST", "/v1/messages/count_tokens", routeInfo, anthropicID(s.authAs(s.opts.APIKeys, failMessages, s.countTokens)))
-	handle("GET", "/v1/models", routeInfo, s.auth(s.opts.APIKeys, s.listModels))
-	handle("GET", "/v1/models/*id", routeInfo, s.auth(s.opts.APIKeys, s.getModel))
+	handle("GET", "/v1/models", routeInfo, byClient(s.auth(s.opts.APIKeys, s.listModels), s.authAs(s.opts.APIKeys, failMessages, s.listModels)))
+	handle("GET", "/v1/models/*id", routeInfo, byClient(s.auth(s.opts.APIKeys, s.getModel), s.authAs(s.opts.APIKeys, failMessages, s.getModel)))
 	admin := s.opts.AdminKeys
 	if len(admin) == 0 {
 		admin = s.opts.APIKeys
 	}
 	if opts.State != nil {
-		handle("GET", "/admin/state", routeInfo, s.auth(admin, s.state))
+		handle("GET", "/admin/state", routeInfo, byClient(s.auth(admin, s.state), s.authAs(admin, failMessages, s.state)))
 	}
 	if opts.Reload != nil {
-		handle("POST", "/admin/reload", routeInfo, s.auth(admin, s.reload))
+		handle("POST", "/admin/reload", routeInfo, byClient(s.auth(admin, s.reload), s.authAs(admin, failMessages, s.reload)))
 	}
 	if opts.Metrics != nil {
 		metricsKeys := admin

@@ -33,6 +33,20 @@ func failAs(w http.ResponseWriter, r *http.Request, a apiError) {
 	a.write(w)
 }
 
+// byClient serves a route both APIs' clients call (/v1/models, /admin) with anthropic for an
+// Anthropic client, with its request-id, and with openai for the others: the same handler
+// behind auth answering in each API's error shape, so a 401 is in the client's.
+func byClient(openai, anthropic httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if anthropicClient(r) {
+			setAnthropicRequestID(w, r)
+			anthropic(w, r, ps)
+			return
+		}
+		openai(w, r, ps)
+	}
+}
+
 // routeHint names the served route a wrong path most likely meant: the one that ends with
 // it (a base URL without /v1) or that it ends with (one with a prefix too many, such as
 // /v1/v1/messages); "" when none does.

@@ -80,7 +80,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnState: fake.ConnState}
 	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
+	return serveUntil(ctx, srv, ln)
+}
 
+// serveUntil serves srv on ln until ctx ends, then shuts it down: streams in progress get a
+// moment to finish, and hanging ones (mode hang) are cut.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }() // exits when the server is shut down or closed
 	select {
@@ -88,7 +93,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	// Streams in progress get a moment to finish; hanging ones (mode hang) are cut.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {

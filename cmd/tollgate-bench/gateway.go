@@ -69,7 +69,13 @@ func serveGateway(args []string) error {
 		defer cancel()
 		return errors.Join(serveErr, a.Drain(ctx))
 	}
-	cpu, err := os.Create(*dir + "/tollgate.cpu.pprof")
+	return serveProfiled(a, ln, *dir)
+}
+
+// serveProfiled serves a on ln until a signal with the CPU profile running and the mutex
+// profile sampling, then writes the CPU, heap and mutex profiles into dir and drains a.
+func serveProfiled(a *app.App, ln net.Listener, dir string) error {
+	cpu, err := os.Create(dir + "/tollgate.cpu.pprof")
 	if err != nil {
 		return fmt.Errorf("cpu profile: %w", err)
 	}
@@ -78,14 +84,13 @@ func serveGateway(args []string) error {
 		return fmt.Errorf("cpu profile: %w", err)
 	}
 	runtime.SetMutexProfileFraction(10)
-	stopDumps := dumpOnSignal(*dir)
+	stopDumps := dumpOnSignal(dir)
 	defer stopDumps()
-	srv := a.Server()
 	fmt.Printf("listening on %s\n", ln.Addr())
-	serveErr := serveUntilSignal(srv, ln)
+	serveErr := serveUntilSignal(a.Server(), ln)
 	pprof.StopCPUProfile()
-	profErr := errors.Join(writeProfile("heap", *dir+"/tollgate.heap.pprof"),
-		writeProfile("mutex", *dir+"/tollgate.mutex.pprof"))
+	profErr := errors.Join(writeProfile("heap", dir+"/tollgate.heap.pprof"),
+		writeProfile("mutex", dir+"/tollgate.mutex.pprof"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return errors.Join(serveErr, profErr, a.Drain(ctx))

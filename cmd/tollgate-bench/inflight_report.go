@@ -165,25 +165,36 @@ func runGroup(ctx context.Context, o inflightOptions, g group, name, logDir stri
 		}
 		return scrapeRuntime(metrics)
 	}}
-	// The warm-up lasts long enough for its calls in flight to reach the measured rounds'.
-	warmup := max(o.warmup, g.hold+g.hold/2)
-	for j, t := range targets {
-		res.sides[j].addErrors(openRound(ctx, t, procs[j].cmd.Process.Pid, g, warmup, o.chunks, backend, nil))
-	}
-	for round := range o.rounds {
-		for j, t := range targets {
-			res.sides[j].add(openRound(ctx, t, procs[j].cmd.Process.Pid, g, o.duration, o.chunks, backend, probes[j]))
-			if ctx.Err() != nil {
-				return res, ctx.Err()
-			}
-		}
-		fmt.Fprintf(stderr, "%s: round %d/%d done\n", g, round+1, o.rounds)
+	pids := [2]int{procs[0].cmd.Process.Pid, procs[1].cmd.Process.Pid}
+	if err := runRounds(ctx, o, g, &res, targets, pids, backend, probes, stderr); err != nil {
+		return res, err
 	}
 	if n := settled(ctx, "http://"+ps.tollgate.addr+"/admin/state", 5*time.Second); n != "" {
 		res.notes = append(res.notes, n)
 	}
 	res.loadAfter = loadAverage()
 	return res, nil
+}
+
+// runRounds gives each target its warm-up round, which counts only its errors and lasts long
+// enough for its calls in flight to reach the measured rounds', then the measured rounds,
+// the targets taking turns; it stops early when ctx ends.
+func runRounds(ctx context.Context, o inflightOptions, g group, res *groupResult, targets [2]*target, pids [2]int,
+	backend *statsClient, probes [2]func() runtimeStats, stderr io.Writer) error {
+	warmup := max(o.warmup, g.hold+g.hold/2)
+	for j, t := range targets {
+		res.sides[j].addErrors(openRound(ctx, t, pids[j], g, warmup, o.chunks, backend, nil))
+	}
+	for round := range o.rounds {
+		for j, t := range targets {
+			res.sides[j].add(openRound(ctx, t, pids[j], g, o.duration, o.chunks, backend, probes[j]))
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		fmt.Fprintf(stderr, "%s: round %d/%d done\n", g, round+1, o.rounds)
+	}
+	return nil
 }
 
 // settled polls Tollgate's /admin/state until nothing runs or waits, which must hold within

@@ -45,79 +45,107 @@ type sideRound struct {
 // its /metrics); the driver's count of calls in flight goes with what it returns.
 func openRound(ctx context.Context, t *target, pid int, g group, dur time.Duration, chunks int, backend *statsClient, probe func() runtimeStats) sideRound {
 	n := max(1, int(float64(g.rate)*dur.Seconds()))
-	out := sideRound{sent: n}
+	out := sideRound{}
 	cpu0, _ := cpuTime(pid)
 	stopSampling := sampleRSS(pid, &out.peakRSS)
-
-	var (
-		inFlight atomic.Int64
-		peak     atomic.Int64
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		lastEnd  time.Duration
-		pool     = sync.Pool{New: func() any { return newWorker() }}
-		results  = make([]sample, n)
-		failed   = make([]error, n)
-	)
-	start := time.Now().Add(5 * time.Millisecond)
-	steady := backend.window(start.Add(g.hold), start.Add(dur))
-	mid := make(chan runtimeStats, 1)
-	if probe == nil {
-		mid <- runtimeStats{}
-	} else {
-		at := start.Add(g.hold + (dur-g.hold)/2)
-		go func() { // exits after one reading, at most a scrape timeout after at
-			time.Sleep(time.Until(at)) // the driver's clock
-			n := inFlight.Load()
-			st := probe()
-			st.inFlight = n
-			mid <- st
-		}()
-	}
-	for i := range n {
-		due := start.Add(time.Duration(int64(i) * int64(time.Second) / int64(g.rate)))
-		if d := time.Until(due); d > 0 {
-			time.Sleep(d) // pacing the arrivals: the driver's clock, not a synchronisation
-		}
-		if ctx.Err() != nil {
-			out.sent = i
-			break
-		}
-		wg.Add(1)
-		go func() { // exits when its call is answered, fails or times out
-			defer wg.Done()
-			now := inFlight.Add(1)
-			for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
-			}
-			wk := pool.Get().(*worker)
-			cctx, cancel := context.WithTimeout(ctx, g.hold+callTimeout)
-			s, err := wk.do(cctx, t, g.stream, chunks, due)
-			cancel()
-			pool.Put(wk)
-			inFlight.Add(-1)
-			results[i], failed[i] = s, err
-			mu.Lock()
-			lastEnd = max(lastEnd, time.Since(start))
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	l := newOpenLoad(t, g, chunks, n)
+	steady := backend.window(l.start.Add(g.hold), l.start.Add(dur))
+	mid := l.probeMid(dur, probe)
+	out.sent = l.pace(ctx, n)
+	l.wg.Wait()
 	out.steadyConns, out.steadyWindow = steady()
 	out.mid = <-mid
 	stopSampling()
 	cpu1, _ := cpuTime(pid)
-	out.cpu, out.elapsed, out.peakInFlight = cpu1-cpu0, lastEnd, peak.Load()
+	out.cpu, out.elapsed, out.peakInFlight = cpu1-cpu0, l.lastEnd, l.peak.Load()
 	for i := range out.sent {
-		if err := failed[i]; err != nil {
+		if err := l.failed[i]; err != nil {
 			out.errs++
 			if len(out.errMsgs) < maxErrMsgs {
 				out.errMsgs = append(out.errMsgs, err.Error())
 			}
 			continue
 		}
-		out.samples = append(out.samples, results[i])
+		out.samples = append(out.samples, l.results[i])
 	}
 	return out
+}
+
+// openLoad is one round's calls: how many are in flight, the most at once, when the last
+// answer ended, and each call's outcome by its number.
+type openLoad struct {
+	t      *target
+	g      group
+	chunks int
+	start  time.Time // the first call's due time
+
+	inFlight, peak atomic.Int64
+	wg             sync.WaitGroup
+	pool           sync.Pool // of *worker
+	mu             sync.Mutex
+	lastEnd        time.Duration // since start; guarded by mu
+	results        []sample
+	failed         []error
+}
+
+func newOpenLoad(t *target, g group, chunks, n int) *openLoad {
+	return &openLoad{t: t, g: g, chunks: chunks, start: time.Now().Add(5 * time.Millisecond),
+		pool:    sync.Pool{New: func() any { return newWorker() }},
+		results: make([]sample, n), failed: make([]error, n)}
+}
+
+// probeMid calls probe once in the middle of the steady load and sends what it returns, with
+// the driver's count of calls in flight then; with no probe it sends the zero value at once.
+func (l *openLoad) probeMid(dur time.Duration, probe func() runtimeStats) <-chan runtimeStats {
+	mid := make(chan runtimeStats, 1)
+	if probe == nil {
+		mid <- runtimeStats{}
+		return mid
+	}
+	at := l.start.Add(l.g.hold + (dur-l.g.hold)/2)
+	go func() { // exits after one reading, at most a scrape timeout after at
+		time.Sleep(time.Until(at)) // the driver's clock
+		n := l.inFlight.Load()
+		st := probe()
+		st.inFlight = n
+		mid <- st
+	}()
+	return mid
+}
+
+// pace starts call i at its due time, g.rate calls a second from start, until n are sent or
+// ctx ends; it returns how many it sent.
+func (l *openLoad) pace(ctx context.Context, n int) int {
+	for i := range n {
+		due := l.start.Add(time.Duration(int64(i) * int64(time.Second) / int64(l.g.rate)))
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d) // pacing the arrivals: the driver's clock, not a synchronisation
+		}
+		if ctx.Err() != nil {
+			return i
+		}
+		l.wg.Add(1)
+		go l.call(ctx, i, due) // exits when its call is answered, fails or times out
+	}
+	return n
+}
+
+// call makes call i, due at due, and records its outcome.
+func (l *openLoad) call(ctx context.Context, i int, due time.Time) {
+	defer l.wg.Done()
+	now := l.inFlight.Add(1)
+	for p := l.peak.Load(); now > p && !l.peak.CompareAndSwap(p, now); p = l.peak.Load() {
+	}
+	wk := l.pool.Get().(*worker)
+	cctx, cancel := context.WithTimeout(ctx, l.g.hold+callTimeout)
+	s, err := wk.do(cctx, l.t, l.g.stream, l.chunks, due)
+	cancel()
+	l.pool.Put(wk)
+	l.inFlight.Add(-1)
+	l.results[i], l.failed[i] = s, err
+	l.mu.Lock()
+	l.lastEnd = max(l.lastEnd, time.Since(l.start))
+	l.mu.Unlock()
 }
 
 // sampleRSS records into peak the highest VmRSS of pid, read every 50 ms until the returned

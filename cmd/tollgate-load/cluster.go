@@ -172,47 +172,15 @@ func clusterBurst(ctx context.Context, envs []*env, r *result) {
 // again: the replicas fall back to their shares and come back to shared leases, every call
 // is served, and the meter (checked by runLocal) sees no cap exceeded.
 func clusterOutage(ctx context.Context, envs []*env, rs *redistest.Server, r *result) {
-	ids := envs[0].setup.ids()
-	stop := make(chan struct{})
-	var mu sync.Mutex
-	var outs []outcome
-	served := make([]int, len(envs))
-	var wg sync.WaitGroup
-	for i := range 12 {
-		e := envs[i%len(envs)]
-		wg.Go(func() { // exits when stop closes
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				o := send(ctx, e.client, e.base, call{model: ids[(i+n)%len(ids)], tag: fmt.Sprintf("o%d-%d", i, n)})
-				mu.Lock()
-				outs = append(outs, o)
-				if ok(o) {
-					served[i%len(envs)]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	pause := func(d time.Duration) {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-	pause(500 * time.Millisecond)
+	stop := busyReplicas(ctx, envs, 12)
+	pause(ctx, 500*time.Millisecond)
 	rs.Stop()
 	lost := time.Now()
 	if !allCluster(ctx, envs, 10*time.Second, func(c *replicas.Health) bool { return c.Redis == "down" }) {
 		r.breach("the replicas never noticed Redis stopped")
 	}
 	r.Figures["outage_noticed_ms"] = ms(time.Since(lost))
-	pause(2 * time.Second) // holding (lease_ttl), then the shares
+	pause(ctx, 2*time.Second) // holding (lease_ttl), then the shares
 	if err := rs.Restart(); err != nil {
 		r.breach("restart redis-server: %v", err)
 	}
@@ -221,9 +189,8 @@ func clusterOutage(ctx context.Context, envs []*env, rs *redistest.Server, r *re
 		r.breach("the replicas never came back to shared leases")
 	}
 	r.Figures["shared_again_ms"] = ms(time.Since(back))
-	pause(time.Second)
-	close(stop)
-	wg.Wait()
+	pause(ctx, time.Second)
+	outs, served := stop()
 	r.add(outs)
 	if n := count(outs, ok); n != len(outs) {
 		r.breach("%d of %d calls served across the outage: they should wait in their queues, never be refused", n, len(outs))
@@ -242,6 +209,42 @@ func clusterOutage(ctx context.Context, envs []*env, rs *redistest.Server, r *re
 	}
 	r.Figures["outage_calls_served"] = float64(total)
 	r.Figures["fairness_drift"] = drift
+}
+
+// busyReplicas starts clients calling the replicas in turn, each one call after another. The
+// function it returns stops them and returns every outcome, and how many calls each replica
+// served, once the last call is answered.
+func busyReplicas(ctx context.Context, envs []*env, clients int) (stop func() (outs []outcome, served []int)) {
+	ids := envs[0].setup.ids()
+	done := make(chan struct{})
+	var mu sync.Mutex
+	var outs []outcome
+	served := make([]int, len(envs))
+	var wg sync.WaitGroup
+	for i := range clients {
+		e := envs[i%len(envs)]
+		wg.Go(func() { // exits when done closes
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				o := send(ctx, e.client, e.base, call{model: ids[(i+n)%len(ids)], tag: fmt.Sprintf("o%d-%d", i, n)})
+				mu.Lock()
+				outs = append(outs, o)
+				if ok(o) {
+					served[i%len(envs)]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	return func() ([]outcome, []int) {
+		close(done)
+		wg.Wait()
+		return outs, served
+	}
 }
 
 // clusterQuietOutage stops Redis under idle replicas and sends each one call at once, to

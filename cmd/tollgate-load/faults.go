@@ -68,45 +68,8 @@ func actorFaults(ctx context.Context, o runOpts) []*result {
 func faultLoad(ctx context.Context, e *env, r *result, fc faultCase, seed uint64) {
 	e.hangUps = true
 	g := e.local.app.Gateway
-	rng := rand.New(rand.NewPCG(seed, 7))
-	ids := e.models(runOpts{})
-	calls := make([]call, faultClients)
-	arrive, hangUp := make([]time.Duration, faultClients), make([]time.Duration, faultClients)
-	for i := range calls {
-		calls[i] = call{model: ids[rng.IntN(len(ids))], stream: rng.IntN(2) == 0, tag: fmt.Sprintf("f%d", i)}
-		arrive[i] = time.Duration(rng.Int64N(int64(faultSpread)))
-		if rng.IntN(4) == 0 { // a quarter hang up, some while queued, some while streaming
-			hangUp[i] = 5*time.Millisecond + time.Duration(rng.Int64N(int64(80*time.Millisecond)))
-		}
-	}
-	armed := make(chan error, 1)
-	if fc.early {
-		armed <- g.InjectFault(fc.fault)
-	}
-	go func() { // exits once the fault is armed
-		if fc.early {
-			return
-		}
-		t := time.NewTimer(faultAt)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			armed <- ctx.Err()
-			return
-		}
-		// Not before a call runs: on a loaded machine the first calls may not have started
-		// by faultAt, and a fault that fails the gateway then leaves no call to succeed.
-		for g.State().Running == 0 {
-			select {
-			case <-ctx.Done():
-				armed <- ctx.Err()
-				return
-			case <-time.After(time.Millisecond): // polling, bounded by ctx
-			}
-		}
-		armed <- g.InjectFault(fc.fault)
-	}()
+	calls, arrive, hangUp := faultCalls(e, seed)
+	armed := armFault(ctx, g, fc)
 	outs := fire(ctx, e, calls, func(i int) (time.Duration, time.Duration) { return arrive[i], hangUp[i] })
 	if err := <-armed; err != nil {
 		r.breach("inject: %v", err)
@@ -130,13 +93,68 @@ func faultLoad(ctx context.Context, e *env, r *result, fc faultCase, seed uint64
 		r.breach("no call succeeded")
 	}
 	st, _ := e.state(ctx)
+	checkAfterFault(r, st, g, fc, fired)
+}
+
+// faultCalls draws the case's load: each call's model and mode, when it arrives, and for a
+// quarter of them when its client hangs up (0: never), some while queued, some streaming.
+func faultCalls(e *env, seed uint64) (calls []call, arrive, hangUp []time.Duration) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	ids := e.models(runOpts{})
+	calls = make([]call, faultClients)
+	arrive, hangUp = make([]time.Duration, faultClients), make([]time.Duration, faultClients)
+	for i := range calls {
+		calls[i] = call{model: ids[rng.IntN(len(ids))], stream: rng.IntN(2) == 0, tag: fmt.Sprintf("f%d", i)}
+		arrive[i] = time.Duration(rng.Int64N(int64(faultSpread)))
+		if rng.IntN(4) == 0 {
+			hangUp[i] = 5*time.Millisecond + time.Duration(rng.Int64N(int64(80*time.Millisecond)))
+		}
+	}
+	return calls, arrive, hangUp
+}
+
+// armFault injects fc's fault, at once for an early case, else at faultAt into the load once
+// a call runs; the channel it returns receives the injection's error, or ctx's.
+func armFault(ctx context.Context, g *actors.Gateway, fc faultCase) <-chan error {
+	armed := make(chan error, 1)
+	if fc.early {
+		armed <- g.InjectFault(fc.fault)
+		return armed
+	}
+	go func() { // exits once the fault is armed
+		t := time.NewTimer(faultAt)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			armed <- ctx.Err()
+			return
+		}
+		// Not before a call runs: on a loaded machine the first calls may not have started
+		// by faultAt, and a fault that fails the gateway then leaves no call to succeed.
+		for g.State().Running == 0 {
+			select {
+			case <-ctx.Done():
+				armed <- ctx.Err()
+				return
+			case <-time.After(time.Millisecond): // polling, bounded by ctx
+			}
+		}
+		armed <- g.InjectFault(fc.fault)
+	}()
+	return armed
+}
+
+// checkAfterFault holds the gateway's state after the load to what fc's fault must leave: its
+// provider out of service, the gateway failed, or, for a single fault, every provider ok.
+// A repeating fault's panics are stopped by the restart budget: a handful, not one a message.
+func checkAfterFault(r *result, st stateDoc, g *actors.Gateway, fc faultCase, fired int) {
 	switch {
 	case fc.outOfService:
 		p := providerState(st, fc.fault.Provider)
 		if p == nil || p.State != "out_of_service" {
 			r.breach("a repeating fault did not take %s out of service: %+v", fc.fault.Provider, p)
 		}
-		// The budget stops the loop: a handful of panics, not one per message.
 		if fired > 20 {
 			r.breach("%d panics: the restart budget did not stop the loop", fired)
 		}

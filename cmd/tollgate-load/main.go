@@ -75,13 +75,7 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 		return 2, err
 	}
 	if *list {
-		for _, s := range scenarios {
-			where := ""
-			if s.localOnly {
-				where = " (in-process only)"
-			}
-			fmt.Fprintf(out, "%-16s %s%s\n", s.name, s.about, where)
-		}
+		listScenarios(out)
 		return 0, nil
 	}
 	chosen, err := choose(*names, *target != "")
@@ -96,30 +90,60 @@ func run(ctx context.Context, args []string, out io.Writer) (int, error) {
 		}
 	}
 	if *cpuProf != "" {
-		f, err := os.Create(*cpuProf)
+		stop, err := startCPUProfile(*cpuProf)
 		if err != nil {
-			return 2, fmt.Errorf("cpu profile: %w", err)
+			return 2, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return 2, fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	ctx, cancel := context.WithTimeout(ctx, *maxWhole)
 	defer cancel()
-	if !*asJSON {
+	return runScenarios(ctx, chosen, o, out, *asJSON)
+}
+
+// listScenarios prints each scenario's name and what it checks.
+func listScenarios(out io.Writer) {
+	for _, s := range scenarios {
+		where := ""
+		if s.localOnly {
+			where = " (in-process only)"
+		}
+		fmt.Fprintf(out, "%-16s %s%s\n", s.name, s.about, where)
+	}
+}
+
+// startCPUProfile profiles the process into the file at path until the function it returns
+// is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// runScenarios runs the chosen scenarios in turn and prints their results, as text as each
+// one ends or as JSON at the end; it fails when any result has a breach.
+func runScenarios(ctx context.Context, chosen []scenario, o runOpts, out io.Writer, asJSON bool) (int, error) {
+	if !asJSON {
 		fmt.Fprintf(out, "tollgate-load: seed %d\n", o.seed)
 	}
 	var results []*result
 	for _, s := range chosen {
 		rs := s.run(ctx, o)
-		if !*asJSON {
+		if !asJSON {
 			printText(out, rs)
 		}
 		results = append(results, rs...)
 	}
-	if *asJSON {
+	if asJSON {
 		if err := printJSON(out, results); err != nil {
 			return 1, err
 		}

@@ -32,26 +32,7 @@ func overload(ctx context.Context, o runOpts) []*result {
 			r.breach("occupiers did not fill the lanes and queue: %v", err)
 		}
 		tp := e.local.backends[0].tap
-		stop := make(chan struct{})
-		var samples, short atomic.Int64
-		sampled := make(chan struct{})
-		go func() { // exits when stop closes
-			defer close(sampled)
-			t := time.NewTicker(20 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-				}
-				st := e.local.app.Gateway.State()
-				samples.Add(1)
-				if st.Running != s.maxRunning || tp.held.Load() != int64(s.maxRunning) {
-					short.Add(1)
-				}
-			}
-		}()
+		stopSampling := sampleBusyLanes(e, tp, s.maxRunning)
 		// Phase 1, closed loop: every client sends its next call as soon as the last is
 		// answered; the rate reached is the gateway's (and these clients') capacity.
 		closed := hammer(ctx, e, hammers, o.overloadFor, 0)
@@ -59,31 +40,67 @@ func overload(ctx context.Context, o runOpts) []*result {
 		// o.overloadRate; latency counts from when a call was due, not when it was sent, so a
 		// client falling behind shows up in the figures instead of hiding.
 		open := hammer(ctx, e, hammers, o.overloadFor, o.overloadRate)
-		close(stop)
-		<-sampled
+		samples, short := stopSampling()
 		tp.release()
 		outs := append(closed, open...)
 		for range s.maxAdmitted {
 			outs = append(outs, <-occupiers)
 		}
 		r.add(outs)
-		if n := short.Load(); n > 0 {
-			r.breach("%d of %d samples found lanes idle during the overload", n, samples.Load())
+		if short > 0 {
+			r.breach("%d of %d samples found lanes idle during the overload", short, samples)
 		}
-		capacity := summarize(rejectLatencies(closed))
-		at := summarize(rejectLatencies(open))
-		capRate := float64(capacity.N) / o.overloadFor.Seconds()
-		rate := float64(at.N) / o.overloadFor.Seconds()
-		r.Figures["hammer_clients"] = float64(hammers)
-		r.Figures["closed_loop_429_per_s"] = capRate
-		r.Figures["closed_loop_429_p50_ms"], r.Figures["closed_loop_429_p99_ms"] = capacity.P50, capacity.P99
-		r.Figures["open_loop_offered_per_s"] = o.overloadRate
-		r.Figures["open_loop_429_per_s"] = rate
-		r.Figures["open_loop_429_p50_ms"], r.Figures["open_loop_429_p99_ms"] = at.P50, at.P99
-		r.target("429s per second (closed loop)", capRate, "≥ 10000", capRate >= 10000)
-		r.target("429 p50 ms at the offered rate", at.P50, "< 1", at.P50 < 1)
-		r.target("429 p99 ms at the offered rate", at.P99, "< 5", at.P99 < 5)
+		overloadFigures(r, o, hammers, closed, open)
 	})}
+}
+
+// sampleBusyLanes checks every 20 ms that the gateway runs lanes calls and the backend holds
+// as many. The function it returns stops the sampling and says how many samples were taken
+// and how many found a lane idle.
+func sampleBusyLanes(e *env, tp *tap, lanes int) (stop func() (samples, short int64)) {
+	done := make(chan struct{})
+	var samples, short atomic.Int64
+	sampled := make(chan struct{})
+	go func() { // exits when done closes
+		defer close(sampled)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			st := e.local.app.Gateway.State()
+			samples.Add(1)
+			if st.Running != lanes || tp.held.Load() != int64(lanes) {
+				short.Add(1)
+			}
+		}
+	}()
+	return func() (int64, int64) {
+		close(done)
+		<-sampled
+		return samples.Load(), short.Load()
+	}
+}
+
+// overloadFigures records the 429s' rate and latency in both phases and holds them to the
+// targets.
+func overloadFigures(r *result, o runOpts, hammers int, closed, open []outcome) {
+	capacity := summarize(rejectLatencies(closed))
+	at := summarize(rejectLatencies(open))
+	capRate := float64(capacity.N) / o.overloadFor.Seconds()
+	rate := float64(at.N) / o.overloadFor.Seconds()
+	r.Figures["hammer_clients"] = float64(hammers)
+	r.Figures["closed_loop_429_per_s"] = capRate
+	r.Figures["closed_loop_429_p50_ms"], r.Figures["closed_loop_429_p99_ms"] = capacity.P50, capacity.P99
+	r.Figures["open_loop_offered_per_s"] = o.overloadRate
+	r.Figures["open_loop_429_per_s"] = rate
+	r.Figures["open_loop_429_p50_ms"], r.Figures["open_loop_429_p99_ms"] = at.P50, at.P99
+	r.target("429s per second (closed loop)", capRate, "≥ 10000", capRate >= 10000)
+	r.target("429 p50 ms at the offered rate", at.P50, "< 1", at.P50 < 1)
+	r.target("429 p99 ms at the offered rate", at.P99, "< 5", at.P99 < 5)
 }
 
 // rejectLatencies returns the latencies of the well-formed 429s among outs.

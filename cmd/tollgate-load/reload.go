@@ -110,138 +110,184 @@ func reloadScenario(ctx context.Context, o runOpts) []*result {
 }
 
 func reloadLoad(ctx context.Context, e *env, r *result, steps []reloadStep, seed uint64) {
-	l := e.local
-	var mu sync.Mutex
-	var entries []entry
-	sent := map[string]time.Time{}
-	for _, b := range l.backends {
+	run := newReloadRun(e, r)
+	stop := run.drive(ctx, seed)
+	for _, st := range steps {
+		pause(ctx, reloadPhase)
+		run.step(ctx, st)
+	}
+	pause(ctx, reloadPhase)
+	run.judge(ctx, stop())
+}
+
+// reloadRun is the reload scenario's record while it runs: what the backends saw, when each
+// call was sent, which setup was in force when, and which models were removed when.
+type reloadRun struct {
+	e *env
+	r *result
+
+	mu      sync.Mutex           // guards entries and sent
+	entries []entry              // each call as its backend saw it arrive
+	sent    map[string]time.Time // call tag → when it was sent
+
+	versions []version                // the setups in force, in turn
+	served   atomic.Pointer[[]string] // the model ids the clients ask for now
+	removed  map[string][]window      // model id → from when a reload removing it began until one adding it back returned
+}
+
+// newReloadRun starts recording what each local backend sees.
+func newReloadRun(e *env, r *result) *reloadRun {
+	run := &reloadRun{e: e, r: r, sent: map[string]time.Time{}, removed: map[string][]window{},
+		versions: []version{{s: e.setup, from: time.Now()}}}
+	for _, b := range e.local.backends {
 		name := b.spec.name
 		b.tap.onEnter = func(model, tag string, backend, inModel int64) {
-			en := entry{provider: name, model: model, tag: tag, at: time.Now(), backend: backend, inModel: inModel, total: l.global.now.Load()}
-			mu.Lock()
-			entries = append(entries, en)
-			mu.Unlock()
+			en := entry{provider: name, model: model, tag: tag, at: time.Now(), backend: backend, inModel: inModel, total: e.local.global.now.Load()}
+			run.mu.Lock()
+			run.entries = append(run.entries, en)
+			run.mu.Unlock()
 		}
 	}
-	versions := []version{{s: e.setup, from: time.Now()}}
-	var served atomic.Pointer[[]string]
 	ids := e.setup.ids()
-	served.Store(&ids)
+	run.served.Store(&ids)
+	return run
+}
 
-	stop := make(chan struct{})
+// drive starts the streaming clients, each asking for a model served at that moment. The
+// function it returns stops them and returns every outcome once the last call is answered.
+func (run *reloadRun) drive(ctx context.Context, seed uint64) (stop func() []outcome) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	outs := make([][]outcome, reloadClients)
 	var seq atomic.Int64
 	for i := range reloadClients {
-		wg.Go(func() { // exits once stop is closed and its last call is answered
+		wg.Go(func() { // exits once done is closed and its last call is answered
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
 			for {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
-				list := *served.Load()
+				list := *run.served.Load()
 				tag := fmt.Sprintf("r%d", seq.Add(1))
 				c := call{model: list[rng.IntN(len(list))], stream: true, tag: tag}
-				mu.Lock()
-				sent[tag] = time.Now()
-				mu.Unlock()
-				outs[i] = append(outs[i], send(ctx, e.client, e.base, c))
+				run.mu.Lock()
+				run.sent[tag] = time.Now()
+				run.mu.Unlock()
+				outs[i] = append(outs[i], send(ctx, run.e.client, run.e.base, c))
 			}
 		})
 	}
-	removed := map[string][]window{} // model id → from when a reload removing it began until one adding it back returned
-	wait := func() {
-		t := time.NewTimer(reloadPhase)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
+	return func() []outcome {
+		close(done)
+		wg.Wait()
+		return slices.Concat(outs...)
 	}
-	for _, st := range steps {
-		wait()
-		before, _ := e.state(ctx)
-		next := st.s
-		l.next.Store(&next)
-		began := time.Now()
-		if p := providerState(before, "gamma"); p != nil && !slices.ContainsFunc(next.providers, func(q provider) bool { return q.name == "gamma" }) {
-			r.Figures["gamma_admitted_at_removal"] = float64(p.Running + p.Queued)
-			if p.Running+p.Queued == 0 {
-				r.breach("gamma had nothing running or queued when it was removed: the step proved nothing")
-			}
-		}
-		if p := providerState(before, "gamma"); p != nil && p.State == "retiring" && slices.ContainsFunc(next.providers, func(q provider) bool { return q.name == "gamma" }) {
-			r.Figures["gamma_admitted_when_added_back"] = float64(p.Running + p.Queued)
-		}
-		if !st.invalid {
-			kept := slices.DeleteFunc(slices.Clone(*served.Load()), func(id string) bool { return !slices.Contains(next.ids(), id) })
-			for _, id := range *served.Load() {
-				if !slices.Contains(kept, id) {
-					removed[id] = append(removed[id], window{from: began})
-				}
-			}
-			served.Store(&kept)
-		}
-		_, err := l.app.Reload(ctx)
-		var bad *app.InvalidConfig
-		switch {
-		case st.invalid && !errors.As(err, &bad):
-			r.breach("%s: reload answered %v, want the invalid file refused", st.name, err)
-		case st.invalid:
-			after, _ := e.state(ctx)
-			if !sameLanes(before, after) {
-				r.breach("%s changed the gateway: before %+v after %+v", st.name, before.Providers, after.Providers)
-			}
-			continue
-		case err != nil:
-			r.breach("%s: reload: %v", st.name, err)
-			continue
-		}
-		versions[len(versions)-1].till = time.Now()
-		versions = append(versions, version{s: next, from: began})
-		ids := next.ids()
-		for _, id := range ids {
-			if w := removed[id]; len(w) > 0 && w[len(w)-1].till.IsZero() {
-				w[len(w)-1].till = time.Now() // added back
-			}
-		}
-		served.Store(&ids)
-		after, _ := e.state(ctx)
-		for _, p := range next.providers {
-			if n := countProviders(after, p.name); n != 1 {
-				r.breach("%s: %s listed %d times after the reload: a name is one provider", st.name, p.name, n)
-			}
-		}
-	}
-	wait()
-	close(stop)
-	wg.Wait()
+}
 
-	var all []outcome
-	for _, o := range outs {
-		all = append(all, o...)
+// step reloads the gateway with st's setup and checks the reload's answer and the state after.
+func (run *reloadRun) step(ctx context.Context, st reloadStep) {
+	e, r := run.e, run.r
+	before, _ := e.state(ctx)
+	next := st.s
+	e.local.next.Store(&next)
+	began := time.Now()
+	noteGamma(r, before, next)
+	if !st.invalid {
+		run.withdraw(next, began)
 	}
+	_, err := e.local.app.Reload(ctx)
+	var bad *app.InvalidConfig
+	switch {
+	case st.invalid && !errors.As(err, &bad):
+		r.breach("%s: reload answered %v, want the invalid file refused", st.name, err)
+		return
+	case st.invalid:
+		if after, _ := e.state(ctx); !sameLanes(before, after) {
+			r.breach("%s changed the gateway: before %+v after %+v", st.name, before.Providers, after.Providers)
+		}
+		return
+	case err != nil:
+		r.breach("%s: reload: %v", st.name, err)
+		return
+	}
+	run.commit(next, began)
+	after, _ := e.state(ctx)
+	for _, p := range next.providers {
+		if n := countProviders(after, p.name); n != 1 {
+			r.breach("%s: %s listed %d times after the reload: a name is one provider", st.name, p.name, n)
+		}
+	}
+}
+
+// noteGamma records how much the provider gamma held when a reload removed it or added it
+// back while it was still retiring; a removal that found it idle proves nothing.
+func noteGamma(r *result, before stateDoc, next setup) {
+	p := providerState(before, "gamma")
+	if p == nil {
+		return
+	}
+	kept := slices.ContainsFunc(next.providers, func(q provider) bool { return q.name == "gamma" })
+	switch {
+	case !kept:
+		r.Figures["gamma_admitted_at_removal"] = float64(p.Running + p.Queued)
+		if p.Running+p.Queued == 0 {
+			r.breach("gamma had nothing running or queued when it was removed: the step proved nothing")
+		}
+	case p.State == "retiring":
+		r.Figures["gamma_admitted_when_added_back"] = float64(p.Running + p.Queued)
+	}
+}
+
+// withdraw stops the clients asking for the models next removes, from when its reload began.
+func (run *reloadRun) withdraw(next setup, began time.Time) {
+	served := *run.served.Load()
+	kept := slices.DeleteFunc(slices.Clone(served), func(id string) bool { return !slices.Contains(next.ids(), id) })
+	for _, id := range served {
+		if !slices.Contains(kept, id) {
+			run.removed[id] = append(run.removed[id], window{from: began})
+		}
+	}
+	run.served.Store(&kept)
+}
+
+// commit records next as in force once its reload returned, closes the removal windows of the
+// models it adds back, and lets the clients ask for all its models.
+func (run *reloadRun) commit(next setup, began time.Time) {
+	run.versions[len(run.versions)-1].till = time.Now()
+	run.versions = append(run.versions, version{s: next, from: began})
+	ids := next.ids()
+	for _, id := range ids {
+		if w := run.removed[id]; len(w) > 0 && w[len(w)-1].till.IsZero() {
+			w[len(w)-1].till = time.Now() // added back
+		}
+	}
+	run.served.Store(&ids)
+}
+
+// judge holds the answered calls and the backends' arrivals to the scenario's rules.
+func (run *reloadRun) judge(ctx context.Context, all []outcome) {
+	e, r := run.e, run.r
 	expected404 := 0
 	for i := range all {
 		o := &all[i]
-		if o.status == 404 && o.code == "model_not_found" && within(removed[o.call.model], sent[o.call.tag]) {
+		if o.status == 404 && o.code == "model_not_found" && within(run.removed[o.call.model], run.sent[o.call.tag]) {
 			o.breach = "" // asked for after its removal began: an honest 404
 			expected404++
 		}
 	}
 	r.add(all)
-	r.Figures["reloads"] = float64(len(versions) - 1)
+	r.Figures["reloads"] = float64(len(run.versions) - 1)
 	r.Figures["expected_404_after_removal"] = float64(expected404)
 	if n := count(all, ok); n == 0 {
 		r.breach("no call succeeded")
 	}
-	checkInForce(r, entries, sent, versions)
+	checkInForce(r, run.entries, run.sent, run.versions)
 	if st, err := e.waitState(ctx, 5*time.Second, func(st stateDoc) bool { return providerState(st, "gamma") == nil }); err != nil {
 		r.breach("the removed provider gamma did not stop: %v (%+v)", err, st.Providers)
 	}
-	envelope(e, versions)
+	envelope(e, run.versions)
 }
 
 // window is a stretch of time; till zero: still open.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/actors"
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
@@ -66,7 +67,6 @@ func retryStorm(ctx context.Context, o runOpts) []*result {
 // the failing provider recover and checks the invariants.
 func rsLoad(ctx context.Context, e *env, r *result, o runOpts, fail bool) {
 	fb := e.local.backends[rsProviders-1]
-	g := e.local.app.Gateway
 	if fail {
 		mustScript(r, fb.fake, fakellm.Script{Keys: map[string]fakellm.KeyScript{
 			"storm-key-a": {Mode: "throttle-200"}, "storm-key-b": {Mode: "throttle-200"}}})
@@ -109,12 +109,31 @@ func rsLoad(ctx context.Context, e *env, r *result, o runOpts, fail bool) {
 		return
 	}
 	rsBudget(r, fb, span)
-	if p := providerState(g.State(), rsFailing); p == nil || p.Breaker == nil || p.Breaker.State != "closed" {
-		r.breach("the failing provider's breaker is not closed after it recovered: %+v", p)
+	// The probe's client has its answer before the provider actor hears how the call ended
+	// (the stream tells its lane, the lane the provider), so the breaker closes a moment
+	// after recoverProvider returns: wait for it, bounded.
+	st2, err := e.waitState(ctx, 2*time.Second, func(st actors.AdminState) bool {
+		p := providerState(st, rsFailing)
+		return p != nil && p.Breaker != nil && p.Breaker.State == "closed"
+	})
+	if err != nil {
+		r.breach("the failing provider's breaker is not closed within 2s of its recovery: %s", breakerOf(st2, rsFailing))
 	}
 	if !st.sawOpen {
 		r.breach("the failing provider's breaker never opened: the scenario did not take it down")
 	}
+}
+
+// breakerOf describes provider name's breaker and running calls for a breach message.
+func breakerOf(st actors.AdminState, name string) string {
+	p := providerState(st, name)
+	switch {
+	case p == nil:
+		return "provider not in /admin/state"
+	case p.Breaker == nil:
+		return fmt.Sprintf("no breaker, %d running", p.Running)
+	}
+	return fmt.Sprintf("breaker %+v, %d running", *p.Breaker, p.Running)
 }
 
 // rsClients runs the clients until until, each calling a random provider's model like an

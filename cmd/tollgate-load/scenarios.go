@@ -128,6 +128,16 @@ func (e *env) models(o runOpts) []string {
 	return e.setup.ids()
 }
 
+// pause waits d, or less if ctx ends first.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // fire sends every call from its own goroutine, all released by one start signal, and
 // returns the outcomes in call order. plan, when set, gives call i a delay after the start
 // signal and a time after which its client hangs up (0: never).

@@ -52,71 +52,88 @@ func slowReadersSetup() setup {
 
 func slowReaders(ctx context.Context, o runOpts) []*result {
 	return []*result{runLocal(ctx, "slow-readers", slowReadersSetup(), slowNormalCalls, func(e *env, r *result) {
-		normal := func() []outcome {
-			calls := make([]call, slowNormalCalls)
-			for i := range calls {
-				calls[i] = call{model: "chat/c1", stream: i%2 == 0, tag: fmt.Sprintf("n%d", i)}
-			}
-			return fire(ctx, e, calls, func(i int) (time.Duration, time.Duration) {
-				return time.Duration(i) * slowNormalSpread / slowNormalCalls, 0
-			})
-		}
-		// The baseline: the same requests from clients that read their answers.
-		readers := make(chan []outcome, 1)
-		go func() { // exits when the reading clients have their answers
-			var calls []call
-			for i := range 10 {
-				m := "bulk/b1"
-				if i >= 8 {
-					m = "huge/h1"
-				}
-				calls = append(calls, call{model: m, stream: true, tag: fmt.Sprintf("rd%d", i)})
-			}
-			readers <- fire(ctx, e, calls, nil)
-		}()
-		alone := normal()
-		<-readers
-		heap0 := heapInUse()
-		conns, sent, err := openNonReaders(e, 8, "bulk/b1", 2, "huge/h1")
-		defer func() {
-			for _, c := range conns {
-				_ = c.Close()
-			}
-		}()
-		if err != nil {
-			r.breach("non-readers: %v", err)
-			return
-		}
-		lanesBack := make(chan time.Duration, 1)
-		go func() { // exits when the huge calls no longer run, or at the deadline
-			lanesBack <- waitProviderIdle(ctx, e, "huge", sent, slowReaderRunTimeout+5*time.Second)
-		}()
-		beside := normal()
-		back := <-lanesBack
-		heap1 := heapInUse()
-		r.add(beside)
-		if n := count(beside, ok); n != len(beside) {
-			r.breach("%d of %d normal calls succeeded beside the non-readers", n, len(beside))
-		}
-		if n := count(alone, ok); n != len(alone) {
-			r.breach("%d of %d normal calls succeeded beside reading clients", n, len(alone))
-		}
-		p99a, p99b := p99Total(alone), p99Total(beside)
-		r.Figures["normal_p99_ms_beside_readers"] = p99a
-		r.Figures["normal_p99_ms_beside_non_readers"] = p99b
-		if p99b > 1.5*p99a+50 {
-			r.breach("normal traffic p99 %.0f ms beside the non-readers, %.0f ms beside readers: not as if they were not there", p99b, p99a)
-		}
-		r.Figures["huge_lanes_back_ms"] = ms(back)
-		if back < 0 || back > slowReaderRunTimeout+time.Second {
-			r.breach("the non-readers' lanes came back after %v: want within run_timeout (%v) + 1s", back, slowReaderRunTimeout)
-		}
-		grew := float64(int64(heap1)-int64(heap0)) / (1 << 20)
-		r.Figures["heap_growth_mib"] = grew
-		if grew > 64 {
-			r.breach("the heap grew %.0f MiB with non-readers connected: answers are being held for them", grew)
-		}
+		slowReadersLoad(ctx, e, r)
 	})}
+}
+
+// slowReadersLoad sends the normal traffic twice: beside clients that read their answers
+// (the baseline), then beside the same requests from connections that never read.
+func slowReadersLoad(ctx context.Context, e *env, r *result) {
+	readers := make(chan []outcome, 1)
+	go func() { // exits when the reading clients have their answers
+		readers <- fire(ctx, e, readingCalls(), nil)
+	}()
+	alone := normalTraffic(ctx, e)
+	<-readers
+	heap0 := heapInUse()
+	conns, sent, err := openNonReaders(e, 8, "bulk/b1", 2, "huge/h1")
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	if err != nil {
+		r.breach("non-readers: %v", err)
+		return
+	}
+	lanesBack := make(chan time.Duration, 1)
+	go func() { // exits when the huge calls no longer run, or at the deadline
+		lanesBack <- waitProviderIdle(ctx, e, "huge", sent, slowReaderRunTimeout+5*time.Second)
+	}()
+	beside := normalTraffic(ctx, e)
+	back := <-lanesBack
+	heap1 := heapInUse()
+	r.add(beside)
+	judgeSlowReaders(r, alone, beside, back, float64(int64(heap1)-int64(heap0))/(1<<20))
+}
+
+// normalTraffic sends the chat calls, spread over slowNormalSpread, half of them streaming.
+func normalTraffic(ctx context.Context, e *env) []outcome {
+	calls := make([]call, slowNormalCalls)
+	for i := range calls {
+		calls[i] = call{model: "chat/c1", stream: i%2 == 0, tag: fmt.Sprintf("n%d", i)}
+	}
+	return fire(ctx, e, calls, func(i int) (time.Duration, time.Duration) {
+		return time.Duration(i) * slowNormalSpread / slowNormalCalls, 0
+	})
+}
+
+// readingCalls are the non-readers' requests, from clients that read: 8 bulk, 2 huge.
+func readingCalls() []call {
+	var calls []call
+	for i := range 10 {
+		m := "bulk/b1"
+		if i >= 8 {
+			m = "huge/h1"
+		}
+		calls = append(calls, call{model: m, stream: true, tag: fmt.Sprintf("rd%d", i)})
+	}
+	return calls
+}
+
+// judgeSlowReaders holds the normal calls beside the non-readers to those beside readers,
+// and the non-readers' lanes and the heap's growth (MiB) to what stopping them allows.
+func judgeSlowReaders(r *result, alone, beside []outcome, back time.Duration, grew float64) {
+	if n := count(beside, ok); n != len(beside) {
+		r.breach("%d of %d normal calls succeeded beside the non-readers", n, len(beside))
+	}
+	if n := count(alone, ok); n != len(alone) {
+		r.breach("%d of %d normal calls succeeded beside reading clients", n, len(alone))
+	}
+	p99a, p99b := p99Total(alone), p99Total(beside)
+	r.Figures["normal_p99_ms_beside_readers"] = p99a
+	r.Figures["normal_p99_ms_beside_non_readers"] = p99b
+	if p99b > 1.5*p99a+50 {
+		r.breach("normal traffic p99 %.0f ms beside the non-readers, %.0f ms beside readers: not as if they were not there", p99b, p99a)
+	}
+	r.Figures["huge_lanes_back_ms"] = ms(back)
+	if back < 0 || back > slowReaderRunTimeout+time.Second {
+		r.breach("the non-readers' lanes came back after %v: want within run_timeout (%v) + 1s", back, slowReaderRunTimeout)
+	}
+	r.Figures["heap_growth_mib"] = grew
+	if grew > 64 {
+		r.breach("the heap grew %.0f MiB with non-readers connected: answers are being held for them", grew)
+	}
 }
 
 // openNonReaders sends one streaming request per connection and never reads: nBulk for

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/cmd/internal/statuswriter"
 )
 
 // tap sits in front of one fake backend (an httptest server running fakellm) and sees every
@@ -75,9 +77,9 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		t.held.Add(-1)
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := statuswriter.New(w)
 	t.next.ServeHTTP(sw, r)
-	if sw.status == http.StatusTooManyRequests || sw.status == http.StatusServiceUnavailable {
+	if st := sw.Status(); st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable {
 		t.mu.Lock()
 		t.refused = append(t.refused, time.Now())
 		t.mu.Unlock()
@@ -89,33 +91,6 @@ func (t *tap) refusals() []time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]time.Time(nil), t.refused...)
-}
-
-// statusWriter notes the status a handler answered with; it passes on Flush, which the
-// backend's streams need.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
 }
 
 // release lets every held request (and every later one) through. Safe to call twice.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tollgate/tollgate/cmd/internal/app"
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
+	"github.com/tollgate/tollgate/cmd/internal/statuswriter"
 )
 
 // The client conformance suite: real, pinned Node clients (testdata/conformance/package.json,
@@ -148,10 +149,10 @@ func (c *checkTap) wrap(next http.Handler) http.Handler {
 		c.mu.Lock()
 		c.byCheck[name] = append(c.byCheck[name], rec)
 		c.mu.Unlock()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := statuswriter.New(w)
 		next.ServeHTTP(sw, r)
 		c.mu.Lock()
-		rec.status, rec.header = sw.code(), w.Header().Clone()
+		rec.status, rec.header = sw.Status(), w.Header().Clone()
 		c.mu.Unlock()
 	})
 }
@@ -166,37 +167,6 @@ func (c *checkTap) records(name string) []tapRecord {
 	}
 	return out
 }
-
-// statusWriter remembers the status of an answer. Unwrap lets http.ResponseController reach
-// the connection's writer (deadlines, flushes) as it would without the tap.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *statusWriter) code() int { return w.status }
 
 // bodyTap keeps the body of every request the backend gets, by the model it names, so a
 // check can see what the gateway sent on (a translation's fields).

@@ -50,6 +50,7 @@ var layerRules = []layerRule{
 	// httpapi/guard parses the allowed hosts and origins with the standard library only, so
 	// config refuses a bad entry exactly as the check would read it.
 	{pkg: "httpapi/guard", only: []string{}},
+	{pkg: "cmd/internal/statuswriter", only: []string{}},
 	{pkg: "cmd/internal/config", forbid: []string{module + "actors", module + "httpapi", module + "cmd/"},
 		except: []string{"httpapi/guard"}},
 	{pkg: "cmd/internal/serve", only: []string{}},

@@ -62,7 +62,12 @@ func serve(cfg *config.Config, f flags, log zerolog.Logger) error {
 	log.Info().Msg(metricsSummary(cfg, ln.Addr().String()))
 	log.Info().Msg(tr.Summary)
 	log.Info().Str("listen", ln.Addr().String()).Msg("tollgate is serving; try GET /v1/models")
+	return serveUntilEnd(a, srv, cfg, served, sigs, log)
+}
 
+// serveUntilEnd waits while a serves: a SIGHUP reloads, SIGINT or SIGTERM drains, and a
+// failed gateway or a server that stops on its own ends the process too.
+func serveUntilEnd(a *app.App, srv stopper, cfg *config.Config, served <-chan error, sigs <-chan os.Signal, log zerolog.Logger) error {
 	for {
 		select {
 		case err := <-served:
@@ -132,6 +137,7 @@ func flushTraces(tr *telemetry.Tracing, log zerolog.Logger) {
 type stopper interface {
 	Shutdown(context.Context) error
 	Close() error
+	Wait(context.Context) error
 }
 
 // drain shuts the gateway down the way load balancers need it:
@@ -141,7 +147,9 @@ type stopper interface {
 //     listener closes; running calls get grace to finish;
 //  3. at the end of grace what still runs is stopped: every open stream gets the final
 //     SPEC §4 error event (gateway_draining), every answer not yet started a 503, and the
-//     handlers get finalWrite to write them before the connections are closed.
+//     handlers get finalWrite to write them before the connections are closed;
+//  4. it returns once every handler has returned and logged its request (at most finalWrite
+//     more), so the process does not exit before the last request's log line.
 func drain(a *app.App, srv stopper, delay, grace time.Duration, log zerolog.Logger) error {
 	a.Unready()
 	log.Info().Dur("drain_delay", delay).Dur("drain_grace", grace).Msg("draining: /readyz answers 503; still serving until drain_delay ends")
@@ -162,6 +170,13 @@ func drain(a *app.App, srv stopper, delay, grace time.Duration, log zerolog.Logg
 		log.Warn().Err(serr).Msg("http shutdown")
 	}
 	_ = srv.Close() // what did not end within finalWrite
+	// A handler blocked writing to a client that reads nothing returns once Close fails
+	// its write, and then logs its request: the process must not exit before that.
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), finalWrite)
+	defer cancelWait()
+	if werr := srv.Wait(waitCtx); werr != nil {
+		log.Warn().Err(werr).Msg("handlers still running after the connections closed")
+	}
 	log.Info().Msg("stopped")
 	return err
 }

@@ -150,9 +150,9 @@ func (c *Client) exchange(ctx context.Context, req *llm.Request, body []byte, ke
 		var s *upstream.ChunkStream
 		if native {
 			s = upstream.NewChunkStream(c.name, resp.Body, cancel,
-				&nativeEvents{&events{ctx: ctx, r: sse.NewReaderLimit(resp.Body, c.maxEvent), dec: newDecoder(errorf)}})
+				&nativeEvents{&events{ctx: ctx, r: sse.NewReaderLimit(resp.Body, c.maxEvent), dec: newDecoder(errorf), key: key}})
 		} else {
-			s = newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf), c.maxEvent)
+			s = newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf), c.maxEvent, key)
 		}
 		s = s.WithQuota(resp.Header, c.now())
 		if err := s.Prime(); err != nil {

@@ -25,7 +25,7 @@ func FuzzAnthropicStream(f *testing.F) {
 	f.Add([]byte("data: {\"type\":\"content_block_delta\",\"index\":-1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"x\"}}\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := newDecoder(testErrorf)
-		s := newStream(context.Background(), "claude", io.NopCloser(bytes.NewReader(data)), nil, dec, 0)
+		s := newStream(context.Background(), "claude", io.NopCloser(bytes.NewReader(data)), nil, dec, 0, "")
 		defer s.Close()
 		for i := 0; ; i++ {
 			if i > len(data)+10 {

@@ -15,13 +15,14 @@ import (
 type events struct {
 	ctx context.Context
 	r   *sse.Reader
+	key string // the call's key, scrubbed from a broken read's error
 	dec *decoder
 }
 
 // newStream returns the stream of the answer in body; see upstream.NewChunkStream.
 // maxEvent is the SSE event size limit (0: the reader's default).
-func newStream(ctx context.Context, provider string, body io.ReadCloser, cancel context.CancelFunc, dec *decoder, maxEvent int) *upstream.ChunkStream {
-	return upstream.NewChunkStream(provider, body, cancel, &events{ctx: ctx, r: sse.NewReaderLimit(body, maxEvent), dec: dec})
+func newStream(ctx context.Context, provider string, body io.ReadCloser, cancel context.CancelFunc, dec *decoder, maxEvent int, key string) *upstream.ChunkStream {
+	return upstream.NewChunkStream(provider, body, cancel, &events{ctx: ctx, r: sse.NewReaderLimit(body, maxEvent), dec: dec, key: key})
 }
 
 // Fill reads one event; see upstream.Source. message_stop ends the answer.
@@ -43,5 +44,5 @@ func (e *events) readError(err error) error {
 	if ctxErr := e.ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	return upstream.EndError(err, e.dec.started, "before message_stop")
+	return upstream.EndError(err, e.dec.started, "before message_stop", e.key)
 }

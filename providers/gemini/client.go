@@ -143,7 +143,7 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 		return apiErrorToLLM(c.name, ae, 0, nil, c.now(), key)
 	}
 	if req.Stream {
-		s := newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf), c.maxEvent).WithQuota(resp.Header, c.now())
+		s := newStream(ctx, c.name, resp.Body, cancel, newDecoder(errorf), c.maxEvent, key).WithQuota(resp.Header, c.now())
 		if err := s.Prime(); err != nil {
 			return nil, err
 		}

@@ -25,7 +25,7 @@ func FuzzGeminiStream(f *testing.F) {
 	f.Add([]byte("data: [{\"error\":{}}]\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := newDecoder(testErrorf)
-		s := newStream(context.Background(), "gemini", io.NopCloser(bytes.NewReader(data)), nil, dec, 0)
+		s := newStream(context.Background(), "gemini", io.NopCloser(bytes.NewReader(data)), nil, dec, 0, "")
 		defer s.Close()
 		for i := 0; ; i++ {
 			if i > len(data)+10 {

@@ -652,3 +652,75 @@ func TestRefusedKeyOrModel(t *testing.T) {
 		})
 	}
 }
+
+// brokenBodyTransport breaks every answer's body after its data, with an error quoting the
+// request's Authorization header.
+type brokenBodyTransport struct{ rt http.RoundTripper }
+
+func (b *brokenBodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.rt.RoundTrip(r)
+	if err == nil {
+		resp.Body = &failingBody{r: resp.Body, err: errors.New("proxy: lost the backend of " + r.Header.Get("Authorization"))}
+	}
+	return resp, err
+}
+
+// failingBody hands out its data, then fails with err.
+type failingBody struct {
+	r   io.Reader
+	err error
+}
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	if n, _ := b.r.Read(p); n > 0 {
+		return n, nil
+	}
+	return 0, b.err
+}
+
+func (b *failingBody) Close() error { return nil }
+
+// TestBrokenStreamScrubsKeys: a stream whose read fails with an error that quotes the key
+// (a proxy on the way echoing the request's headers) shows the key in neither the error's
+// message nor its detail for the log, on the chat and the Responses paths.
+func TestBrokenStreamScrubsKeys(t *testing.T) {
+	const key = "sk-test-0123456789abcdef"
+	for _, tc := range []struct {
+		name, path, frame string
+		open              func(*Client) (llm.Stream, error)
+	}{
+		{"chat", "/chat/completions", `data: {"id":"c","choices":[]}` + "\n\n",
+			func(c *Client) (llm.Stream, error) { return c.Open(context.Background(), userRequest(true)) }},
+		{"responses", "/responses", "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\"}}\n\n",
+			func(c *Client) (llm.Stream, error) {
+				return c.Open(context.Background(), responsesReq(true, `{"model":"m","input":"hi","stream":true}`))
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, tc.frame)
+			}))
+			defer srv.Close()
+			rt := &brokenBodyTransport{rt: NewTransport(time.Second, 5*time.Second)}
+			c, err := New(Config{Kind: KindOpenAI, Name: "p", BaseURL: srv.URL, Keys: []string{key}, HTTPClient: &http.Client{Transport: rt}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := tc.open(c) // fails here when the break comes before the answer starts
+			if err == nil {
+				defer s.Close()
+			}
+			for err == nil {
+				_, err = s.Next()
+			}
+			le, ok := errors.AsType[*llm.Error](err)
+			if !ok || !strings.Contains(le.Detail, "[redacted]") {
+				t.Fatalf("Next's error = %#v, want an llm.Error whose detail has the key redacted", err)
+			}
+			if strings.Contains(le.Message, key) || strings.Contains(le.Detail, key) {
+				t.Errorf("the key shows: message %q, detail %q", le.Message, le.Detail)
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/wirejson"
+	"github.com/tollgate/tollgate/providers/wirejson/wirejsontest"
 )
 
 // streamOver returns the stream the adapter would build over an SSE body, without HTTP.
@@ -137,7 +138,7 @@ func FuzzFrame(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, ok := scanFrame(b)
-		dup, _ := nameFacts(b)
+		dup, _ := wirejsontest.NameFacts(b)
 		if want := len(b) > 0 && b[0] == '{' && json.Valid(b) && !dup; ok != want {
 			t.Fatalf("scanFrame(%q) ok = %v, want %v", b, ok, want)
 		}
@@ -224,7 +225,7 @@ func FuzzCompletion(f *testing.F) {
 			return // readComplete refuses these before it looks
 		}
 		facts, err := decodeCompletion(b)
-		dup, folded := nameFacts(b)
+		dup, folded := wirejsontest.NameFacts(b)
 		if !json.Valid(b) || dup {
 			if err == nil || wirejson.Valid(b) {
 				t.Fatalf("decodeCompletion(%q) = %v, Valid %v; encoding/json's Valid %v, a name twice %v", b, err, wirejson.Valid(b), json.Valid(b), dup)
@@ -281,7 +282,7 @@ func FuzzEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got, want responsesEvent
 		gerr, werr := decodeEvent(b, &got), json.Unmarshal(b, &want)
-		dup, folded := nameFacts(b)
+		dup, folded := wirejsontest.NameFacts(b)
 		switch {
 		case !json.Valid(b) || dup:
 			if gerr == nil {

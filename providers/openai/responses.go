@@ -153,8 +153,8 @@ func (e *responsesEvents) Fill(out []llm.Chunk) ([]llm.Chunk, error) {
 			return out, e.ctx.Err()
 		}
 		// Before its terminal event the answer is cut off (or never began): see EndError.
-		le := upstream.EndError(err, e.events > 0, fmt.Sprintf("before response.completed, after %d events", e.events))
-		le.Provider, le.Message = e.c.name, upstream.Redact(le.Message, e.c.secrets...)
+		le := upstream.EndError(err, e.events > 0, fmt.Sprintf("before response.completed, after %d events", e.events), e.c.secrets...)
+		le.Provider = e.c.name
 		return out, le
 	}
 	var re responsesEvent

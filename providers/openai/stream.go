@@ -145,8 +145,8 @@ func (s *stream) endError(err error) error {
 	}
 	// The message never quotes [DONE]: a client that looks for it in the data of an event
 	// would take the error event for the stream's end.
-	e := upstream.EndError(err, s.chunks > 0, fmt.Sprintf("after %d chunks, without a finish reason or the DONE marker", s.chunks))
-	e.Provider, e.Message = s.c.name, upstream.Redact(e.Message, s.c.secrets...)
+	e := upstream.EndError(err, s.chunks > 0, fmt.Sprintf("after %d chunks, without a finish reason or the DONE marker", s.chunks), s.c.secrets...)
+	e.Provider = s.c.name
 	return e
 }
 

@@ -52,8 +52,9 @@ func cutJSON(b []byte) bool {
 // missing ("before message_stop"). One that ended before anything of an answer, an event
 // over the reader's size limit and any other broken read are the backend's failure. The
 // error never wraps io.EOF: a caller testing errors.Is(err, io.EOF) would take the cut-off
-// answer for a complete one.
-func EndError(err error, started bool, how string) *llm.Error {
+// answer for a complete one. secrets are scrubbed from its Message and Detail, as from every
+// backend error.
+func EndError(err error, started bool, how string, secrets ...string) *llm.Error {
 	ended := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 	switch {
 	case ended && started:
@@ -61,8 +62,8 @@ func EndError(err error, started bool, how string) *llm.Error {
 	case ended:
 		return &llm.Error{Kind: llm.KindUpstream, Message: "the stream ended before any event of an answer", Err: io.ErrUnexpectedEOF}
 	case errors.Is(err, sse.ErrEventTooLarge):
-		return &llm.Error{Kind: llm.KindUpstream, Message: "the backend sent an event over the size limit (max_event_bytes): " + err.Error(), Err: err}
+		return &llm.Error{Kind: llm.KindUpstream, Message: Redact("the backend sent an event over the size limit (max_event_bytes): "+err.Error(), secrets...), Err: err}
 	}
-	return &llm.Error{Kind: llm.KindUpstream, Message: "reading the stream: " + clientText(err),
-		Detail: "reading the stream: " + err.Error(), Err: err}
+	return &llm.Error{Kind: llm.KindUpstream, Message: Redact("reading the stream: "+clientText(err), secrets...),
+		Detail: Redact("reading the stream: "+err.Error(), secrets...), Err: err}
 }

@@ -91,6 +91,24 @@ func TestEndError(t *testing.T) {
 	}
 }
 
+// TestEndErrorScrubsKeys: a broken read whose error quotes a key (a proxy echoing the
+// request's headers, say) reaches neither the client's message nor the log's detail with it.
+func TestEndErrorScrubsKeys(t *testing.T) {
+	const key = "sk-live-0123456789"
+	for _, err := range []error{
+		errors.New("proxy: upstream refused Authorization: Bearer " + key),
+		fmt.Errorf("%w: an event quoting %s passed 8 bytes", sse.ErrEventTooLarge, key),
+	} {
+		e := EndError(err, true, "before message_stop", "short", key)
+		if strings.Contains(e.Message, key) || strings.Contains(e.Detail, key) {
+			t.Errorf("EndError(%v): message %q, detail %q: the key is shown", err, e.Message, e.Detail)
+		}
+		if !strings.Contains(e.Message+e.Detail, "[redacted]") {
+			t.Errorf("EndError(%v): message %q, detail %q: want the key replaced by [redacted]", err, e.Message, e.Detail)
+		}
+	}
+}
+
 // FuzzReadAnswer: whatever the body, ReadAnswer returns it whole, or says why not: over the
 // size cap, or a JSON object or array that stops before it closes. Nothing else is refused,
 // and nothing cut is returned as an answer.

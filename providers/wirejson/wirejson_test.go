@@ -7,59 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
-)
 
-// nameFacts reads b, JSON that encoding/json takes, with encoding/json's token decoder: dup,
-// some object names a member twice (names decoded); folded, some name is one encoding/json v1
-// could match to a field spelled otherwise (it has an upper-case letter, or a byte beyond
-// ASCII, which Unicode's folding may take for a letter). On JSON with neither, v1 and the
-// exact names wirejson reads agree.
-func nameFacts(b []byte) (dup, folded bool) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	type level struct {
-		names      map[string]bool // nil: an array
-		expectName bool
-	}
-	var stack []*level
-	valueDone := func() {
-		if n := len(stack); n > 0 && stack[n-1].names != nil {
-			stack[n-1].expectName = true
-		}
-	}
-	for {
-		t, err := dec.Token()
-		if err != nil {
-			return dup, folded
-		}
-		top := (*level)(nil)
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		switch t := t.(type) {
-		case json.Delim:
-			switch t {
-			case '{':
-				stack = append(stack, &level{names: map[string]bool{}, expectName: true})
-			case '[':
-				stack = append(stack, &level{})
-			default:
-				stack = stack[:len(stack)-1]
-				valueDone()
-			}
-			continue
-		case string:
-			if top != nil && top.names != nil && top.expectName {
-				dup = dup || top.names[t]
-				top.names[t] = true
-				folded = folded || strings.ToLower(t) != t || strings.IndexFunc(t, func(r rune) bool { return r >= utf8.RuneSelf }) >= 0
-				top.expectName = false
-				continue
-			}
-		}
-		valueDone()
-	}
-}
+	"github.com/tollgate/tollgate/providers/wirejson/wirejsontest"
+)
 
 // FuzzValid holds Valid, Check and Scan to encoding/json's Valid on every input, less the JSON
 // in which an object names a member twice (names decoded), which they refuse.
@@ -72,7 +22,7 @@ func FuzzValid(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		dup, _ := nameFacts(b)
+		dup, _ := wirejsontest.NameFacts(b)
 		want := json.Valid(b) && !dup
 		scanned := Scan(b, func(Member) {})
 		if got, err := Valid(b), Check(b); got != want || (err == nil) != want || scanned != want {

@@ -68,8 +68,31 @@ var ruleFields = map[string]string{"when.last_user": "when.last_user_matches"}
 // each rule's model exists and is not a route, and its conditions compile (a bad regular
 // expression or CEL expression is reported at its line).
 func validateRoutes(c *Config, p *problems) {
-	byName := map[string]*Provider{}
-	aliases := map[string]string{}
+	byName, aliases := providersAndAliases(c)
+	names := routeNames(c, aliases, p)
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		path := fmt.Sprintf("routes[%d]", i)
+		for j, rr := range r.Rules {
+			mp := fmt.Sprintf("%s.rules[%d].model", path, j)
+			switch _, isRoute := names[rr.Model]; {
+			case rr.Model == "":
+			case isRoute:
+				p.add(mp, "%q is a route: a rule names a real model (routes do not chain)", rr.Model)
+			default:
+				if msg := checkFallback(rr.Model, byName, aliases); msg != "" {
+					p.add(mp, "%s", msg)
+				}
+			}
+		}
+		compileRoute(r, path, p)
+	}
+}
+
+// providersAndAliases indexes c's providers by name (the first of a duplicated name) and its
+// model aliases to the model ids they stand for.
+func providersAndAliases(c *Config) (byName map[string]*Provider, aliases map[string]string) {
+	byName, aliases = map[string]*Provider{}, map[string]string{}
 	for i := range c.Providers {
 		pr := &c.Providers[i]
 		if _, dup := byName[pr.Name]; !dup {
@@ -81,6 +104,11 @@ func validateRoutes(c *Config, p *problems) {
 			}
 		}
 	}
+	return byName, aliases
+}
+
+// routeNames checks each route's name and returns the valid ones with their route's index.
+func routeNames(c *Config, aliases map[string]string, p *problems) map[string]int {
 	names := map[string]int{}
 	for i := range c.Routes {
 		r := &c.Routes[i]
@@ -98,39 +126,30 @@ func validateRoutes(c *Config, p *problems) {
 			names[r.Name] = i
 		}
 	}
-	for i := range c.Routes {
-		r := &c.Routes[i]
-		path := fmt.Sprintf("routes[%d]", i)
-		for j, rr := range r.Rules {
-			mp := fmt.Sprintf("%s.rules[%d].model", path, j)
-			switch _, isRoute := names[rr.Model]; {
-			case rr.Model == "":
-			case isRoute:
-				p.add(mp, "%q is a route: a rule names a real model (routes do not chain)", rr.Model)
-			default:
-				if msg := checkFallback(rr.Model, byName, aliases); msg != "" {
-					p.add(mp, "%s", msg)
-				}
-			}
+	return names
+}
+
+// compileRoute compiles r's conditions and reports each error at the field it names.
+func compileRoute(r *Route, path string, p *problems) {
+	_, err := r.Compile()
+	if err == nil {
+		return
+	}
+	for _, e := range unjoin(err) {
+		re, ok := errors.AsType[*route.RuleError](e)
+		if !ok {
+			p.add(path, "%v", e)
+			continue
 		}
-		if _, err := r.Compile(); err != nil {
-			for _, e := range unjoin(err) {
-				re, ok := errors.AsType[*route.RuleError](e)
-				if !ok {
-					p.add(path, "%v", e)
-					continue
-				}
-				field := re.Field
-				if f, ok := ruleFields[field]; ok {
-					field = f
-				}
-				if len(r.Rules) == 0 {
-					p.add(path+".rules", "%s", re.Msg)
-					continue
-				}
-				p.add(fmt.Sprintf("%s.rules[%d].%s", path, re.Rule, field), "%s", re.Msg)
-			}
+		field := re.Field
+		if f, ok := ruleFields[field]; ok {
+			field = f
 		}
+		if len(r.Rules) == 0 {
+			p.add(path+".rules", "%s", re.Msg)
+			continue
+		}
+		p.add(fmt.Sprintf("%s.rules[%d].%s", path, re.Rule, field), "%s", re.Msg)
 	}
 }
 

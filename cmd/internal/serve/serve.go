@@ -45,6 +45,50 @@ type Server struct {
 
 	mu      sync.Mutex
 	clients map[string]int // open connections per client address, when capped
+
+	handlers running // the requests inside the handler, for Wait
+}
+
+// running counts the requests inside the handler, so Wait can tell when the last returned.
+type running struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0; a new one each time n leaves 0
+}
+
+func (r *running) enter() {
+	r.mu.Lock()
+	if r.n == 0 {
+		r.idle = make(chan struct{})
+	}
+	r.n++
+	r.mu.Unlock()
+}
+
+func (r *running) leave() {
+	r.mu.Lock()
+	r.n--
+	if r.n == 0 {
+		close(r.idle)
+	}
+	r.mu.Unlock()
+}
+
+// wait returns nil once no request is inside the handler, or ctx's error if it ends first.
+func (r *running) wait(ctx context.Context) error {
+	r.mu.Lock()
+	if r.n == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	idle := r.idle
+	r.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // connLogBurst is how many connection-level lines of one level a second the log gets; the
@@ -90,8 +134,15 @@ func (s *Server) Serve(ln net.Listener) error {
 // or ctx to end; see http.Server.Shutdown.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
 
-// Close closes the listeners and every connection at once; see http.Server.Close.
+// Close closes the listeners and every connection at once; see http.Server.Close. It does
+// not wait for the handlers: one blocked writing returns once its write fails (Wait).
 func (s *Server) Close() error { return s.http.Close() }
+
+// Wait returns once every request that reached the handler has returned from it (and so
+// written its log line), or with ctx's error when ctx ends first. After Close, a handler
+// still blocked writing to a closed connection returns at once; a process that exits
+// without Wait may lose what those handlers had still to do.
+func (s *Server) Wait(ctx context.Context) error { return s.handlers.wait(ctx) }
 
 type connKey struct{}
 
@@ -102,6 +153,8 @@ func (s *Server) mark(next http.Handler) http.Handler {
 		if c, ok := r.Context().Value(connKey{}).(*conn); ok {
 			c.reached.Store(true)
 		}
+		s.handlers.enter()
+		defer s.handlers.leave()
 		next.ServeHTTP(w, r)
 	})
 }

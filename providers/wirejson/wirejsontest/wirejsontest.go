@@ -1,4 +1,6 @@
-package openai
+// Package wirejsontest holds what the tests of wirejson and of its users share to hold the
+// exact-name JSON they read to encoding/json's: which inputs the two may read apart.
+package wirejsontest
 
 import (
 	"bytes"
@@ -7,13 +9,12 @@ import (
 	"unicode/utf8"
 )
 
-// nameFacts reads b, JSON that encoding/json takes, with encoding/json's token decoder: dup,
+// NameFacts reads b, JSON that encoding/json takes, with encoding/json's token decoder: dup,
 // some object names a member twice (names decoded); folded, some name is one encoding/json v1
 // could match to a field spelled otherwise (it has an upper-case letter, or a byte beyond
 // ASCII, which Unicode's folding may take for a letter). On JSON with neither, v1 and the
-// exact names wirejson reads agree (a copy of
-// providers/wirejson's test helper).
-func nameFacts(b []byte) (dup, folded bool) {
+// exact names wirejson reads agree.
+func NameFacts(b []byte) (dup, folded bool) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	type level struct {
 		names      map[string]bool // nil: an array
