@@ -83,28 +83,25 @@ func (p *Provider) Refused(members []Member, b Blocker, retryAfter time.Duration
 
 // keptFor is what calls of class c may not take at now: the provider lanes and, per model,
 // the model lanes kept for a batch (0 and nil when nothing is kept from class c).
-func (p *Provider) keptFor(c int, now time.Time) (lanes int, models []int) {
-	h := &p.batchHold
+func (h *batchHold) keptFor(c int, now time.Time) (lanes int, models []int) {
 	if c < int(h.class) || !h.holdingFor(now) {
 		return 0, nil
 	}
 	return h.lanes, h.need
 }
 
-// HoldingForBatch reports whether the provider keeps lanes for a batch at now.
-func (p *Provider) HoldingForBatch(now time.Time) bool { return p.batchHold.holdingFor(now) }
-
-// keptFrom is what a batch of members may not take at now because lanes are kept for
-// another (0 and nil for the batch they are kept for), and whether they are kept for it.
-func (p *Provider) keptFrom(members []Member, now time.Time) (lanes int, models []int, mine bool) {
-	if !p.batchHold.holdingFor(now) {
+// keptFrom is what a batch of members (of a provider of n models) may not take at now
+// because lanes are kept for another (0 and nil for the batch they are kept for), and
+// whether they are kept for it.
+func (h *batchHold) keptFrom(members []Member, n int, now time.Time) (lanes int, models []int, mine bool) {
+	if !h.holdingFor(now) {
 		return 0, nil, false
 	}
-	h := batchShape(members, len(p.models))
-	if p.batchHold.same(&h) {
+	b := batchShape(members, n)
+	if h.same(&b) {
 		return 0, nil, true
 	}
-	lanes, models = p.keptFor(int(h.class), now)
+	lanes, models = h.keptFor(int(b.class), now)
 	return lanes, models, false
 }
 
@@ -114,4 +111,24 @@ func kept(models []int, m int) int {
 		return 0
 	}
 	return models[m]
+}
+
+// passes is how many classes, from the highest, a batch may not pass the waiting requests
+// of: all, unless lanes are kept for it (mine), then those above its class.
+func (h *batchHold) passes(mine bool) int {
+	if mine {
+		return int(h.class)
+	}
+	return llm.NumPriorities
+}
+
+// waitsAbove reports whether the simulation started a waiting request of one of the first
+// classes classes.
+func (s *simulation) waitsAbove(classes int) bool {
+	for c := range classes {
+		if s.avail[c] != 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -85,7 +85,7 @@ func TestBatchUnderSteadySingles(t *testing.T) {
 			if tc.starts && tries != 3 {
 				t.Errorf("the batch started on try %d, want 3 (two refusals, then the lanes kept)", tries)
 			}
-			if p.HoldingForBatch(t0.Add(20 * time.Second)) {
+			if p.batchHold.holdingFor(t0.Add(20 * time.Second)) {
 				t.Error("lanes still kept for a batch at the end")
 			}
 			if q := p.Queued(); q > 3 {
@@ -141,7 +141,7 @@ func TestBatchHoldRules(t *testing.T) {
 			for _, r := range tc.refusals {
 				p.Refused(r.members, r.b, ra, t0.Add(r.at))
 			}
-			if got := p.HoldingForBatch(t0.Add(tc.at)); got != tc.holding {
+			if got := p.batchHold.holdingFor(t0.Add(tc.at)); got != tc.holding {
 				t.Errorf("holding %v, want %v", got, tc.holding)
 			}
 		})
@@ -189,7 +189,7 @@ func TestBatchHoldRules(t *testing.T) {
 		if _, b, ok := p.Reserve(batch(200, N, 0, 0, 1), now); !ok {
 			t.Fatalf("Reserve refused: %v", b)
 		}
-		if p.HoldingForBatch(now) {
+		if p.batchHold.holdingFor(now) {
 			t.Error("still holding once the batch started")
 		}
 	})

@@ -466,10 +466,41 @@ type limiterState struct {
 // returns what held them back and ok false, changing nothing. A member id already known, or
 // an unknown model or class, refuses the whole batch with BlockedElsewhere.
 func (p *Provider) Reserve(members []Member, now time.Time) (Reservation, Blocker, bool) {
-	if b, ok := p.fits(members, now); !ok {
-		return Reservation{}, b, false
+	need := make(map[int]int, len(members))
+	for _, mb := range members {
+		if !p.restorable(mb.ID, mb.Model, mb.Class) {
+			return Reservation{}, BlockedElsewhere, false
+		}
+		need[mb.Model]++
 	}
-	if _, _, mine := p.keptFrom(members, now); mine {
+	// Lanes kept for another batch are not theirs; the batch they are kept for passes the
+	// waiting requests of its class and below, which may take only the lanes beyond it.
+	keptLanes, keptModels, mine := p.batchHold.keptFrom(members, len(p.models), now)
+	switch {
+	case p.startCap >= 0 && p.startCap < len(members):
+		return Reservation{}, BlockedByStartCap, false
+	case p.eff-p.running-keptLanes < len(members):
+		return Reservation{}, BlockedByLanes, false
+	}
+	for m, n := range need {
+		if md := &p.models[m]; md.eff-md.running-kept(keptModels, m) < n {
+			return Reservation{}, BlockedByModelLanes, false
+		}
+	}
+	lim := p.limiter
+	for _, mb := range members {
+		if !lim.Allow(mb.Tokens, now) {
+			return Reservation{}, BlockedByRateLimit, false
+		}
+		lim.Take(mb.Tokens, now)
+	}
+	if !p.keysFor(members, now) {
+		return Reservation{}, BlockedByKeys, false
+	}
+	if p.simulate(now, -1); p.sim.waitsAbove(p.batchHold.passes(mine)) {
+		return Reservation{}, BlockedByQueue, false
+	}
+	if mine {
 		p.batchHold = batchHold{} // it starts now: nothing is kept any more
 	}
 	r := Reservation{Members: make([]ID, len(members)), Keys: make([]int, len(members)), before: p.limiters(members)}
@@ -490,53 +521,6 @@ func (p *Provider) Reserve(members []Member, now time.Time) (Reservation, Blocke
 	}
 	r.after = p.limiters(members)
 	return r, BlockedElsewhere, true
-}
-
-// fits reports whether members can start together at now, and if not what holds them back
-// (see Reserve). Lanes kept for another batch (batchhold.go) are not theirs;
-// the batch they are kept for passes the waiting requests of its class and below, which
-// may take only the lanes beyond it.
-func (p *Provider) fits(members []Member, now time.Time) (Blocker, bool) {
-	need := make(map[int]int, len(members))
-	for _, mb := range members {
-		if !p.restorable(mb.ID, mb.Model, mb.Class) {
-			return BlockedElsewhere, false
-		}
-		need[mb.Model]++
-	}
-	keptLanes, keptModels, mine := p.keptFrom(members, now)
-	switch {
-	case p.startCap >= 0 && p.startCap < len(members):
-		return BlockedByStartCap, false
-	case p.eff-p.running-keptLanes < len(members):
-		return BlockedByLanes, false
-	}
-	for m, n := range need {
-		if md := &p.models[m]; md.eff-md.running-kept(keptModels, m) < n {
-			return BlockedByModelLanes, false
-		}
-	}
-	lim := p.limiter
-	for _, mb := range members {
-		if !lim.Allow(mb.Tokens, now) {
-			return BlockedByRateLimit, false
-		}
-		lim.Take(mb.Tokens, now)
-	}
-	if !p.keysFor(members, now) {
-		return BlockedByKeys, false
-	}
-	p.simulate(now, -1)
-	passes := llm.NumPriorities // the classes whose waiting requests it may not pass
-	if mine {
-		passes = int(p.batchHold.class)
-	}
-	for c := range passes {
-		if p.sim.avail[c] != 0 {
-			return BlockedByQueue, false
-		}
-	}
-	return BlockedElsewhere, true
 }
 
 // keysFor plays forward in thought the key picks members would make one after another (as

@@ -64,16 +64,16 @@ type simPool struct {
 // first) expects.
 func (p *Provider) simulate(now time.Time, want int) int32 {
 	s := &p.sim
-	free := p.resetSim()
+	free := s.reset(p)
 	if free <= 0 || p.queued == 0 {
 		return none
 	}
-	p.simRuns()
+	s.setRuns(p.models)
 	if !p.limited(now) {
 		return p.simulateLanes(free, want, now)
 	}
 	for c := range llm.NumPriorities {
-		free = p.keepLanes(c, free, now)
+		free = s.keepLanes(&p.batchHold, c, free, now)
 		if p.queuedByClass[c] == 0 || free <= 0 {
 			if c == want || free <= 0 {
 				return none
@@ -118,13 +118,11 @@ func (p *Provider) simulate(now time.Time, want int) int32 {
 	return none
 }
 
-// resetSim starts the simulation afresh and returns the provider's free lanes within its
-// start cap.
-func (p *Provider) resetSim() (free int) {
-	s := &p.sim
+// reset starts the simulation of p afresh and returns p's free lanes within its start cap.
+func (s *simulation) reset(p *Provider) (free int) {
 	s.avail = [llm.NumPriorities]int{}
 	s.lim, s.starts, s.tokens, s.stop = p.limiter, 0, 0, -1
-	p.resetPools()
+	s.resetPools(p.pools)
 	n := len(p.models)
 	if cap(s.held) < n {
 		s.held, s.heldCost = make([]bool, n), make([]int, n)
@@ -139,13 +137,12 @@ func (p *Provider) resetSim() (free int) {
 	return free
 }
 
-// simRuns gives the simulation every model's running count and a cursor per model.
-func (p *Provider) simRuns() {
-	s := &p.sim
-	n := len(p.models)
+// setRuns gives the simulation every model's running count and a cursor per model.
+func (s *simulation) setRuns(models []model) {
+	n := len(models)
 	s.run = s.run[:0]
-	for i := range p.models {
-		s.run = append(s.run, p.models[i].running)
+	for i := range models {
+		s.run = append(s.run, models[i].running)
 	}
 	if cap(s.cursor) < n {
 		s.cursor = make([]int32, n)
@@ -163,7 +160,7 @@ func (p *Provider) simRuns() {
 func (p *Provider) simulateLanes(free, want int, now time.Time) int32 {
 	s := &p.sim
 	for c := range llm.NumPriorities {
-		if free = p.keepLanes(c, free, now); free <= 0 {
+		if free = s.keepLanes(&p.batchHold, c, free, now); free <= 0 {
 			return none
 		}
 		if c == want {
@@ -201,27 +198,26 @@ func (p *Provider) simulateLanes(free, want int, now time.Time) int32 {
 }
 
 // keepLanes is the free lanes of class c, given free for the classes above it: from the
-// class lanes are kept for a batch on (batchhold.go), those lanes and its model lanes
-// (p.sim.keep) are taken out, once.
-func (p *Provider) keepLanes(c, free int, now time.Time) int {
-	if p.sim.keep != nil {
+// class lanes are kept for a batch on (h, batchhold.go), those lanes and its model lanes
+// (s.keep) are taken out, once.
+func (s *simulation) keepLanes(h *batchHold, c, free int, now time.Time) int {
+	if s.keep != nil {
 		return free
 	}
-	if lanes, models := p.keptFor(c, now); models != nil {
-		p.sim.keep = models
+	if lanes, models := h.keptFor(c, now); models != nil {
+		s.keep = models
 		return free - lanes
 	}
 	return free
 }
 
 // resetPools starts the simulation's view of the key pools afresh.
-func (p *Provider) resetPools() {
-	s := &p.sim
-	if len(s.pools) != len(p.pools) {
-		s.pools = make([]simPool, len(p.pools))
+func (s *simulation) resetPools(pools []pool) {
+	if len(s.pools) != len(pools) {
+		s.pools = make([]simPool, len(pools))
 	}
-	for i := range p.pools {
-		sp, pp := &s.pools[i], &p.pools[i]
+	for i := range pools {
+		sp, pp := &s.pools[i], &pools[i]
 		sp.ready, sp.blocked, sp.cost = 0, false, 0
 		if pp.lims == nil {
 			continue
