@@ -98,12 +98,16 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 			err.Param = fmt.Sprintf("models[%d]", i)
 			return nil, err
 		}
+		if err := r.refuses(req); err != nil {
+			err.Param = fmt.Sprintf("models[%d]", i)
+			return nil, err
+		}
 		if err := g.refusing(&r); err != nil {
 			return nil, err
 		}
 		breq := *req
 		breq.Model = r.model
-		c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio,
+		c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: r, prio: prio, client: llm.ClientOf(ctx),
 			reply: make(chan admitResult, 1), tokens: g.estimate(&r, req), batch: true}
 		b.members = append(b.members, c)
 		b.by[r.p] = append(b.by[r.p], c)
@@ -307,12 +311,15 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	}
 	members := make([]policy.Member, len(m.calls))
 	for i, c := range m.calls {
-		members[i] = policy.Member{ID: c.id, Model: c.route.m, Class: c.prio, Tokens: c.tokens}
+		members[i] = c.member(c.route.m)
 	}
 	// The start cap follows the breaker, whose period may have ended since it was last set:
 	// an open breaker turns half-open with time alone.
 	a.pol.SetStartCap(a.health.startCap(now))
-	res, blocker, ok := a.pol.Reserve(members, now)
+	// The wait a batch refused for lanes is told (batchRefusal's, before what only other
+	// blockers add): its second try after it keeps the lanes for it.
+	wait := max(a.g.RetryAfter(), a.pol.RetryAfter(batchTokens(m.calls), now))
+	res, blocker, ok := a.pol.Reserve(members, wait, now)
 	var why *llm.Error
 	if ok {
 		for i, c := range m.calls {
@@ -325,7 +332,6 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
 	} else {
 		why = a.batchRefusal(blocker, m.calls, now)
-		a.pol.Refused(members, blocker, why.RetryAfter, now) // its second try may keep the lanes for it
 	}
 	send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: ok, why: why, o: a.pol.Offer(now)})
 	a.arm(now)

@@ -142,6 +142,8 @@ type route struct {
 	p, m     int
 	slot     *slot // provider p's
 	provider string
+	kind     string // the provider's kind
+	typ      string // the model's type (llm.Spec.ModelType)
 	model    string // backend model name
 	id       string // canonical client-facing id
 	backend  llm.Backend
@@ -175,6 +177,7 @@ type Gateway struct {
 	nextID   atomic.Uint64
 	draining atomic.Bool
 	leaseGen atomic.Uint64 // counts LeaseNotice calls: a refusal older than a notice is retried
+	clients  clientTally   // each client's calls waiting, for max_queued (clients.go)
 	started  atomic.Bool   // New has returned: a provider spawned since reads the shared state itself
 
 	idle      chan struct{} // closed by the supervisor once a drain has left nothing running

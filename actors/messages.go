@@ -19,12 +19,13 @@ import (
 // and every other owner drops what it holds for a call it finds answered. A request that
 // comes back (requeued after a capacity refusal) or moves on (a fallback) is a new call.
 type call struct {
-	id    policy.ID
-	ctx   context.Context // the client's; its end is the client hanging up
-	req   *llm.Request    // Model already replaced by the backend's model name
-	route route
-	prio  llm.Priority
-	reply chan admitResult // buffered: answer never blocks
+	id     policy.ID
+	ctx    context.Context // the client's; its end is the client hanging up
+	req    *llm.Request    // Model already replaced by the backend's model name
+	route  route
+	prio   llm.Priority
+	client llm.Client       // who it is for (SPEC §18)
+	reply  chan admitResult // buffered: answer never blocks
 
 	answered atomic.Bool
 
@@ -113,9 +114,14 @@ func (c *call) queueWait(now time.Time) time.Duration {
 // again is the call that carries on with the same request on the same model after c was
 // refused for capacity: a new id, its place in the FIFO and its deadline kept.
 func (c *call) again(id policy.ID, attempts int) *call {
-	return &call{id: id, ctx: c.ctx, req: c.req, route: c.route, prio: c.prio, reply: make(chan admitResult, 1),
+	return &call{id: id, ctx: c.ctx, req: c.req, route: c.route, prio: c.prio, client: c.client, reply: make(chan admitResult, 1),
 		tokens: c.tokens, arrived: c.placed(), requeueOf: c, attempts: c.attempts + attempts,
 		requeues: c.requeues + 1, deadline: c.deadline}
+}
+
+// member is the call as the policy knows it running on model m.
+func (c *call) member(m int) policy.Member {
+	return policy.Member{ID: c.id, Model: m, Class: c.prio, Tokens: c.tokens, Client: c.client}
 }
 
 // placed is the call's place in its FIFO.

@@ -101,7 +101,7 @@ func (t *modelTable) add(p int, models []Model) {
 func (t *modelTable) route(p, m int, mv Model) {
 	pv := &t.provs[p]
 	id := pv.Name + "/" + mv.Name
-	r := route{p: p, m: m, slot: pv.slot, provider: pv.Name, model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout,
+	r := route{p: p, m: m, slot: pv.slot, provider: pv.Name, kind: pv.Kind, typ: mv.Card.ModelType(), model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout,
 		fallback: mv.Fallbacks, on: mv.FallbackOn, counts: pv.RateLimit.TPM > 0 || pv.KeyRateLimit.TPM > 0}
 	r.keyed, _ = pv.Backend.(llm.KeyedBackend)
 	if mv.Card.ContextWindow != nil {
@@ -144,7 +144,7 @@ func (t *modelTable) clone() *modelTable {
 // cardOf is model mv's card: its own knowledge plus what the gateway decides about it.
 func cardOf(pv Provider, mv Model, id string) llm.ModelCard {
 	card := mv.Card
-	card.Provider, card.Kind = pv.Name, pv.Kind
+	card.Provider, card.Kind, card.Type = pv.Name, pv.Kind, mv.Card.ModelType()
 	card.Lanes, card.ModelLanes = pv.Lanes, mv.Lanes
 	card.RunTimeoutMs = pv.RunTimeout.Milliseconds()
 	if card.PriorityDefault == "" {

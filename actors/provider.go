@@ -162,6 +162,8 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		a.resync(ctx, m.sync)
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *revokeClient:
+		a.revoke(ctx, m)
 	case *addModel:
 		a.addModel(ctx, m)
 	case *reserve:
@@ -248,7 +250,7 @@ func (a *providerActor) enter(ctx actor.Context, c *call, now time.Time) {
 
 // arrival is the call as the policy queues it, from its facts.
 func (a *providerActor) arrival(c *call) policy.Arrival {
-	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Arrived: c.placed(),
+	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Client: c.client, Arrived: c.placed(),
 		Deadline: c.deadline, Confirmed: c.confirmed || c.requeueOf != nil}
 }
 
@@ -486,7 +488,7 @@ func (a *providerActor) rebuild(ctx actor.Context) {
 	clear(a.blocks)
 	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
 		for _, c := range r.calls {
-			a.pol.Resume(c.id, c.route.m, c.prio, c.started, c.tokens, c.key)
+			a.pol.Resume(c.member(c.route.m), c.started, c.key)
 		}
 	}
 	a.rebuilding = true
@@ -514,7 +516,7 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		if m.m < len(a.reported) && !a.reported[m.m] {
 			a.reported[m.m] = true
 			for _, c := range m.calls {
-				a.pol.Resume(c.id, m.m, c.prio, c.started, c.tokens, c.key)
+				a.pol.Resume(c.member(m.m), c.started, c.key)
 			}
 		}
 		if !slices.Contains(a.reported, false) {
@@ -562,6 +564,8 @@ func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
 		a.offerQueued = false // the rebuild's end offers
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *revokeClient:
+		a.revoke(ctx, m)
 	case *drainAll:
 		a.draining = true
 	case *failNow:
@@ -707,6 +711,8 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		}
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
+	case *revokeClient:
+		a.revoke(ctx, m)
 	case *addModel:
 		m.reply <- errors.New("provider " + a.name + " is out of service")
 	case *reserve:
@@ -735,7 +741,7 @@ func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
 		}
 	case *laneReport:
 		for _, c := range m.calls {
-			a.pol.Resume(c.id, m.m, c.prio, c.started, c.tokens, c.key)
+			a.pol.Resume(c.member(m.m), c.started, c.key)
 		}
 		if m.m < len(a.reported) {
 			a.reported[m.m] = true

@@ -29,6 +29,11 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 	if err != nil {
 		return llm.Served{}, err
 	}
+	leave, err := g.admitClient(llm.ClientOf(ctx))
+	if err != nil {
+		return llm.Served{}, err
+	}
+	defer leave()
 	arrived := g.now()
 	var sv llm.Served
 	for i := range chain {
@@ -53,16 +58,19 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 }
 
 // chain is the routes a call on model goes through in turn: the model its id or route
-// picks, then that model's fallbacks.
+// picks, then those of that model's fallbacks that serve the call's format.
 func (g *Gateway) chain(model string, req *llm.Request) ([]route, error) {
 	t := g.table.Load()
 	r, ok := t.resolve(model, req)
 	if !ok {
 		return nil, g.notFound(model)
 	}
+	if err := r.refuses(req); err != nil {
+		return nil, err
+	}
 	chain := append(make([]route, 0, 1+len(r.fallback)), r)
 	for _, id := range r.fallback {
-		if fr, ok := t.lookup(id); ok && fr.id != r.id {
+		if fr, ok := t.lookup(id); ok && fr.id != r.id && fr.refuses(req) == nil {
 			chain = append(chain, fr)
 		}
 	}
@@ -95,7 +103,7 @@ func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *l
 	}
 	breq := *req
 	breq.Model = r.model
-	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: *r, prio: prio,
+	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: *r, prio: prio, client: llm.ClientOf(ctx),
 		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req)}
 	for {
 		res, err := g.admit(ctx, c)
@@ -152,10 +160,15 @@ func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 
 // estimate is what the call is charged in the tpm buckets before it runs (SPEC §10): its
 // estimated prompt plus its output cap, at most the model's context window; 0 when no
-// bucket of its provider counts tokens, so that the estimate costs nothing there.
+// bucket of its provider counts tokens, so that the estimate costs nothing there. An
+// embeddings call is charged its inputs alone, however many: it generates nothing, and the
+// window bounds each input, not the call.
 func (g *Gateway) estimate(r *route, req *llm.Request) int {
-	if !r.counts {
+	switch {
+	case !r.counts:
 		return 0
+	case req.Embed != nil:
+		return llm.EstimatePromptTokens(req)
 	}
 	return tokens.Estimate(llm.EstimatePromptTokens(req), req.OutputLimit(), r.window)
 }

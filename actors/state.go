@@ -56,6 +56,10 @@ type ProviderState struct {
 	// who runs it (SPEC §17); absent when the gateway is alone or Redis did not answer.
 	RunningCluster   *int           `json:"running_cluster,omitempty"`
 	RunningByReplica map[string]int `json:"running_by_replica,omitempty"`
+	// RunningByClient and QueuedByClient: the provider's calls by client key (SPEC §18),
+	// for the keys with some; absent when no call has a key.
+	RunningByClient map[string]int `json:"running_by_client,omitempty"`
+	QueuedByClient  map[string]int `json:"queued_by_client,omitempty"`
 }
 
 // BreakerState is a circuit breaker for /admin/state.
@@ -94,7 +98,23 @@ func providerState(pv *Provider, pol *policy.Provider, failed bool) ProviderStat
 		ps.Models[j] = ModelState{ID: pv.Name + "/" + m.Name, ModelLanes: m.ModelLanes, EffectiveModelLanes: m.EffectiveModelLanes,
 			Running: m.Running, Queued: m.Queued}
 	}
+	ps.RunningByClient, ps.QueuedByClient = byClient(snap.Clients)
 	return ps
+}
+
+// byClient splits the policy's counts by client into running and queued, for the named
+// clients with some (the anonymous client is every call when no keys are configured).
+func byClient(counts map[string]policy.ClientCounts) (running, queued map[string]int) {
+	for name, n := range counts {
+		if name == "" {
+			continue
+		}
+		if running == nil {
+			running, queued = map[string]int{}, map[string]int{}
+		}
+		running[name], queued[name] = n.Running, n.Queued
+	}
+	return running, queued
 }
 
 // state is the provider's part of /admin/state: its policy's counts and its health.

@@ -19,15 +19,23 @@ const chatRoute = "/v1/chat/completions"
 var chatAPI = &ingress{
 	route:  chatRoute,
 	format: llm.FormatChat,
-	parse:  func(body []byte, _ *http.Request) (*llm.Request, *apiError) { return parseChat(body) },
+	parse:  func(body []byte, _ *http.Request) (*parsed, *apiError) { return only(parseChat(body)) },
 	fail:   failOpenAI,
-	relay: func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
-		if req.Stream {
-			s.relayStream(w, r, st, req, rec)
+	relay: func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, p *parsed, rec *record) {
+		if p.req.Stream {
+			s.relayStream(w, r, st, p.req, rec)
 		} else {
-			s.relayWhole(w, r, st, req, rec)
+			s.relayWhole(w, r, st, p.req, rec)
 		}
 	},
+}
+
+// only is a parsed request of a format whose answer needs nothing beyond the chat request.
+func only(req *llm.Request, a *apiError) (*parsed, *apiError) {
+	if a != nil {
+		return nil, a
+	}
+	return &parsed{req: req}, nil
 }
 
 // readRequest reads what every ingress format shares: the X-Gateway-Priority header and the
@@ -196,7 +204,7 @@ func (s *Server) logLine(r *record) (int, time.Duration) {
 		Bool("stream", r.stream).Int("status", status).Str("code", r.code).
 		Int64("queue_ms", r.queue.Milliseconds()).Int64("ttfb_ms", r.ttfb.Milliseconds()).
 		Int64("duration_ms", duration.Milliseconds()).
-		Int("tokens_in", r.usage.PromptTokens).Int("tokens_out", r.usage.CompletionTokens).
+		Int("tokens_in", r.usage.PromptTokens).Int("tokens_cached", r.usage.CachedTokens).Int("tokens_out", r.usage.CompletionTokens).
 		Int("attempts", r.attempts).Str("served_model", r.servedBy).Strs("fallbacks", r.fallbacks).
 		Bool("client_disconnect", r.clientGone)
 	if r.detail != "" {

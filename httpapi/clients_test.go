@@ -189,7 +189,9 @@ func TestUnknownRoutes(t *testing.T) {
 		{"POST", "/messages/count_tokens", ant, 404, `did you mean /v1/messages/count_tokens?`},
 		{"POST", "/chat/completions", oai, 404, `{"error":{"message":"no route for POST /chat/completions; did you mean /v1/chat/completions?`},
 		{"POST", "/api/v1/responses", oai, 404, `did you mean /v1/responses?`},
-		{"POST", "/v1/embeddings", oai, 404, `{"error":{"message":"no route for POST /v1/embeddings; the gateway serves /v1/chat/completions, /v1/responses, /v1/messages and /v1/models","type":"invalid_request_error","code":"not_found","param":null}}`},
+		{"POST", "/embeddings", oai, 404, `did you mean /v1/embeddings?`},
+		{"POST", "/completions", oai, 404, `did you mean /v1/completions?`},
+		{"POST", "/v1/images/generations", oai, 404, `{"error":{"message":"no route for POST /v1/images/generations; the gateway serves /v1/chat/completions, /v1/responses, /v1/messages, /v1/embeddings, /v1/completions and /v1/models","type":"invalid_request_error","code":"not_found","param":null}}`},
 		{"GET", "/v1/messages", ant, 405, `{"type":"error","error":{"type":"invalid_request_error","message":"GET is not allowed on /v1/messages"`},
 		{"HEAD", "/api/hello", nil, 200, ``},
 	} {
@@ -207,7 +209,7 @@ func TestUnknownRoutes(t *testing.T) {
 			info[l.Method+" "+l.Path+l.Route]++
 		}
 	}
-	for _, k := range []string{"POST /messages", "POST /chat/completions", "POST /v1/embeddings", "GET /v1/messages"} {
+	for _, k := range []string{"POST /messages", "POST /chat/completions", "POST /v1/images/generations", "GET /v1/messages"} {
 		if info[k] != 1 {
 			t.Errorf("%s logged %d times at info, want once: %v", k, info[k], info)
 		}

@@ -51,6 +51,10 @@ var statusOf = map[llm.Kind]struct {
 	llm.KindBatchCapacity:     {http.StatusTooManyRequests, "rate_limit_error", false},
 	llm.KindBatchImpossible:   {http.StatusBadRequest, "invalid_request_error", false},
 	llm.KindBatchTooLarge:     {http.StatusBadRequest, "invalid_request_error", false},
+	llm.KindClientConcurrency: {http.StatusTooManyRequests, "rate_limit_error", false},
+	llm.KindClientRateLimited: {http.StatusTooManyRequests, "rate_limit_error", false},
+	// A 4xx the SDKs do not retry; x-should-retry: false says so to any that would.
+	llm.KindInvalidAPIKey: {http.StatusUnauthorized, "authentication_error", true},
 }
 
 // Limits on the wait a busy answer advises: every SDK honours 1–60 s (PROTOCOLS.md §1).

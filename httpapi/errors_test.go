@@ -37,6 +37,9 @@ func TestErrorMapping(t *testing.T) {
 		{&llm.Error{Kind: llm.KindModelNotFound, Param: "model"}, 404, "model_not_found", "", "", false},
 		{&llm.Error{Kind: llm.KindBatchImpossible}, 400, "batch_exceeds_provider_capacity", "", "", false},
 		{&llm.Error{Kind: llm.KindBatchCapacity}, 429, "batch_capacity_unavailable", "1", "1000", false},
+		{&llm.Error{Kind: llm.KindClientConcurrency}, 429, "client_concurrency_limited", "1", "1000", false},
+		{&llm.Error{Kind: llm.KindClientRateLimited, RetryAfter: 4200 * time.Millisecond}, 429, "client_rate_limited", "5", "4200", false},
+		{&llm.Error{Kind: llm.KindInvalidAPIKey}, 401, "invalid_api_key", "", "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.code, func(t *testing.T) {

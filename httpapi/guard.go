@@ -7,7 +7,7 @@ import "net/http"
 // answer is 403 forbidden_origin naming the header and how to allow it; like the limits'
 // refusals it closes the connection, so nothing of the request's body is read.
 func (s *Server) foreign(w http.ResponseWriter, r *http.Request) bool {
-	if s.opts.Origins == nil || len(s.opts.APIKeys) > 0 {
+	if s.opts.Origins == nil || s.keysOn() {
 		return false
 	}
 	err := s.opts.Origins.Check(r.Host, r.Header.Values("Origin"))

@@ -22,11 +22,19 @@ type ingress struct {
 	route  string     // the route's pattern, for logs, metrics and spans
 	format llm.Format // the wire format, for chunks a backend relays in it
 	// parse decodes and validates a body; r gives the format's own headers.
-	parse func(body []byte, r *http.Request) (*llm.Request, *apiError)
+	parse func(body []byte, r *http.Request) (*parsed, *apiError)
 	// fail writes an error answer before anything else was written.
 	fail func(w http.ResponseWriter, a apiError)
-	// relay writes the answer of a call that started, streamed or whole as req asks.
-	relay func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record)
+	// relay writes the answer of a call that started, streamed or whole as the request asks.
+	relay func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, p *parsed, rec *record)
+}
+
+// parsed is a request an ingress format has read: the chat request the call is made with,
+// and what the format's answer needs of the client's request beyond it, decoded once, with
+// the rest.
+type parsed struct {
+	req  *llm.Request
+	echo *respEcho // Responses: what every response object repeats of the request; nil otherwise
 }
 
 // serve is the handler of one ingress format.
@@ -42,27 +50,28 @@ func (s *Server) serve(in *ingress) httprouter.Handle {
 		rec := &record{start: s.opts.Now(), id: requestID(r.Context()), route: in.route}
 		r, rec.span = s.startSpan(r, in.route)
 		defer s.logChat(rec)
-		if req, prio, ok := s.request(w, r, in, rec); ok {
-			s.call(w, r, in, req, prio, rec)
+		if p, prio, ok := s.request(w, r, in, rec); ok {
+			s.call(w, r, in, p, prio, rec)
 		}
 	}
 }
 
 // request reads and parses the request of format in, or answers why it cannot.
-func (s *Server) request(w http.ResponseWriter, r *http.Request, in *ingress, rec *record) (*llm.Request, llm.Priority, bool) {
+func (s *Server) request(w http.ResponseWriter, r *http.Request, in *ingress, rec *record) (*parsed, llm.Priority, bool) {
 	prio, body, aerr := s.readRequest(w, r)
-	var req *llm.Request
+	var p *parsed
 	if aerr == nil {
-		req, aerr = in.parse(body, r)
+		p, aerr = in.parse(body, r)
 	}
 	if aerr != nil {
 		invalidRequest(w, in, aerr, rec)
 		return nil, prio, false
 	}
+	req := p.req
 	req.Task = r.Header.Get("X-Gateway-Task")
 	rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
 	s.describeRequest(rec.span, req, prio)
-	return req, prio, true
+	return p, prio, true
 }
 
 // invalidRequest answers a request that could not be read or parsed with a, in format in.
@@ -72,9 +81,9 @@ func invalidRequest(w http.ResponseWriter, in *ingress, a *apiError, rec *record
 	in.fail(w, *a)
 }
 
-// call makes the call req and relays its answer, or the failure that ended it.
-func (s *Server) call(w http.ResponseWriter, r *http.Request, in *ingress, req *llm.Request, prio llm.Priority, rec *record) {
-	st := s.start(w, r, in, req, prio, rec)
+// call makes the call p.req and relays its answer, or the failure that ended it.
+func (s *Server) call(w http.ResponseWriter, r *http.Request, in *ingress, p *parsed, prio llm.Priority, rec *record) {
+	st := s.start(w, r, in, p.req, prio, rec)
 	if st == nil {
 		return
 	}
@@ -83,7 +92,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, in *ingress, req *
 			s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
 		}
 	}()
-	in.relay(s, s.writeDeadlines(w), r, st, req, rec)
+	in.relay(s, s.writeDeadlines(w), r, st, p, rec)
 }
 
 // start admits the call req and notes how it was served; a call that does not start is
@@ -124,11 +133,26 @@ func decodeObject(body []byte, v any) ([]byte, *apiError) {
 	return trimmed, nil
 }
 
+// rawValue is a JSON value a request's decoder leaves for later, as json.RawMessage does, but
+// without a copy: json.Unmarshal hands UnmarshalJSON a slice of the very input it decodes,
+// and a request's body is never changed after it is read, for as long as the request lives.
+// A coding agent's contents are whole files, and a copy of each would hold the body twice
+// while the request is translated. Only for json.Unmarshal of a body: a json.Decoder reuses
+// its buffer.
+type rawValue []byte
+
+// UnmarshalJSON keeps b, the value's text in the body.
+func (r *rawValue) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
+}
+
 // stringValue is what json.Unmarshal would put in a string from raw, a value the request's
-// decoder has checked (a json.RawMessage it filled): the text of a JSON string, "" for null;
-// ok is false for every other value. The Responses and Messages forms hold a string or an
-// array in many places, and a coding agent's contents are whole files: this asks which one
-// without a json.Unmarshal that checks the whole value again and then fails on an array.
+// decoder has checked (a rawValue or json.RawMessage it filled): the text of a JSON string,
+// "" for null; ok is false for every other value. The Responses and Messages forms hold a
+// string or an array in many places, and a coding agent's contents are whole files: this asks
+// which one without a json.Unmarshal that checks the whole value again and then fails on an
+// array.
 func stringValue(raw json.RawMessage) (string, bool) {
 	raw = bytes.TrimSpace(raw)
 	if string(raw) == "null" {
@@ -222,37 +246,12 @@ type nativeFollower interface {
 // has the terminal event, as Codex does, has its whole answer.
 func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Stream, rec *record,
 	format llm.Format, terminal map[string]bool, newSink func(emit emitFunc) answerSink) {
-	sse.SetHeaders(w.Header())
-	w.WriteHeader(http.StatusOK)
-	if hint, _ := st.(buffered); hint == nil || !hint.Buffered() {
-		// As relayStream: the headers go out now, so a client tells a queued call from a
-		// slow first token, unless the first chunk is already here to carry them.
-		if http.NewResponseController(w).Flush() != nil {
-			rec.clientGone = true
-			return
-		}
+	if !openSSE(w, st, rec) {
+		return
 	}
 	out := sse.NewWriter(w)
-	gone := false
-	sink := newSink(func(name string, v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err // our own types: a bug, reported as an undecodable chunk would be
-		}
-		if err := out.Event(name, b); err != nil {
-			gone = true
-			return err
-		}
-		return nil
-	})
-	native, started := false, false
-	failWith := func(a apiError) {
-		if !native && !started {
-			_ = sink.start()
-		}
-		a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
-		_ = sink.fail(a)
-	}
+	as := &answerStream{rec: rec}
+	as.sink = newSink(emitTo(out, &as.gone))
 	for {
 		ch, err := st.Next()
 		if err == io.EOF {
@@ -260,7 +259,7 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 		}
 		if err != nil {
 			if a, ok := s.answerError(r, err, rec); ok {
-				failWith(a)
+				as.fail(a)
 			}
 			return
 		}
@@ -271,35 +270,85 @@ func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Str
 			rec.usage = *ch.Usage
 		}
 		if ch.Format == format && format != llm.FormatChat {
-			native = true
-			if over := relayEvent(out, &ch, sink, terminal, rec); over {
+			as.native = true
+			if over := relayEvent(out, &ch, as.sink, terminal, rec); over {
 				return
 			}
 			continue
 		}
-		if !started {
-			started = true
-			if sink.start() != nil {
-				rec.clientGone = true
-				return
-			}
-		}
-		if err := sink.add(&ch); err != nil {
-			if gone {
-				rec.clientGone = true
-				return
-			}
-			a := undecodable(err)
-			rec.fail(a)
-			failWith(a)
+		if over := as.add(&ch); over {
 			return
 		}
 	}
-	if native {
+	as.end()
+}
+
+// answerStream is an ingress format's streamed answer as streamAnswer writes it.
+type answerStream struct {
+	sink    answerSink
+	rec     *record
+	gone    bool // a write to the client failed
+	native  bool // the backend's own events are being relayed
+	started bool // the sink's opening events are out
+}
+
+// fail ends the stream with the format's error event for a, opening the answer first if
+// nothing was written yet.
+func (as *answerStream) fail(a apiError) {
+	if !as.native && !as.started {
+		_ = as.sink.start()
+	}
+	a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
+	_ = as.sink.fail(a)
+}
+
+// add writes one chat chunk through the sink, opening the answer at the first, and reports
+// whether the stream is over: the client is gone, or the chunk could not be decoded (which
+// ends the stream with an error event).
+func (as *answerStream) add(ch *llm.Chunk) (over bool) {
+	if !as.started {
+		as.started = true
+		if as.sink.start() != nil {
+			as.rec.clientGone = true
+			return true
+		}
+	}
+	if err := as.sink.add(ch); err != nil {
+		if as.gone {
+			as.rec.clientGone = true
+			return true
+		}
+		a := undecodable(err)
+		as.rec.fail(a)
+		as.fail(a)
+		return true
+	}
+	return false
+}
+
+// end closes an answer written from chat chunks after the last; a relayed native stream
+// ended with the backend's own events.
+func (as *answerStream) end() {
+	if as.native {
 		return
 	}
-	if !started && sink.start() != nil || sink.end() != nil {
-		rec.clientGone = true
+	if !as.started && as.sink.start() != nil || as.sink.end() != nil {
+		as.rec.clientGone = true
+	}
+}
+
+// emitTo is the emitFunc of a sink writing to out; a failed write sets gone.
+func emitTo(out *sse.Writer, gone *bool) emitFunc {
+	return func(name string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err // our own types: a bug, reported as an undecodable chunk would be
+		}
+		if err := out.Event(name, b); err != nil {
+			*gone = true
+			return err
+		}
+		return nil
 	}
 }
 

@@ -25,6 +25,8 @@ func TestBodySpace(t *testing.T) {
 		{"messages", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`, func(b []byte) (*llm.Request, *apiError) {
 			return parseMessages(b, httptest.NewRequest("POST", "/v1/messages", nil))
 		}},
+		{"embeddings", `{"model":"m","input":"hi"}`, parseEmbeddings},
+		{"completions", `{"model":"m","prompt":"hi"}`, parseCompletions},
 	}
 	for _, f := range formats {
 		for _, tt := range []struct {

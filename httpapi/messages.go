@@ -20,7 +20,7 @@ import (
 type messagesRequest struct {
 	Model         string            `json:"model"`
 	MaxTokens     *int              `json:"max_tokens"`
-	System        json.RawMessage   `json:"system"`
+	System        rawValue          `json:"system"`
 	Messages      []messagesMessage `json:"messages"`
 	StopSequences []string          `json:"stop_sequences"`
 	Temperature   *float64          `json:"temperature"`
@@ -43,8 +43,8 @@ type messagesRequest struct {
 }
 
 type messagesMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role    string   `json:"role"`
+	Content rawValue `json:"content"`
 }
 
 type messagesTool struct {
@@ -62,9 +62,9 @@ type messagesBlock struct {
 	Source    *messagesSource `json:"source"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
+	Input     rawValue        `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"` // tool_result: a string or blocks
+	Content   rawValue        `json:"content"` // tool_result: a string or blocks
 	IsError   bool            `json:"is_error"`
 }
 
@@ -108,7 +108,7 @@ func decodeMessages(body []byte, r *http.Request, count bool) (*llm.Request, *ap
 	if in.Metadata != nil {
 		req.User = in.Metadata.UserID
 	}
-	if err := systemMessage(req, "system", in.System); err != nil {
+	if err := systemMessage(req, "system", json.RawMessage(in.System)); err != nil {
 		return nil, err
 	}
 	calls := callIDs{}
@@ -219,13 +219,13 @@ func chatMessages(req *llm.Request, calls callIDs, i int, m messagesMessage) *ap
 	switch m.Role {
 	case "user", "assistant":
 	case "system":
-		return systemMessage(req, param+".content", m.Content)
+		return systemMessage(req, param+".content", json.RawMessage(m.Content))
 	case "":
 		return invalidf(param+".role", "%s.role is missing", param)
 	default:
 		return invalidf(param+".role", "%s.role %q is not one of user, assistant, system", param, m.Role)
 	}
-	blocks, err := messageBlocks(param+".content", m.Content)
+	blocks, err := messageBlocks(param+".content", json.RawMessage(m.Content))
 	if err != nil {
 		return err
 	}
@@ -248,7 +248,7 @@ func chatMessages(req *llm.Request, calls callIDs, i int, m messagesMessage) *ap
 			}
 			calls[b.ID] = true
 			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: b.ID, Type: "function",
-				Function: llm.FunctionCall{Name: b.Name, Arguments: compactJSON(b.Input)}})
+				Function: llm.FunctionCall{Name: b.Name, Arguments: compactJSON(json.RawMessage(b.Input))}})
 		case b.Type == "thinking" && m.Role == "assistant":
 			msg.ReasoningContent += b.Thinking
 		case b.Type == "redacted_thinking" && m.Role == "assistant":
@@ -270,16 +270,23 @@ func chatMessages(req *llm.Request, calls callIDs, i int, m messagesMessage) *ap
 			return invalidf(bp+".type", "%s.type %q is not supported in a %s message (text, image, tool_use, tool_result, thinking)", bp, b.Type, m.Role)
 		}
 	}
+	appendMessage(req, msg, parts, len(blocks))
+	return nil
+}
+
+// appendMessage appends msg, of a turn of blocks blocks, with parts as its content: one text
+// part is a plain string. A user turn of tool results only is not appended: the tool messages
+// are the turn.
+func appendMessage(req *llm.Request, msg llm.Message, parts []llm.Part, blocks int) {
 	switch {
 	case len(parts) == 1 && parts[0].Type == "text":
 		msg.Content = llm.Content{Text: parts[0].Text}
 	case len(parts) > 0:
 		msg.Content = llm.Content{Parts: parts}
-	case len(msg.ToolCalls) == 0 && msg.ReasoningContent == "" && len(blocks) > 0:
-		return nil // a user turn of tool results only: the tool messages are the turn
+	case len(msg.ToolCalls) == 0 && msg.ReasoningContent == "" && blocks > 0:
+		return
 	}
 	req.Messages = append(req.Messages, msg)
-	return nil
 }
 
 // toolResult reads a tool_result's content into text and the images it holds.

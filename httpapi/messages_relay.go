@@ -12,7 +12,7 @@ import (
 var messagesAPI = &ingress{
 	route:  "/v1/messages",
 	format: llm.FormatMessages,
-	parse:  parseMessages,
+	parse:  func(body []byte, r *http.Request) (*parsed, *apiError) { return only(parseMessages(body, r)) },
 	fail:   failMessages,
 	relay:  (*Server).relayMessages,
 }
@@ -20,7 +20,8 @@ var messagesAPI = &ingress{
 // messagesTerminal are the events that end a Messages stream.
 var messagesTerminal = map[string]bool{"message_stop": true, "error": true}
 
-func (s *Server) relayMessages(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
+func (s *Server) relayMessages(w http.ResponseWriter, r *http.Request, st llm.Stream, p *parsed, rec *record) {
+	req := p.req
 	a := newMessagesAnswer(rec.id, req.Model)
 	if req.Stream {
 		s.streamAnswer(w, r, st, rec, llm.FormatMessages, messagesTerminal, func(emit emitFunc) answerSink {

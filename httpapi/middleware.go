@@ -63,18 +63,11 @@ func (s *Server) authAs(keys []string, fail func(http.ResponseWriter, apiError),
 	}
 	ks := newKeySet(keys)
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		got := presentedKey(r)
-		if ks.match(got) {
+		if ks.match(presentedKey(r)) {
 			next(w, r, ps)
 			return
 		}
-		msg := "missing API key: send Authorization: Bearer <key> or x-api-key: <key>"
-		if got != "" {
-			msg = "the API key is not valid for this gateway"
-		}
-		// x-should-retry: a wrong key stays wrong (SPEC §4); Claude Code otherwise retries it.
-		fail(w, apiError{status: http.StatusUnauthorized, code: "invalid_api_key", typ: "authentication_error",
-			message: msg, noRetry: true})
+		refuseKey(w, r, fail)
 	}
 }
 

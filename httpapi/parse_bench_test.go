@@ -36,6 +36,30 @@ func BenchmarkParseChat(b *testing.B) {
 // BenchmarkParseResponses: Codex's shape, instructions and developer text, then turns of a
 // shell call, its output and the assistant's text in parts.
 func BenchmarkParseResponses(b *testing.B) {
+	r := httptest.NewRequest("POST", "/v1/responses", nil)
+	benchParse(b, agentResponses(), func(body []byte) *apiError {
+		_, a := parseResponses(body, r)
+		return a
+	})
+}
+
+// BenchmarkResponsesStart reads the same request and makes its answer's first response
+// object, which echoes eight of the request's fields: what a Responses call costs before the
+// backend is asked.
+func BenchmarkResponsesStart(b *testing.B) {
+	r := httptest.NewRequest("POST", "/v1/responses", nil)
+	benchParse(b, agentResponses(), func(body []byte) *apiError {
+		p, a := readResponses(body, r)
+		if a != nil {
+			return a
+		}
+		_ = newResponsesAnswer("id", p.req.Model, 0, p.req, p.echo).object("in_progress", nil)
+		return nil
+	})
+}
+
+// agentResponses is Codex's request of BenchmarkParseResponses.
+func agentResponses() map[string]any {
 	input := []any{
 		map[string]any{"type": "message", "role": "developer", "content": []any{map[string]any{"type": "input_text", "text": agentFile}}},
 		map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "fix the build"}}},
@@ -47,13 +71,8 @@ func BenchmarkParseResponses(b *testing.B) {
 			map[string]any{"type": "function_call_output", "call_id": id, "output": agentFile},
 			map[string]any{"type": "message", "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": agentFile[:len(agentFile)/4]}}})
 	}
-	body := map[string]any{"model": "p/m", "stream": true, "store": false, "instructions": agentFile, "input": input,
+	return map[string]any{"model": "p/m", "stream": true, "store": false, "instructions": agentFile, "input": input,
 		"tools": []any{map[string]any{"type": "function", "name": "shell", "parameters": map[string]any{"type": "object"}}}}
-	r := httptest.NewRequest("POST", "/v1/responses", nil)
-	benchParse(b, body, func(body []byte) *apiError {
-		_, a := parseResponses(body, r)
-		return a
-	})
 }
 
 // BenchmarkParseMessages: Claude Code's shape, a system prompt in blocks, then turns of the

@@ -25,22 +25,13 @@ type buffered interface{ Buffered() bool }
 // Flushing each of them separately costs a syscall and a client wake-up per chunk, which a
 // bare proxy does not pay (docs/benchmarks.md).
 func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
-	sse.SetHeaders(w.Header())
-	w.WriteHeader(http.StatusOK)
+	if !openSSE(w, st, rec) {
+		return
+	}
 	rc := http.NewResponseController(w)
 	out := sse.NewWriter(struct{ io.Writer }{w}) // hides the Flusher: flushing is ours
 	enc := newChunkEncoder(rec.id, req.Model, s.opts.Now())
 	hint, _ := st.(buffered)
-	// The call has left the queue: the headers (X-Gateway-Queue-Ms among them) go out now,
-	// unless the first chunk is already here to carry them, so a client can tell a call still
-	// queued from one whose backend is slow to its first token (the console's "queued in the
-	// gateway" and "generating").
-	if hint == nil || !hint.Buffered() {
-		if err := rc.Flush(); err != nil {
-			rec.clientGone = true
-			return
-		}
-	}
 	var usage *llm.Usage // a structured stream's usage, sent last when the client asked for it
 	first := true
 	for {
@@ -84,6 +75,23 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stre
 	if err := out.Data(doneData); err != nil || rc.Flush() != nil {
 		rec.clientGone = true
 	}
+}
+
+// openSSE starts a streamed answer: the status and the SSE headers. The call has left the
+// queue: the headers (X-Gateway-Queue-Ms among them) go out now, unless the first chunk is
+// already here to carry them, so a client can tell a call still queued from one whose backend
+// is slow to its first token (the console's "queued in the gateway" and "generating"). It
+// reports false, noting it, when the client is gone.
+func openSSE(w http.ResponseWriter, st llm.Stream, rec *record) bool {
+	sse.SetHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	if hint, _ := st.(buffered); hint == nil || !hint.Buffered() {
+		if http.NewResponseController(w).Flush() != nil {
+			rec.clientGone = true
+			return false
+		}
+	}
+	return true
 }
 
 // answerError maps a failure before the headers went out to the client's answer and records

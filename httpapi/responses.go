@@ -20,9 +20,9 @@ import (
 // backend that speaks Responses, in the native body.
 type responsesRequest struct {
 	Model             string          `json:"model"`
-	Instructions      json.RawMessage `json:"instructions"`
-	Input             json.RawMessage `json:"input"`
-	Tools             []responsesTool `json:"tools"`
+	Instructions      rawValue        `json:"instructions"`
+	Input             rawValue        `json:"input"`
+	Tools             sentTools       `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	Reasoning         *struct {
@@ -45,7 +45,23 @@ type responsesRequest struct {
 			Strict *bool           `json:"strict"`
 		} `json:"format"`
 	} `json:"text"`
-	User string `json:"user"`
+	User     string   `json:"user"`
+	Metadata rawValue `json:"metadata"` // only echoed
+}
+
+// sentTools is the request's tools, decoded, and their JSON as sent, which every
+// response object echoes.
+type sentTools struct {
+	list []responsesTool
+	raw  rawValue
+}
+
+// UnmarshalJSON decodes the list and keeps b; a field of the wrong type is named as it would
+// be in a []responsesTool (tools.name), since the decoder puts the path in front.
+func (t *sentTools) UnmarshalJSON(b []byte) error {
+	t.raw = b
+	t.list = nil
+	return json.Unmarshal(b, &t.list)
 }
 
 // responsesTool is a tool definition: a function, a custom (free-form input) tool, a
@@ -62,15 +78,15 @@ type responsesTool struct {
 // responsesItem is one input item; the type decides which fields are set. An item with a
 // role and no type is a message.
 type responsesItem struct {
-	Type      string          `json:"type"`
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	CallID    string          `json:"call_id"`
-	Name      string          `json:"name"`
-	Namespace string          `json:"namespace"`
-	Arguments string          `json:"arguments"`
-	Input     string          `json:"input"`  // custom_tool_call
-	Output    json.RawMessage `json:"output"` // function_call_output, custom_tool_call_output
+	Type      string   `json:"type"`
+	Role      string   `json:"role"`
+	Content   rawValue `json:"content"`
+	CallID    string   `json:"call_id"`
+	Name      string   `json:"name"`
+	Namespace string   `json:"namespace"`
+	Arguments string   `json:"arguments"`
+	Input     string   `json:"input"`  // custom_tool_call
+	Output    rawValue `json:"output"` // function_call_output, custom_tool_call_output
 	Summary   []struct {
 		Text string `json:"text"`
 	} `json:"summary"` // reasoning
@@ -104,7 +120,16 @@ const nsSep = "__"
 
 // parseResponses decodes and validates a Responses body into a chat request carrying the
 // body as its native form.
-func parseResponses(body []byte, _ *http.Request) (*llm.Request, *apiError) {
+func parseResponses(body []byte, r *http.Request) (*llm.Request, *apiError) {
+	p, a := readResponses(body, r)
+	if a != nil {
+		return nil, a
+	}
+	return p.req, nil
+}
+
+// readResponses is parseResponses with the echo of the request every response object carries.
+func readResponses(body []byte, _ *http.Request) (*parsed, *apiError) {
 	var in responsesRequest
 	trimmed, a := decodeObject(body, &in)
 	if a != nil {
@@ -113,22 +138,31 @@ func parseResponses(body []byte, _ *http.Request) (*llm.Request, *apiError) {
 	if a := checkResponses(&in); a != nil {
 		return nil, a
 	}
+	req, a := responsesChat(&in, trimmed)
+	if a != nil {
+		return nil, a
+	}
+	return &parsed{req: req, echo: newRespEcho(&in)}, nil
+}
+
+// responsesChat translates a checked Responses request to chat, with body as its native form.
+func responsesChat(in *responsesRequest, trimmed []byte) (*llm.Request, *apiError) {
 	req := &llm.Request{Model: in.Model, Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP,
 		MaxTokens: in.MaxOutputTokens, ParallelToolCalls: in.ParallelToolCalls, User: in.User,
 		Native: &llm.Native{Format: llm.FormatResponses, Body: trimmed}}
 	if in.Reasoning != nil {
 		req.ReasoningEffort = in.Reasoning.Effort
 	}
-	if err := instructionsMessage(req, in.Instructions); err != nil {
+	if err := instructionsMessage(req, json.RawMessage(in.Instructions)); err != nil {
 		return nil, err
 	}
-	if err := inputItems(req, in.Input); err != nil {
+	if err := inputItems(req, json.RawMessage(in.Input)); err != nil {
 		return nil, err
 	}
 	if len(req.Messages) == 0 {
 		return nil, invalidf("input", "input is empty: send a string or a non-empty array of input items")
 	}
-	if err := responsesTools(req, in.Tools, in.ToolChoice); err != nil {
+	if err := responsesTools(req, in.Tools.list, in.ToolChoice); err != nil {
 		return nil, err
 	}
 	if t := in.Text; t != nil && t.Format != nil && t.Format.Type != "" && t.Format.Type != "text" {
@@ -279,7 +313,7 @@ func (t *translation) item(i int, it *responsesItem) *apiError {
 		if !t.calls[it.CallID] {
 			return invalidf(param+".call_id", "%s.call_id %q names no function_call or custom_tool_call item before it", param, it.CallID)
 		}
-		text, err := outputText(param+".output", it.Output)
+		text, err := outputText(param+".output", json.RawMessage(it.Output))
 		if err != nil {
 			return err
 		}
@@ -311,7 +345,7 @@ func (t *translation) message(param string, it *responsesItem) *apiError {
 	default:
 		return invalidf(param+".role", "%s.role %q is not one of user, system, developer, assistant", param, role)
 	}
-	content, err := messageContent(param+".content", it.Content)
+	content, err := messageContent(param+".content", json.RawMessage(it.Content))
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,7 @@ type responsesAnswer struct {
 	model   string
 	created int64
 	custom  map[string]bool // chat function names that stand for custom tools
-	body    []byte          // the client's Responses body, which every response object echoes
-	echo    *respEcho       // decoded from body at the first object
+	echo    *respEcho       // what every response object repeats of the request
 	native  nativeResponse  // a backend's own stream, as far as it came
 
 	seq    int
@@ -48,12 +47,14 @@ type respItem struct {
 	done      bool
 }
 
-func newResponsesAnswer(requestID, model string, created int64, req *llm.Request) *responsesAnswer {
-	a := &responsesAnswer{id: "resp_" + requestID, model: model, created: created, custom: map[string]bool{},
-		calls: map[int]*respItem{}}
-	if n := req.NativeFor(llm.FormatResponses); n != nil {
-		a.body = n.Body
+// newResponsesAnswer is the answer to req; echo nil (a request built in code) repeats every
+// field's default.
+func newResponsesAnswer(requestID, model string, created int64, req *llm.Request, echo *respEcho) *responsesAnswer {
+	if echo == nil {
+		echo = newRespEcho(&responsesRequest{})
 	}
+	a := &responsesAnswer{id: "resp_" + requestID, model: model, created: created, custom: map[string]bool{},
+		calls: map[int]*respItem{}, echo: echo}
 	tools := req.Tools
 	for _, t := range tools {
 		if bytes.Equal(t.Function.Parameters, customToolSchema) {
@@ -325,9 +326,6 @@ func (a *responsesAnswer) incomplete() *respIncomplete {
 
 // object is the response object in its current state.
 func (a *responsesAnswer) object(status string, e *respError) *respObject {
-	if a.echo == nil {
-		a.echo = newRespEcho(a.body)
-	}
 	o := &respObject{ID: a.id, Object: "response", CreatedAt: a.created, Status: status, Model: a.model,
 		Output: []*respItemJSON{}, Error: e, respEcho: *a.echo}
 	if status != "in_progress" {
@@ -454,25 +452,12 @@ type respEcho struct {
 	Metadata          json.RawMessage `json:"metadata"`
 }
 
-// newRespEcho reads the echoed fields of a Responses body; nil or an undecodable body (a
-// request built in code) leaves every default.
-func newRespEcho(body []byte) *respEcho {
-	var in struct {
-		Instructions      json.RawMessage `json:"instructions"`
-		MaxOutputTokens   *int            `json:"max_output_tokens"`
-		ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-		Temperature       *float64        `json:"temperature"`
-		ToolChoice        json.RawMessage `json:"tool_choice"`
-		Tools             json.RawMessage `json:"tools"`
-		TopP              *float64        `json:"top_p"`
-		Metadata          json.RawMessage `json:"metadata"`
-	}
-	if len(body) > 0 {
-		_ = json.Unmarshal(body, &in) // parseResponses has decoded it already
-	}
-	e := &respEcho{Instructions: in.Instructions, MaxOutputTokens: in.MaxOutputTokens, ParallelToolCalls: true,
-		Temperature: 1, ToolChoice: orJSON(in.ToolChoice, `"auto"`), Tools: orJSON(in.Tools, `[]`), TopP: 1,
-		Metadata: orJSON(in.Metadata, `{}`)}
+// newRespEcho is what the response objects repeat of the decoded request in, with OpenAI's
+// defaults for the fields it left out.
+func newRespEcho(in *responsesRequest) *respEcho {
+	e := &respEcho{Instructions: json.RawMessage(in.Instructions), MaxOutputTokens: in.MaxOutputTokens, ParallelToolCalls: true,
+		Temperature: 1, ToolChoice: orJSON(in.ToolChoice, `"auto"`), Tools: orJSON(json.RawMessage(in.Tools.raw), `[]`), TopP: 1,
+		Metadata: orJSON(json.RawMessage(in.Metadata), `{}`)}
 	if in.ParallelToolCalls != nil {
 		e.ParallelToolCalls = *in.ParallelToolCalls
 	}

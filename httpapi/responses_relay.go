@@ -10,7 +10,7 @@ import (
 var responsesAPI = &ingress{
 	route:  "/v1/responses",
 	format: llm.FormatResponses,
-	parse:  parseResponses,
+	parse:  readResponses,
 	fail:   failOpenAI,
 	relay:  (*Server).relayResponses,
 }
@@ -18,8 +18,9 @@ var responsesAPI = &ingress{
 // responsesTerminal are the events that end a Responses stream.
 var responsesTerminal = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true}
 
-func (s *Server) relayResponses(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
-	a := newResponsesAnswer(rec.id, req.Model, s.opts.Now().Unix(), req)
+func (s *Server) relayResponses(w http.ResponseWriter, r *http.Request, st llm.Stream, p *parsed, rec *record) {
+	req := p.req
+	a := newResponsesAnswer(rec.id, req.Model, s.opts.Now().Unix(), req, p.echo)
 	if req.Stream {
 		s.streamAnswer(w, r, st, rec, llm.FormatResponses, responsesTerminal, func(emit emitFunc) answerSink {
 			a.emit = emit

@@ -55,6 +55,11 @@ type Options struct {
 	// APIKeys, when non-empty, are the keys clients must present (Authorization: Bearer or
 	// x-api-key). AdminKeys guard /admin; when empty, /admin takes the API keys.
 	APIKeys, AdminKeys []string
+	// Clients are the config's client keys (SPEC §18), each naming its client and limits;
+	// empty: the APIKeys, named key-1, key-2, … by position. Either one sets the other.
+	Clients []ClientKey
+	// Keys, when set, resolves the run-time client keys (the store's); nil: config keys only.
+	Keys KeyResolver
 	// Origins, with no APIKeys, refuses on every route a request whose Host or Origin it does
 	// not serve (403 forbidden_origin, SPEC §3), so that a web page cannot drive a gateway
 	// that has no keys. Nil: no such check (app.New always sets one). With APIKeys it is not
@@ -91,6 +96,7 @@ type Server struct {
 	stopping atomic.Bool  // set by Stopping
 	handler  http.Handler // the router behind the request id and the request limits
 	unrouted seenRoutes   // unknown routes logged at info so far
+	clients  clientRing   // the config's client keys
 }
 
 // New returns the handler with every route of SPEC §3 that exists so far.
@@ -104,21 +110,31 @@ func New(opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, router: httprouter.New()}
+	if len(opts.Clients) == 0 {
+		opts.Clients = clientsFromKeys(opts.APIKeys)
+	}
+	if len(opts.APIKeys) == 0 {
+		for _, k := range opts.Clients {
+			opts.APIKeys = append(opts.APIKeys, k.Secret)
+		}
+	}
+	s := &Server{opts: opts, router: httprouter.New(), clients: newClientRing(opts.Clients)}
 	r := s.router
 	// Every route is registered with its access log (access.go): one log line per answer.
 	handle := func(method, path string, kind routeKind, h httprouter.Handle) {
 		r.Handle(method, path, s.logged(path, kind, h))
 	}
-	handle("POST", chatAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(chatAPI))))
-	handle("POST", responsesAPI.route, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.serve(responsesAPI))))
-	handle("POST", messagesAPI.route, routeModel, anthropicID(queueHeader(s.authAs(s.opts.APIKeys, failMessages, s.serve(messagesAPI)))))
+	handle("POST", chatAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(chatAPI))))
+	handle("POST", responsesAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(responsesAPI))))
+	handle("POST", embeddingsAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(embeddingsAPI))))
+	handle("POST", completionsAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(completionsAPI))))
+	handle("POST", messagesAPI.route, routeModel, anthropicID(queueHeader(s.clientAuth(failMessages, s.serve(messagesAPI)))))
 	if bg, ok := opts.Gateway.(BatchGateway); ok {
-		handle("POST", batchRoute, routeModel, queueHeader(s.auth(s.opts.APIKeys, s.batch(bg))))
+		handle("POST", batchRoute, routeModel, queueHeader(s.clientAuth(failOpenAI, s.batch(bg))))
 	}
-	handle("POST", "/v1/messages/count_tokens", routeInfo, anthropicID(s.authAs(s.opts.APIKeys, failMessages, s.countTokens)))
-	handle("GET", "/v1/models", routeInfo, byClient(s.auth(s.opts.APIKeys, s.listModels), s.authAs(s.opts.APIKeys, failMessages, s.listModels)))
-	handle("GET", "/v1/models/*id", routeInfo, byClient(s.auth(s.opts.APIKeys, s.getModel), s.authAs(s.opts.APIKeys, failMessages, s.getModel)))
+	handle("POST", "/v1/messages/count_tokens", routeInfo, anthropicID(s.clientAuth(failMessages, s.countTokens)))
+	handle("GET", "/v1/models", routeInfo, byClient(s.clientAuth(failOpenAI, s.listModels), s.clientAuth(failMessages, s.listModels)))
+	handle("GET", "/v1/models/*id", routeInfo, byClient(s.clientAuth(failOpenAI, s.getModel), s.clientAuth(failMessages, s.getModel)))
 	admin := s.opts.AdminKeys
 	if len(admin) == 0 {
 		admin = s.opts.APIKeys

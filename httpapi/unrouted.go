@@ -14,8 +14,8 @@ import (
 
 // servedRoutes are the model routes a wrong path is compared with, the longest of those
 // sharing a suffix first.
-var servedRoutes = []string{"/v1/messages/count_tokens", "/v1/messages", "/v1/chat/completions",
-	"/v1/responses", "/v1/models", batchRoute}
+var servedRoutes = []string{"/v1/messages/count_tokens", "/v1/messages", "/v1/completions", "/v1/chat/completions",
+	"/v1/responses", "/v1/embeddings", "/v1/models", batchRoute}
 
 // anthropicClient reports whether r comes from an Anthropic client: its SDKs and Claude Code
 // send anthropic-version on every request, and a key in x-api-key rather than a bearer token.
@@ -65,7 +65,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	if k := routeHint(r.URL.Path); k != "" {
 		msg += "; did you mean " + k + "? An OpenAI client's base URL is the gateway's address with /v1, an Anthropic client's the address alone"
 	} else {
-		msg += "; the gateway serves /v1/chat/completions, /v1/responses, /v1/messages and /v1/models"
+		msg += "; the gateway serves /v1/chat/completions, /v1/responses, /v1/messages, /v1/embeddings, /v1/completions and /v1/models"
 	}
 	failAs(w, r, apiError{status: http.StatusNotFound, code: "not_found", typ: "invalid_request_error", message: msg})
 }

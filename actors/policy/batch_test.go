@@ -43,21 +43,25 @@ func TestReserve(t *testing.T) {
 	}{
 		{name: "fits", spec: spec, members: members(10, 0, 0, 1), ok: true},
 		{name: "more members than free lanes", spec: spec, members: members(10, 0, 1, 1, 1), want: BlockedByLanes},
-		{name: "a lane in use", spec: spec, before: func(p *Provider) { p.Resume(1, 1, N, t0, 0, 0) },
+		{name: "a lane in use", spec: spec, before: func(p *Provider) { p.Resume(Member{ID: 1, Model: 1, Class: N}, t0, 0) },
 			members: members(10, 0, 1, 1), want: BlockedByLanes},
 		{name: "learned lanes below the configured", spec: spec, before: func(p *Provider) { p.SetEffectiveLanes(2) },
 			members: members(10, 0, 1, 1), want: BlockedByLanes},
 		{name: "a model's lanes", spec: spec, members: members(10, 0, 0, 0), want: BlockedByModelLanes},
-		{name: "a model lane in use", spec: spec, before: func(p *Provider) { p.Resume(1, 0, N, t0, 0, 0) },
+		{name: "a model lane in use", spec: spec, before: func(p *Provider) { p.Resume(Member{ID: 1, Model: 0, Class: N}, t0, 0) },
 			members: members(10, 0, 0), want: BlockedByModelLanes},
 		{name: "tokens for all", spec: rated, members: members(10, 0, 1), ok: true},
 		{name: "fewer tokens than members", spec: rated, members: members(10, 0, 1, 1), want: BlockedByRateLimit},
 		{name: "a waiting request that could start comes first", spec: spec,
-			before: func(p *Provider) { p.Arrive(1, 1, B, t0) }, members: members(10, 0), want: BlockedByQueue},
+			before: func(p *Provider) { p.Enter(1, Arrival{Model: 1, Class: B}, t0) }, members: members(10, 0), want: BlockedByQueue},
 		{name: "a waiting request held by its model lanes does not block", spec: spec,
-			before:  func(p *Provider) { p.Resume(1, 0, N, t0, 0, 0); p.Resume(2, 0, N, t0, 0, 0); p.Arrive(3, 0, N, t0) },
+			before: func(p *Provider) {
+				p.Resume(Member{ID: 1, Model: 0, Class: N}, t0, 0)
+				p.Resume(Member{ID: 2, Model: 0, Class: N}, t0, 0)
+				p.Enter(3, Arrival{Model: 0, Class: N}, t0)
+			},
 			members: members(10, 1), ok: true},
-		{name: "an id already known", spec: spec, before: func(p *Provider) { p.Resume(10, 1, N, t0, 0, 0) },
+		{name: "an id already known", spec: spec, before: func(p *Provider) { p.Resume(Member{ID: 10, Model: 1, Class: N}, t0, 0) },
 			members: members(10, 0), want: BlockedElsewhere},
 		{name: "an unknown model", spec: spec, members: members(10, 0, 2), want: BlockedElsewhere},
 		{name: "the breaker's probe lets one start", spec: spec, before: func(p *Provider) { p.SetStartCap(1) },
@@ -86,7 +90,7 @@ func TestReserve(t *testing.T) {
 				tc.before(p)
 			}
 			was, wasOffer := p.Snapshot(), p.Offer(t0)
-			r, b, ok := p.Reserve(tc.members, t0)
+			r, b, ok := p.Reserve(tc.members, time.Second, t0)
 			if ok != tc.ok || b != tc.want {
 				t.Fatalf("Reserve = %v %v, want %v %v", b, ok, tc.want, tc.ok)
 			}
@@ -123,7 +127,7 @@ func TestRelease(t *testing.T) {
 
 	p := NewProvider(spec)
 	before := p.limiter
-	r, _, ok := p.Reserve(batch, t0)
+	r, _, ok := p.Reserve(batch, time.Second, t0)
 	if !ok {
 		t.Fatal("reserve refused")
 	}
@@ -136,7 +140,7 @@ func TestRelease(t *testing.T) {
 	}
 	// Releasing again changes nothing, even once the limiter is back where the reservation
 	// left it.
-	p.Resume(7, 0, N, t0, 0, 0)
+	p.Resume(Member{ID: 7, Model: 0, Class: N}, t0, 0)
 	p.limiter.Take(0, t0)
 	p.limiter.Take(0, t0)
 	after := p.limiter
@@ -147,8 +151,8 @@ func TestRelease(t *testing.T) {
 
 	// A token taken in between: the batch's stay spent.
 	p = NewProvider(spec)
-	r, _, _ = p.Reserve(batch, t0)
-	p.Resume(3, 0, N, t0.Add(time.Second), 0, 0)
+	r, _, _ = p.Reserve(batch, time.Second, t0)
+	p.Resume(Member{ID: 3, Model: 0, Class: N}, t0.Add(time.Second), 0)
 	p.limiter.Take(0, t0.Add(time.Second))
 	spent := p.limiter
 	p.Release(&r, t0.Add(time.Second))
@@ -160,7 +164,7 @@ func TestRelease(t *testing.T) {
 	keyed := spec
 	keyed.RPM, keyed.Keys = 0, []KeyPool{{Ring: keys.New(3, keys.Config{})}}
 	p = NewProvider(keyed)
-	r, _, _ = p.Reserve(batch, t0)
+	r, _, _ = p.Reserve(batch, time.Second, t0)
 	if !reflect.DeepEqual(r.Keys, []int{0, 1}) {
 		t.Fatalf("keys %v, want [0 1]", r.Keys)
 	}

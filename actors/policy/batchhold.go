@@ -53,20 +53,19 @@ func (h *batchHold) same(o *batchHold) bool {
 	return h.class == o.class && h.lanes == o.lanes && slices.Equal(h.need, o.need)
 }
 
-// Refused tells the provider that Reserve refused members for b and that they were told to
-// try again after retryAfter. Refusals for lanes (BlockedByLanes, BlockedByModelLanes,
+// refused records that Reserve refused members (of a provider of n models) for b, and that
+// they are told to try again after retryAfter. Refusals for lanes (BlockedByLanes, BlockedByModelLanes,
 // BlockedByQueue) count when the batch came back no sooner than the last one's Retry-After;
 // the second makes the provider keep lanes for it, for twice retryAfter from now (renewed by
 // each later refusal). Other blockers, and another batch while one is held for, change
 // nothing.
-func (p *Provider) Refused(members []Member, b Blocker, retryAfter time.Duration, now time.Time) {
+func (cur *batchHold) refused(members []Member, n int, b Blocker, retryAfter time.Duration, now time.Time) {
 	switch b {
 	case BlockedByLanes, BlockedByModelLanes, BlockedByQueue:
 	default:
 		return
 	}
-	h := batchShape(members, len(p.models))
-	cur := &p.batchHold
+	h := batchShape(members, n)
 	switch {
 	case cur.holdingFor(now) && !cur.same(&h):
 		return // lanes are kept for another batch

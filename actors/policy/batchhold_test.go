@@ -56,7 +56,7 @@ func TestBatchUnderSteadySingles(t *testing.T) {
 					}
 				}
 				if now.Sub(t0)%(100*time.Millisecond) == 0 {
-					if o, k := p.Arrive(next, 0, tc.single, now); o != Queued {
+					if o, k := p.Enter(next, Arrival{Model: 0, Class: tc.single}, now); o != Queued {
 						t.Fatalf("at %s a single call: %s %s", now.Sub(t0), o, k)
 					}
 					next++
@@ -64,13 +64,12 @@ func TestBatchUnderSteadySingles(t *testing.T) {
 				if startedAt.IsZero() && !now.Before(tryAt) && tries < 10 {
 					tries++
 					batch := []Member{{ID: 1000 * ID(tries), Class: N}, {ID: 1000*ID(tries) + 1, Class: N}, {ID: 1000*ID(tries) + 2, Class: N}}
-					if _, b, ok := p.Reserve(batch, now); ok {
+					if _, _, ok := p.Reserve(batch, retryAfter, now); ok {
 						startedAt = now
 						for _, mb := range batch {
 							ends[mb.ID] = now.Add(run)
 						}
 					} else {
-						p.Refused(batch, b, retryAfter, now)
 						tryAt = now.Add(retryAfter)
 					}
 				}
@@ -139,7 +138,7 @@ func TestBatchHoldRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewProvider(spec)
 			for _, r := range tc.refusals {
-				p.Refused(r.members, r.b, ra, t0.Add(r.at))
+				p.batchHold.refused(r.members, len(p.models), r.b, ra, t0.Add(r.at))
 			}
 			if got := p.batchHold.holdingFor(t0.Add(tc.at)); got != tc.holding {
 				t.Errorf("holding %v, want %v", got, tc.holding)
@@ -151,8 +150,8 @@ func TestBatchHoldRules(t *testing.T) {
 	now := t0.Add(ra)
 	held := func() *Provider {
 		p := NewProvider(spec)
-		p.Refused(three, BlockedByLanes, ra, t0)
-		p.Refused(three, BlockedByLanes, ra, now)
+		p.batchHold.refused(three, len(p.models), BlockedByLanes, ra, t0)
+		p.batchHold.refused(three, len(p.models), BlockedByLanes, ra, now)
 		return p
 	}
 	for _, tc := range []struct {
@@ -168,7 +167,7 @@ func TestBatchHoldRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := held()
 			for id := range ID(6) {
-				p.Arrive(id+1, tc.model, tc.class, now)
+				p.Enter(id+1, Arrival{Model: tc.model, Class: tc.class}, now)
 			}
 			ends := map[ID]time.Time{}
 			startAll(p, now, time.Hour, ends)
@@ -179,14 +178,14 @@ func TestBatchHoldRules(t *testing.T) {
 	}
 	t.Run("another batch of its class does not take them", func(t *testing.T) {
 		p := held()
-		if _, b, ok := p.Reserve(batch(200, N, 1, 1), now); ok || b != BlockedByLanes {
+		if _, b, ok := p.Reserve(batch(200, N, 1, 1), ra, now); ok || b != BlockedByLanes {
 			t.Errorf("Reserve = %v %v, want refused for lanes", b, ok)
 		}
 	})
 	t.Run("the batch passes the waiting singles of its class, and starts", func(t *testing.T) {
 		p := held()
-		p.Arrive(1, 1, N, now)
-		if _, b, ok := p.Reserve(batch(200, N, 0, 0, 1), now); !ok {
+		p.Enter(1, Arrival{Model: 1, Class: N}, now)
+		if _, b, ok := p.Reserve(batch(200, N, 0, 0, 1), ra, now); !ok {
 			t.Fatalf("Reserve refused: %v", b)
 		}
 		if p.batchHold.holdingFor(now) {
@@ -195,15 +194,15 @@ func TestBatchHoldRules(t *testing.T) {
 	})
 	t.Run("but not a waiting single of a higher class", func(t *testing.T) {
 		p := held()
-		p.Arrive(1, 1, I, now)
-		if _, b, ok := p.Reserve(batch(200, N, 0, 0, 1), now); ok || b != BlockedByQueue {
+		p.Enter(1, Arrival{Model: 1, Class: I}, now)
+		if _, b, ok := p.Reserve(batch(200, N, 0, 0, 1), ra, now); ok || b != BlockedByQueue {
 			t.Errorf("Reserve = %v %v, want BlockedByQueue", b, ok)
 		}
 	})
 	t.Run("the hold's end wakes the provider", func(t *testing.T) {
 		p := held()
-		p.Arrive(1, 0, N, now)
-		p.Arrive(2, 0, N, now)
+		p.Enter(1, Arrival{Model: 0, Class: N}, now)
+		p.Enter(2, Arrival{Model: 0, Class: N}, now)
 		if w, ok := p.NextWake(now); !ok || !w.Equal(now.Add(2*ra)) {
 			t.Errorf("NextWake = %s %v, want the hold's end %s", w, ok, now.Add(2*ra))
 		}
@@ -217,12 +216,12 @@ func TestBatchHoldAcrossAddModel(t *testing.T) {
 	p := NewProvider(ProviderSpec{Name: "p", Lanes: 3, QueueLength: 10, QueueTimeout: time.Minute,
 		Models: []ModelSpec{{Name: "a", Lanes: 3}}})
 	two := []Member{{ID: 100, Class: N}, {ID: 101, Class: N}}
-	p.Refused(two, BlockedByLanes, time.Second, t0)
+	p.batchHold.refused(two, len(p.models), BlockedByLanes, time.Second, t0)
 	now := t0.Add(time.Second)
-	p.Refused(two, BlockedByLanes, time.Second, now)
+	p.batchHold.refused(two, len(p.models), BlockedByLanes, time.Second, now)
 	m := p.AddModel(ModelSpec{Name: "b", Lanes: 3})
 	for id := range ID(3) {
-		p.Arrive(id+1, m, N, now)
+		p.Enter(id+1, Arrival{Model: m, Class: N}, now)
 	}
 	ends := map[ID]time.Time{}
 	startAll(p, now, time.Hour, ends)

@@ -82,7 +82,7 @@ func BenchmarkCycle(b *testing.B) {
 		p := i % len(specs)
 		m := i % len(specs[p].Models)
 		now = now.Add(time.Microsecond)
-		pr.ps[p].Arrive(id, m, I, now)
+		pr.ps[p].Enter(id, Arrival{Model: m, Class: I}, now)
 		started := false
 		pr.offer(p, now, func(s ID) { started = started || s == id })
 		if !started {
@@ -124,7 +124,7 @@ func BenchmarkQueuedCycle(b *testing.B) {
 		p := i % len(specs)
 		m := (i / len(specs)) % len(specs[p].Models)
 		where[next] = p
-		pr.ps[p].Arrive(next, m, classes[i%3], now)
+		pr.ps[p].Enter(next, Arrival{Model: m, Class: classes[i%3]}, now)
 		pr.offer(p, now, push)
 	}
 	for i := 0; queued() < depth; i++ {

@@ -136,8 +136,8 @@ func (h *composed) creditErr() error {
 	for p, pr := range h.ps {
 		c := h.d.Credit(p)
 		switch {
-		case pr.Credit() != 0 && pr.Credit() != c:
-			return fmt.Errorf("provider %d holds credit %d, the dispatcher counts %d", p, pr.Credit(), c)
+		case pr.credit != 0 && pr.credit != c:
+			return fmt.Errorf("provider %d holds credit %d, the dispatcher counts %d", p, pr.credit, c)
 		case c > 0 && pr.Running() > c:
 			return fmt.Errorf("provider %d runs %d on credit %d", p, pr.Running(), c)
 		}
@@ -148,7 +148,7 @@ func (h *composed) creditErr() error {
 // availNow is what provider pr could start now if granted, without making an offer (which
 // would give back its credit).
 func availNow(pr *Provider, now time.Time) [llm.NumPriorities]int {
-	pr.simulate(now, -1)
+	pr.sim.play(pr, now, -1)
 	return pr.sim.avail
 }
 
@@ -314,9 +314,9 @@ func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
 func (h *composed) unconfirmed(p int) []ID {
 	pr := h.ps[p]
 	var ids []ID
-	for e := pr.deadlines.head; e != none; e = pr.entries[e].links[byDeadline].next {
-		if !pr.entries[e].confirmed {
-			ids = append(ids, pr.entries[e].id)
+	for e := pr.q.deadlines.head; e != none; e = pr.q.entries[e].links[byDeadline].next {
+		if !pr.q.entries[e].confirmed {
+			ids = append(ids, pr.q.entries[e].id)
 		}
 	}
 	return ids
@@ -338,17 +338,20 @@ func (h *composed) rebuildProvider(p int, now time.Time) {
 	}
 	nw.SetEffectiveLanes(old.eff)
 	nw.SetStartCap(old.startCap)
-	for i := range old.entries {
-		if en := &old.entries[i]; en.state == running {
-			nw.Resume(en.id, int(en.m), llm.Priority(en.class), en.started, en.cost, int(en.key))
+	for i := range old.q.entries {
+		if en := &old.q.entries[i]; en.state == running {
+			mb := Member{ID: en.id, Model: int(en.m), Class: llm.Priority(en.class), Tokens: en.cost,
+				Client: llm.Client{Name: old.q.clients[en.client].name, Weight: old.q.clients[en.client].share}}
+			nw.Resume(mb, en.started, int(en.key))
 		}
 	}
-	for e := old.deadlines.head; e != none; e = old.entries[e].links[byDeadline].next {
-		en := &old.entries[e]
-		nw.Enter(en.id, Arrival{Model: int(en.m), Class: llm.Priority(en.class), Tokens: en.cost,
+	for e := old.q.deadlines.head; e != none; e = old.q.entries[e].links[byDeadline].next {
+		en := &old.q.entries[e]
+		cl := llm.Client{Name: old.q.clients[en.client].name, Weight: old.q.clients[en.client].share}
+		nw.Enter(en.id, Arrival{Model: int(en.m), Class: llm.Priority(en.class), Tokens: en.cost, Client: cl,
 			Arrived: en.arrived, Deadline: en.deadline, Confirmed: en.confirmed, Reported: true}, now)
 	}
-	nw.Rebuilt(now, old.Epoch()+1, old.Sync())
+	nw.Rebuilt(now, old.Epoch()+1, old.sync)
 	h.ps[p] = nw
 	h.report(p, now)
 }
@@ -602,7 +605,8 @@ func (h *composed) Requeue(id, next ID, now time.Time) bool {
 	}
 	pr.Finish(id, now)
 	delete(h.where, id)
-	a := Arrival{Model: in.Model, Class: in.Priority, Tokens: in.Tokens, Arrived: in.Arrived, Deadline: in.Deadline, Confirmed: true}
+	a := Arrival{Model: in.Model, Class: in.Priority, Tokens: in.Tokens, Client: in.Client, Arrived: in.Arrived,
+		Deadline: in.Deadline, Confirmed: true}
 	if h.startOnCredit(p, next, a, now) {
 		h.early = append(h.early, next)
 	} else {
@@ -681,7 +685,7 @@ func (h *composed) Batch(members []batchMember, class llm.Priority, now time.Tim
 	reserved := map[int]*Reservation{}
 	blocker, ok := BlockedElsewhere, true
 	for _, p := range order {
-		r, b, pok := h.ps[p].Reserve(by[p], now)
+		r, b, pok := h.ps[p].Reserve(by[p], time.Second, now)
 		if pok {
 			reserved[p] = &r
 		} else if ok {

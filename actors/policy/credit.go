@@ -23,12 +23,12 @@ import (
 
 // room is how many more requests the provider could start at once beyond the simulated
 // starts (p.sim, after simulate): its free effective lanes within the start cap.
-func (p *Provider) room() int {
+func (s *simulation) room(p *Provider) int {
 	free := p.eff - p.running
 	if p.startCap >= 0 {
 		free = min(free, p.startCap)
 	}
-	for _, n := range p.sim.avail {
+	for _, n := range s.avail {
 		free -= n
 	}
 	return max(free, 0)
@@ -44,9 +44,6 @@ func (p *Provider) TakeCredit(c Credit) bool {
 	return true
 }
 
-// Credit is the ceiling of the credit the provider holds; 0 when it holds none.
-func (p *Provider) Credit() int { return p.credit }
-
 // Recall reports whether r takes back credit the provider holds: the owner then offers,
 // which gives it back. False when the provider has offered since (it gave it back then).
 func (p *Provider) Recall(r Recall) bool {
@@ -56,7 +53,7 @@ func (p *Provider) Recall(r Recall) bool {
 // Quiet reports whether the dispatcher needs no offer from the provider now: it holds
 // credit, nothing waits in its queue, and the credit bounds what it runs.
 func (p *Provider) Quiet() bool {
-	return p.credit > 0 && p.queued == 0 && p.running <= p.credit
+	return p.credit > 0 && p.q.n == 0 && p.running <= p.credit
 }
 
 // StartOnCredit starts request id at once on the provider's credit, and returns its key, if
@@ -65,20 +62,20 @@ func (p *Provider) Quiet() bool {
 // keys, rate limiter). Otherwise it changes nothing and reports false; the caller enters the
 // request as usual.
 func (p *Provider) StartOnCredit(id ID, a Arrival, now time.Time) (Start, bool) {
-	if p.running >= p.credit || p.queued > 0 {
+	if p.running >= p.credit || p.q.n > 0 {
 		return Start{}, false
 	}
 	if o, _ := p.Enter(id, a, now); o != Queued {
 		return Start{}, false
 	}
-	e := p.index[id]
-	if p.simulate(now, int(a.Class)) != e {
-		p.forget(e)
+	e := p.q.index[id]
+	if p.sim.play(p, now, int(a.Class)) != e {
+		p.q.forget(e)
 		return Start{}, false
 	}
-	key, ok := p.pickKey(&p.entries[e], now, nil)
+	key, ok := p.pools[p.models[p.q.entries[e].m].pool].pick(&p.q.entries[e], now, nil)
 	if !ok {
-		p.forget(e) // the simulation found a key: unreachable
+		p.q.forget(e) // the simulation found a key: unreachable
 		return Start{}, false
 	}
 	p.start(e, key, now)

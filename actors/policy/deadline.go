@@ -6,10 +6,10 @@ import "time"
 // earliest deadline first. The caller rejects them with provider_queue_timeout. The
 // deadline list is kept in deadline order, so the expired requests are its prefix.
 func (p *Provider) Expire(now time.Time, buf []ID) []ID {
-	for dl := &p.deadlines; dl.head != none && !p.entries[dl.head].deadline.After(now); {
+	for dl := &p.q.deadlines; dl.head != none && !p.q.entries[dl.head].deadline.After(now); {
 		e := dl.head
-		buf = append(buf, p.entries[e].id)
-		p.forget(e)
+		buf = append(buf, p.q.entries[e].id)
+		p.q.forget(e)
 	}
 	return buf
 }
@@ -18,25 +18,24 @@ func (p *Provider) Expire(now time.Time, buf []ID) []ID {
 // without any call, or its earliest queue deadline if that has come: the deadline, or the
 // time a limiter that holds back queued work lanes would let start has room for it (the
 // rate limiter's tokens for the request it stopped at, a key's cooldown ending or its bucket
-// refilling for the request its pool stopped at), or the end of lanes kept for a batch. A
-// limiter the simulated starts alone overfill changes only with another start, and wakes
-// nothing. ok is false when only a call
+// refilling for the request its pool stopped at), or the end of lanes kept for a batch. A limiter the simulated starts alone
+// overfill changes only with another start, and wakes nothing. ok is false when only a call
 // (Arrive, Finish, ...) can change anything. The provider does not know the gateway's global
 // cap, so it may wake for tokens that the cap then keeps unused: such a wake changes no
 // decision, but keeps the dispatcher's view of what the provider could start current for the
 // moment the cap frees.
 func (p *Provider) NextWake(now time.Time) (t time.Time, ok bool) {
-	if p.queued == 0 {
+	if p.q.n == 0 {
 		return t, false
 	}
-	t, ok = p.entries[p.deadlines.head].deadline, true
+	t, ok = p.q.entries[p.q.deadlines.head].deadline, true
 	if h := &p.batchHold; h.holdingFor(now) && h.until.Before(t) {
 		t = h.until // the lanes kept for a batch go back to the queue
 	}
-	if !p.limited(now) {
+	if !limited(p.limiter, p.pools, now) {
 		return t, ok
 	}
-	p.simulate(now, -1)
+	p.sim.play(p, now, -1)
 	s := &p.sim
 	if s.stop >= 0 && p.limiter.Fits(s.starts, s.tokens, s.stop) {
 		if w, _ := s.lim.Wait(s.stop, now); now.Add(w).Before(t) {
@@ -45,7 +44,7 @@ func (p *Provider) NextWake(now time.Time) (t time.Time, ok bool) {
 	}
 	for pl := range s.pools {
 		if sp := &s.pools[pl]; sp.blocked {
-			if at, found := p.poolWake(pl, -1, sp.cost, now); found && at.Before(t) {
+			if at, found := s.poolWake(p, pl, -1, sp.cost, now); found && at.Before(t) {
 				t = at
 			}
 		}
@@ -54,7 +53,7 @@ func (p *Provider) NextWake(now time.Time) (t time.Time, ok bool) {
 		if !held {
 			continue
 		}
-		if at, found := p.poolWake(p.models[m].pool, m, s.heldCost[m], now); found && at.Before(t) {
+		if at, found := s.poolWake(p, p.models[m].pool, m, s.heldCost[m], now); found && at.Before(t) {
 			t = at
 		}
 	}

@@ -78,7 +78,7 @@
 // If any provider refused, the others free their members (Provider.Release), with their
 // tokens when the limiter took none since. A batch never waits and never causes a verdict.
 // One bounded exception to "never passes a queue": a batch refused for lanes twice, the
-// second time after its Retry-After (Provider.Refused), has its lanes kept for it, and passes
+// second time after its Retry-After (Reserve's retryAfter), has its lanes kept for it, and passes
 // the waiting requests of its class and below, which meanwhile start only on lanes beyond
 // it (batchhold.go).
 //
@@ -89,14 +89,21 @@
 //  3. within a class, providers take turns: the search starts at the provider after the
 //     one this class was granted last. The cursor is per class, so background traffic keeps
 //     its own rotation however busy the interactive class is;
-//  4. within the provider, the model with the fewest running requests among those with an
+//  4. within the provider, clients share the class's starts by weighted fair queuing (SPEC
+//     §18): the client with the least service for its weight among those with an eligible
+//     request; tie: the one whose request has waited longest (see queue);
+//  5. within the client, the model with the fewest running requests among those with an
 //     eligible request of the class; tie: the model whose oldest request of the class has
 //     waited longest; tie again: the lower model index;
-//  5. within a model and class, first come, first served.
+//  6. within a client, model and class, first come, first served.
 //
-// A provider keeps its queues per model and class as intrusive FIFO lists over a slab of
-// entries, with counts at every level, so one choice costs O(models) and never walks a
-// queue. A FIFO is ordered by arrival at the gateway: a request that comes back (requeued
+// Without client keys every request is the anonymous client's, and steps 4 and 6 are SPEC
+// §2's first come, first served. Clients are shared fairly at each provider's queue; the
+// dispatcher's choice between providers (step 3) does not look at clients.
+//
+// A provider keeps its queues per client, model and class as intrusive FIFO lists over a
+// slab of entries, with counts at every level, so one choice costs O(clients × models) and
+// never walks a queue. A FIFO is ordered by arrival at the gateway: a request that comes back (requeued
 // after a capacity refusal, or a fallback from another model) takes the place its first
 // arrival gives it (Enter). A second list orders the queued requests by deadline for Expire
 // and NextWake; a new request goes at the tail of both, so only a returning one walks.

@@ -125,7 +125,7 @@ func (d *ilDriver) boxLens() []int {
 func (d *ilDriver) runningBy() []string {
 	var out []string
 	for _, pr := range d.g.ps {
-		out = append(out, fmt.Sprintf("r%d q%d c%d", pr.running, pr.queued, pr.confirmed))
+		out = append(out, fmt.Sprintf("r%d q%d c%d", pr.running, pr.q.n, pr.q.confirmed))
 	}
 	return out
 }
@@ -143,7 +143,7 @@ func (d *ilDriver) arrive() {
 		d.g.settled(p, d.now) // onStart has checked and recorded the start
 		return
 	}
-	if o, k := d.g.ps[p].Arrive(id, m, llm.Priority(c), d.now); o != Queued {
+	if o, k := d.g.ps[p].Enter(id, Arrival{Model: m, Class: llm.Priority(c)}, d.now); o != Queued {
 		d.fatalf("Arrive = %v %v", o, k)
 	}
 	d.g.where[id] = p
@@ -346,9 +346,9 @@ func (d *ilDriver) checkCaps() {
 	for p, pr := range d.g.ps {
 		s := pr.Snapshot()
 		running += s.Running
-		confirmed += pr.confirmed
-		if s.Running > s.Lanes || pr.confirmed > s.QueueLength {
-			d.fatalf("provider %d cap exceeded: %+v, %d kept in its queue", p, s, pr.confirmed)
+		confirmed += pr.q.confirmed
+		if s.Running > s.Lanes || pr.q.confirmed > s.QueueLength {
+			d.fatalf("provider %d cap exceeded: %+v, %d kept in its queue", p, s, pr.q.confirmed)
 		}
 		for m, ms := range s.Models {
 			if ms.Running > ms.ModelLanes {

@@ -2,14 +2,15 @@ package policy
 
 import "time"
 
-// An entry is one admitted request, queued or running. Entries live in Provider.entries and
+// An entry is one admitted request, queued or running. Entries live in queue.entries and
 // are linked by index, so queueing and dequeueing never allocate once the slab has grown to
 // the provider's size.
 type entry struct {
-	id    ID
-	m     int32 // model index
-	class uint8
-	state entryState
+	id     ID
+	m      int32 // model index
+	client int32 // index in queue.clients
+	class  uint8
+	state  entryState
 	// confirmed is set on a queued entry once the dispatcher's verdict kept it (see Verdict).
 	confirmed bool
 	// reported is the offer that first told the dispatcher of the entry (0: none yet), and
@@ -24,7 +25,7 @@ type entry struct {
 	arrived  time.Time
 	started  time.Time
 	deadline time.Time
-	// links[byModel]: the FIFO of (model, class), by arrival; links[byDeadline]: the
+	// links[byModel]: the FIFO of (client, model, class), by arrival; links[byDeadline]: the
 	// provider's deadline order. Only queued entries are linked; a free entry's byModel.next
 	// is the free list.
 	links [2]link
@@ -54,10 +55,57 @@ type list struct {
 
 func newList() list { return list{head: none, tail: none} }
 
+// slab holds a provider's entries: allocated by index from a free list, found by id, and
+// linked into lists in arrival or deadline order.
+type slab struct {
+	entries []entry
+	free    int32
+	index   map[ID]int32
+	seq     uint64
+}
+
+func newSlab(size int) slab {
+	return slab{entries: make([]entry, 0, size), free: none, index: make(map[ID]int32, size)}
+}
+
+// add allocates an entry for en, numbers it in entering order and indexes it by id.
+func (s *slab) add(en entry) int32 {
+	var e int32
+	if s.free == none {
+		s.entries = append(s.entries, entry{})
+		e = int32(len(s.entries) - 1)
+	} else {
+		e = s.free
+		s.free = s.entries[e].links[byModel].next
+	}
+	s.seq++
+	en.seq = s.seq
+	s.entries[e] = en
+	s.index[en.id] = e
+	return e
+}
+
+// release returns e to the free list and forgets its id.
+func (s *slab) release(e int32) {
+	delete(s.index, s.entries[e].id)
+	s.entries[e] = entry{state: free, links: [2]link{{none, s.free}, {none, none}}}
+	s.free = e
+}
+
+// lookup returns the entry of id in state st; ok is false for an unknown id or one in
+// another state.
+func (s *slab) lookup(id ID, st entryState) (int32, bool) {
+	e, ok := s.index[id]
+	if !ok || s.entries[e].state != st {
+		return none, false
+	}
+	return e, true
+}
+
 // before reports whether entry a comes before entry b in lists of kind k: by arrival for a
 // FIFO, by deadline for the deadline order; ties by the order they entered.
-func (p *Provider) before(k int, a, b int32) bool {
-	ea, eb := &p.entries[a], &p.entries[b]
+func (s *slab) before(k int, a, b int32) bool {
+	ea, eb := &s.entries[a], &s.entries[b]
 	ta, tb := ea.arrived, eb.arrived
 	if k == byDeadline {
 		ta, tb = ea.deadline, eb.deadline
@@ -71,59 +119,60 @@ func (p *Provider) before(k int, a, b int32) bool {
 // insert links e into l through link kind k at its place in the list's order. A new request
 // goes last (its arrival and its deadline are the latest), so the walk from the tail stops at
 // once; only a request coming back with an older arrival walks further.
-func (p *Provider) insert(l *list, k int, e int32) {
+func (s *slab) insert(l *list, k int, e int32) {
 	after := l.tail
-	for after != none && p.before(k, e, after) {
-		after = p.entries[after].links[k].prev
+	for after != none && s.before(k, e, after) {
+		after = s.entries[after].links[k].prev
 	}
-	lk := &p.entries[e].links[k]
+	lk := &s.entries[e].links[k]
 	lk.prev = after
 	if after == none {
 		lk.next = l.head
 		l.head = e
 	} else {
-		lk.next = p.entries[after].links[k].next
-		p.entries[after].links[k].next = e
+		lk.next = s.entries[after].links[k].next
+		s.entries[after].links[k].next = e
 	}
 	if lk.next == none {
 		l.tail = e
 	} else {
-		p.entries[lk.next].links[k].prev = e
+		s.entries[lk.next].links[k].prev = e
 	}
 	l.n++
 }
 
 // unlink removes e, which must be in l, from l.
-func (p *Provider) unlink(l *list, k int, e int32) {
-	lk := &p.entries[e].links[k]
+func (s *slab) unlink(l *list, k int, e int32) {
+	lk := &s.entries[e].links[k]
 	if lk.prev == none {
 		l.head = lk.next
 	} else {
-		p.entries[lk.prev].links[k].next = lk.next
+		s.entries[lk.prev].links[k].next = lk.next
 	}
 	if lk.next == none {
 		l.tail = lk.prev
 	} else {
-		p.entries[lk.next].links[k].prev = lk.prev
+		s.entries[lk.next].links[k].prev = lk.prev
 	}
 	lk.prev, lk.next = none, none
 	l.n--
 }
 
-// alloc takes an entry from the free list, growing the slab when it is empty.
-func (p *Provider) alloc() int32 {
-	if p.free == none {
-		p.entries = append(p.entries, entry{})
-		return int32(len(p.entries) - 1)
+// runningEntry returns the entry of running request id, or nil.
+func (s *slab) runningEntry(id ID) *entry {
+	if e, ok := s.lookup(id, running); ok {
+		return &s.entries[e]
 	}
-	e := p.free
-	p.free = p.entries[e].links[byModel].next
-	return e
+	return nil
 }
 
-// release returns e to the free list and forgets its id.
-func (p *Provider) release(e int32) {
-	delete(p.index, p.entries[e].id)
-	p.entries[e] = entry{state: free, links: [2]link{{none, p.free}, {none, none}}}
-	p.free = e
+// forgetKeys forgets the key of every running entry on a model of pool pl, whose keys
+// were replaced.
+func (s *slab) forgetKeys(models []model, pl int) {
+	for e := range s.entries {
+		en := &s.entries[e]
+		if en.state == running && int(en.m) < len(models) && models[en.m].pool == pl {
+			en.key = -1
+		}
+	}
 }

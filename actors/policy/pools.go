@@ -13,10 +13,9 @@ import (
 // their own. The rings are the caller's (it tells them of rate limits and refused keys);
 // the per-key buckets are the provider's own derived state.
 
-// pickKey picks, in the ring's turn, a ready key of en's pool that skip does not exclude and
-// whose limiter has room for en's tokens.
-func (p *Provider) pickKey(en *entry, now time.Time, skip func(int) bool) (int, bool) {
-	pl := &p.pools[p.models[en.m].pool]
+// pick picks, in the ring's turn, a ready key for en that skip does not exclude and whose
+// limiter has room for en's tokens.
+func (pl *pool) pick(en *entry, now time.Time, skip func(int) bool) (int, bool) {
 	if pl.lims == nil && skip == nil {
 		return pl.ring.Pick(int(en.m), now, nil)
 	}
@@ -34,27 +33,18 @@ func (p *Provider) charge(en *entry, key int, now time.Time) {
 	}
 }
 
-// running returns the entry of running request id, or nil.
-func (p *Provider) runningEntry(id ID) *entry {
-	e, ok := p.index[id]
-	if !ok || p.entries[e].state != running {
-		return nil
-	}
-	return &p.entries[e]
-}
-
 // RetryKey says which key the next attempt of running request id would use: a ready key
 // that tried does not exclude (nil: none excluded) and whose key_rate_limit has room, in the
 // ring's turn. It moves no turn (the caller may decide not to retry; Retry moves it). ok is
 // false when there is none now, or id does not run.
 func (p *Provider) RetryKey(id ID, now time.Time, tried func(int) bool) (key int, ok bool) {
-	en := p.runningEntry(id)
+	en := p.q.runningEntry(id)
 	if en == nil {
 		return 0, false
 	}
 	ring := p.pools[p.models[en.m].pool].ring
 	turn := ring.Turn()
-	key, ok = p.pickKey(en, now, tried)
+	key, ok = p.pools[p.models[en.m].pool].pick(en, now, tried)
 	ring.SetTurn(turn)
 	return key, ok
 }
@@ -64,7 +54,7 @@ func (p *Provider) RetryKey(id ID, now time.Time, tried func(int) bool) (key int
 // limiters (it waits for its own reasons), but what it sends is counted. It returns false
 // for an id that does not run.
 func (p *Provider) Retry(id ID, key int, now time.Time) bool {
-	en := p.runningEntry(id)
+	en := p.q.runningEntry(id)
 	if en == nil {
 		return false
 	}
@@ -79,7 +69,7 @@ func (p *Provider) Retry(id ID, key int, now time.Time) bool {
 // tokens the backend reported it used (tokens.Limiter.Correct), in the provider's limiter
 // and its key's. Call it before Finish.
 func (p *Provider) Correct(id ID, actual int, now time.Time) {
-	en := p.runningEntry(id)
+	en := p.q.runningEntry(id)
 	if en == nil {
 		return
 	}

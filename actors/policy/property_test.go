@@ -136,8 +136,8 @@ func (d *driver) fatalf(format string, args ...any) {
 	if traceOn {
 		for p, pr := range d.g.ps {
 			d.t.Logf("provider %d: %+v offer %+v", p, pr.Snapshot(), pr.Offer(d.now))
-			for e := range pr.entries {
-				if en := pr.entries[e]; en.state != free {
+			for e := range pr.q.entries {
+				if en := pr.q.entries[e]; en.state != free {
 					d.t.Logf("  entry %+v", en)
 				}
 			}
@@ -227,6 +227,11 @@ func (d *driver) started(want []ID) {
 	}
 }
 
+// testClients are who the property tests' requests are for: the anonymous client and
+// named ones of several weights (a client's weight stays what it is, as a key's does
+// between reloads).
+var testClients = []llm.Client{{}, {Name: "a"}, {Name: "b", Weight: 3}, {Name: "c", Weight: 2}}
+
 // arrive admits a new request; now and then one that arrived earlier elsewhere (a
 // fallback), which takes its place in the FIFO by its arrival.
 func (d *driver) arrive() {
@@ -239,9 +244,10 @@ func (d *driver) arrive() {
 		arrived = d.now.Add(-time.Duration(d.src.intn(20)) * time.Second)
 		d.stats["arrived earlier"]++
 	}
-	d.last = fmt.Sprintf("arrive %d p%d m%d c%d cost %d arrived %v", id, p, m, c, cost, arrived.Sub(t0))
-	o, k := d.g.Enter(id, p, Arrival{Model: m, Class: llm.Priority(c), Tokens: cost, Arrived: arrived}, d.now)
-	wo, wk, others := d.ref.arrive(id, p, m, c, cost, arrived, d.now)
+	cl := testClients[d.src.intn(len(testClients))]
+	d.last = fmt.Sprintf("arrive %d p%d m%d c%d cost %d client %q arrived %v", id, p, m, c, cost, cl.Name, arrived.Sub(t0))
+	o, k := d.g.Enter(id, p, Arrival{Model: m, Class: llm.Priority(c), Tokens: cost, Client: cl, Arrived: arrived}, d.now)
+	wo, wk, others := d.ref.arrive(id, p, m, c, cost, cl, arrived, d.now)
 	if o != wo || (o == Rejected && k != wk) {
 		d.fatalf("Arrive = %v %v, reference %v %v", o, k, wo, wk)
 	}
@@ -525,6 +531,17 @@ func (d *driver) checkInvariants() {
 		requeued := d.ref.count(func(q *refReq) bool { return q.p == p && q.state == refQueued && q.requeued })
 		if ps.Running > ps.Lanes || ps.Queued > ps.QueueLength+requeued {
 			d.fatalf("provider %d cap exceeded: %+v", p, ps)
+		}
+		for name, n := range ps.Clients {
+			of := func(st refState) int {
+				return d.ref.count(func(q *refReq) bool { return q.p == p && q.client == name && q.state == st })
+			}
+			if n.Running != of(refRunning) || n.Queued != of(refQueued) {
+				d.fatalf("provider %d client %q: %+v, reference running %d queued %d", p, name, n, of(refRunning), of(refQueued))
+			}
+		}
+		if withSome := d.ref.count(func(q *refReq) bool { return q.p == p && ps.Clients[q.client] == (ClientCounts{}) }); withSome > 0 {
+			d.fatalf("provider %d: %d requests of clients its snapshot does not list: %+v", p, withSome, ps.Clients)
 		}
 		for m, ms := range ps.Models {
 			if ms.Running != d.ref.running(p, m) || ms.Queued != d.ref.queued(p, m) || ms.Running > ms.ModelLanes {

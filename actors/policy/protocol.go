@@ -67,6 +67,9 @@ type Arrival struct {
 	// Tokens is the request's estimated cost for the tpm buckets (tokens.Estimate); 0 when
 	// no bucket counts tokens.
 	Tokens int
+	// Client is who the request is for: the class's starts are shared between clients by
+	// their weights (SPEC §18). The zero value is the anonymous client.
+	Client llm.Client
 	// Arrived is the request's place in its FIFO: when it first arrived at the gateway.
 	// Zero means now.
 	Arrived time.Time

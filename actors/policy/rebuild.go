@@ -14,20 +14,18 @@ import (
 // eligibility, offers) follows from those facts; the owner applies again what it decided
 // from its own facts (effective lanes, the start cap).
 
-// Resume records request id as running on model m since started, its last attempt estimated
-// at tokens on key. It returns false, changing nothing, for an unknown model or class or an
+// Resume records request mb as running since started, its last attempt estimated at
+// mb.Tokens on key. It returns false, changing nothing, for an unknown model or class or an
 // id already known.
-func (p *Provider) Resume(id ID, m int, prio llm.Priority, started time.Time, tokens, key int) bool {
-	if !p.restorable(id, m, prio) {
+func (p *Provider) Resume(mb Member, started time.Time, key int) bool {
+	if !p.restorable(mb.ID, mb.Model, mb.Class) {
 		return false
 	}
-	e := p.alloc()
-	p.seq++
-	p.entries[e] = entry{id: id, m: int32(m), class: uint8(prio), state: running, seq: p.seq,
-		arrived: started, started: started, cost: max(tokens, 0), key: int32(key)}
-	p.index[id] = e
+	e := p.q.add(entry{id: mb.ID, m: int32(mb.Model), client: p.q.clientFor(mb.Client), class: uint8(mb.Class),
+		state: running, arrived: started, started: started, cost: max(mb.Tokens, 0), key: int32(key)})
 	p.running++
-	p.models[m].running++
+	p.models[mb.Model].running++
+	p.q.running(e)
 	return true
 }
 
@@ -45,14 +43,11 @@ func (p *Provider) Rebuilt(now time.Time, epoch, sync uint64) {
 	p.epoch, p.seen, p.sync, p.credit = epoch, 0, sync, 0
 }
 
-// Epoch is the provider's current protocol epoch, and Sync the dispatcher generation it
-// last answered: the facts an owner keeps to hand to Rebuilt after a crash.
+// Epoch is the provider's current protocol epoch: a fact its owner keeps, with the
+// dispatcher generation it last answered (Resync), to hand to Rebuilt after a crash.
 func (p *Provider) Epoch() uint64 { return p.epoch }
 
-// Sync: see Epoch.
-func (p *Provider) Sync() uint64 { return p.sync }
-
 func (p *Provider) restorable(id ID, m int, prio llm.Priority) bool {
-	_, dup := p.index[id]
+	_, dup := p.q.index[id]
 	return !dup && m >= 0 && m < len(p.models) && prio >= 0 && prio < llm.NumPriorities
 }

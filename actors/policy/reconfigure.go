@@ -55,7 +55,7 @@ func (p *Provider) Reconfigure(ps ProviderSpec, now time.Time) {
 		for k := range pl.lims {
 			pl.lims[k].Drain(now)
 		}
-		p.forgetKeys(i)
+		p.q.forgetKeys(p.models, i)
 		if i < len(p.pools) {
 			p.pools[i] = pl
 		} else {
@@ -76,18 +76,6 @@ func (p *Provider) Reconfigure(ps ProviderSpec, now time.Time) {
 		md.eff = min(md.eff, md.lanes)
 		if ms.Keys >= 0 && ms.Keys < len(p.pools) {
 			md.pool = ms.Keys
-		}
-	}
-}
-
-// forgetKeys marks the running requests of pool pl as having no key: their key index was
-// one of the old ring, and correcting a bucket of the new ring by it would charge another
-// key.
-func (p *Provider) forgetKeys(pl int) {
-	for e := range p.entries {
-		en := &p.entries[e]
-		if en.state == running && int(en.m) < len(p.models) && p.models[en.m].pool == pl {
-			en.key = -1
 		}
 	}
 }

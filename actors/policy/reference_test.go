@@ -32,6 +32,17 @@ type refGate struct {
 	reqs   []*refReq            // live requests in the order they entered
 	last   [llm.NumPriorities]int
 	seq    int
+	// Fair shares between clients (SPEC §18), per provider: each client's service per
+	// class, the starts it was given at fairScale/weight each, and per class the highest
+	// service a start was charged at, which a client whose class queue was empty takes up.
+	tags  map[refTag]int64
+	vtime [][llm.NumPriorities]int64
+}
+
+type refTag struct {
+	p      int
+	client string
+	c      int
 }
 
 type refState int
@@ -44,6 +55,8 @@ const (
 type refReq struct {
 	id       ID
 	p, m, c  int
+	client   string
+	share    int // its client's weight, at least 1
 	seq      int
 	state    refState
 	cost     int
@@ -58,7 +71,8 @@ type refReq struct {
 var testKeys = keys.Config{Cooldown: 2 * time.Second, MaxCooldown: 20 * time.Second}
 
 func newRef(l Limits, specs []ProviderSpec) *refGate {
-	r := &refGate{limits: l, specs: specs, meff: map[[2]int]int{}}
+	r := &refGate{limits: l, specs: specs, meff: map[[2]int]int{}, tags: map[refTag]int64{},
+		vtime: make([][llm.NumPriorities]int64, len(specs))}
 	for _, ps := range specs {
 		r.eff = append(r.eff, ps.Lanes)
 		r.caps = append(r.caps, -1)
@@ -148,15 +162,36 @@ func earlier(a, b *refReq) bool {
 	return a.seq < b.seq
 }
 
-// head is the first queued request of (p, m, c) by arrival.
-func (r *refGate) head(p, m, c int) *refReq {
+// head is the first queued request of client cl for (p, m, c) by arrival.
+func (r *refGate) head(p, m, c int, cl string) *refReq {
 	var h *refReq
 	for _, q := range r.reqs {
-		if q.state == refQueued && q.p == p && q.m == m && q.c == c && (h == nil || earlier(q, h)) {
+		if q.state == refQueued && q.p == p && q.m == m && q.c == c && q.client == cl && (h == nil || earlier(q, h)) {
 			h = q
 		}
 	}
 	return h
+}
+
+// clients are the clients with a queued request of class c at provider p.
+func (r *refGate) clients(p, c int) []string {
+	var out []string
+	for _, q := range r.reqs {
+		if q.state == refQueued && q.p == p && q.c == c && !slices.Contains(out, q.client) {
+			out = append(out, q.client)
+		}
+	}
+	return out
+}
+
+// enqueue makes q queued: a client with nothing queued in q's class at q's provider takes
+// up the class's service if its own is less.
+func (r *refGate) enqueue(q *refReq) {
+	if r.count(func(o *refReq) bool { return o.state == refQueued && o.p == q.p && o.c == q.c && o.client == q.client }) == 0 {
+		t := refTag{q.p, q.client, q.c}
+		r.tags[t] = max(r.tags[t], r.vtime[q.p][q.c])
+	}
+	q.state = refQueued
 }
 
 // serves reports whether pool pl of provider p has a key ready for model m (negative: for
@@ -208,14 +243,26 @@ func (r *refGate) candidate(p int, now time.Time, wake func(time.Time)) *refReq 
 	held := map[int]bool{}    // models whose keys are set aside for them, not for the pool's others
 	for c := range llm.NumPriorities {
 		for {
+			// The client with the least service whose model choice finds a request (tie: the
+			// earlier request), and that request.
 			var best *refReq
-			for m := range r.specs[p].Models {
-				h := r.head(p, m, c)
-				if h == nil || r.running(p, m) >= r.modelLanes(p, m) || blocked[r.pool(p, m)] || held[m] {
+			for _, cl := range r.clients(p, c) {
+				var h *refReq
+				for m := range r.specs[p].Models {
+					x := r.head(p, m, c, cl)
+					if x == nil || r.running(p, m) >= r.modelLanes(p, m) || blocked[r.pool(p, m)] || held[m] {
+						continue
+					}
+					if h == nil || r.running(p, m) < r.running(p, h.m) ||
+						r.running(p, m) == r.running(p, h.m) && earlier(x, h) {
+						h = x
+					}
+				}
+				if h == nil {
 					continue
 				}
-				if best == nil || r.running(p, m) < r.running(p, best.m) ||
-					r.running(p, m) == r.running(p, best.m) && earlier(h, best) {
+				if best == nil || r.tags[refTag{p, cl, c}] < r.tags[refTag{p, best.client, c}] ||
+					r.tags[refTag{p, cl, c}] == r.tags[refTag{p, best.client, c}] && earlier(h, best) {
 					best = h
 				}
 			}
@@ -271,6 +318,9 @@ func (r *refGate) pick(now time.Time) *refReq {
 func (r *refGate) start(q *refReq, now time.Time) {
 	q.state = refRunning
 	q.started = now
+	t := refTag{q.p, q.client, q.c}
+	r.vtime[q.p][q.c] = max(r.vtime[q.p][q.c], r.tags[t])
+	r.tags[t] += fairScale / int64(q.share)
 	r.last[q.c] = q.p
 	if r.caps[q.p] > 0 {
 		r.caps[q.p]--
@@ -297,13 +347,15 @@ func (r *refGate) charge(q *refReq, key int, now time.Time) {
 // arrive enqueues, runs the dispatcher, and rejects (undoing the enqueue) if the newcomer
 // did not start, exactly as the package comment states the rules. arrived zero is now.
 // others are the requests that started other than the newcomer, in order.
-func (r *refGate) arrive(id ID, p, m, c, cost int, arrived, now time.Time) (o Outcome, k llm.Kind, others []ID) {
+func (r *refGate) arrive(id ID, p, m, c, cost int, cl llm.Client, arrived, now time.Time) (o Outcome, k llm.Kind, others []ID) {
 	if arrived.IsZero() {
 		arrived = now
 	}
 	r.seq++
 	ps := r.specs[p]
-	q := &refReq{id: id, p: p, m: m, c: c, seq: r.seq, cost: cost, arrived: arrived, deadline: now.Add(ps.QueueTimeout)}
+	q := &refReq{id: id, p: p, m: m, c: c, client: cl.Name, share: cl.Share(), seq: r.seq, cost: cost,
+		arrived: arrived, deadline: now.Add(ps.QueueTimeout)}
+	r.enqueue(q)
 	r.reqs = append(r.reqs, q)
 	started := false
 	for x := r.pick(now); x != nil; x = r.pick(now) {
@@ -336,7 +388,8 @@ func (r *refGate) requeue(id, next ID, now time.Time) ([]ID, bool) {
 		return nil, false
 	}
 	r.seq++
-	q.id, q.seq, q.state, q.requeued, q.started = next, r.seq, refQueued, true, time.Time{}
+	q.id, q.seq, q.requeued, q.started = next, r.seq, true, time.Time{}
+	r.enqueue(q)
 	return r.dispatch(now), true
 }
 
@@ -458,7 +511,7 @@ func (r *refGate) lookup(id ID) (gateInfo, bool) {
 		return gateInfo{}, false
 	}
 	in := gateInfo{Provider: q.p, Info: Info{Model: q.m, Priority: llm.Priority(q.c), Running: q.state == refRunning,
-		Arrived: q.arrived, Deadline: q.deadline, Tokens: q.cost}}
+		Arrived: q.arrived, Deadline: q.deadline, Tokens: q.cost, Client: llm.Client{Name: q.client, Weight: q.share}}}
 	if in.Running {
 		in.Started, in.Key = q.started, q.key
 	}
@@ -507,7 +560,7 @@ func (r *refGate) batch(members []batchMember, c int, now time.Time) bool {
 	}
 	for _, mb := range members {
 		r.seq++
-		q := &refReq{id: mb.id, p: mb.p, m: mb.m, c: c, seq: r.seq, cost: mb.cost, arrived: now,
+		q := &refReq{id: mb.id, p: mb.p, m: mb.m, c: c, share: 1, seq: r.seq, cost: mb.cost, arrived: now,
 			deadline: now.Add(r.specs[mb.p].QueueTimeout)}
 		if !r.lim[mb.p].Allow(q.cost, now) {
 			return undo()

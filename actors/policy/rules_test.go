@@ -562,16 +562,18 @@ func TestSnapshotAndLookup(t *testing.T) {
 	g.Arrive(3, 1, 0, B, t0)
 	want := gateState{Running: 2, Queued: 1, MaxRunning: 10, MaxAdmitted: 16, Providers: []ProviderState{
 		{Name: "a", Lanes: 2, EffectiveLanes: 1, Running: 1, Queued: 1, QueueLength: 4, Models: []ModelState{
-			{Name: "a-m0", ModelLanes: 1, EffectiveModelLanes: 1}, {Name: "a-m1", ModelLanes: 2, EffectiveModelLanes: 2, Running: 1, Queued: 1}}},
+			{Name: "a-m0", ModelLanes: 1, EffectiveModelLanes: 1}, {Name: "a-m1", ModelLanes: 2, EffectiveModelLanes: 2, Running: 1, Queued: 1}},
+			Clients: map[string]ClientCounts{"": {Running: 1, Queued: 1}}},
 		{Name: "b", Lanes: 1, EffectiveLanes: 1, Running: 1, QueueLength: 8, Models: []ModelState{
-			{Name: "b-m0", ModelLanes: 1, EffectiveModelLanes: 1, Running: 1}}},
+			{Name: "b-m0", ModelLanes: 1, EffectiveModelLanes: 1, Running: 1}},
+			Clients: map[string]ClientCounts{"": {Running: 1}}},
 	}}
 	if got := g.Snapshot(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Snapshot =\n%+v\nwant\n%+v", got, want)
 	}
 	in, ok := g.Lookup(2)
 	wantInfo := gateInfo{Provider: 0, Info: Info{Model: 1, Priority: N, Arrived: t0.Add(time.Second),
-		Deadline: t0.Add(11 * time.Second)}}
+		Deadline: t0.Add(11 * time.Second), Client: llm.Client{Weight: 1}}} // the anonymous client, its share
 	if !ok || in != wantInfo {
 		t.Errorf("Lookup(2) = %+v, %v; want %+v", in, ok, wantInfo)
 	}
@@ -620,7 +622,7 @@ func TestBurstAdmitsAsSequentialArrivals(t *testing.T) {
 				}
 				continue
 			}
-			h.ps[p].Arrive(id, m, I, t0)
+			h.ps[p].Enter(id, Arrival{Model: m, Class: I}, t0)
 			h.where[id] = p
 			h.report(p, t0)
 		}

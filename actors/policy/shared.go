@@ -24,13 +24,13 @@ func (p *Provider) Unstart(id ID, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	en := &p.entries[e]
+	en := &p.q.entries[e]
 	en.state, en.started = queued, time.Time{}
 	en.confirmed, en.mature = true, true
 	if en.reported == 0 {
 		en.reported = p.offers // never listed as fresh: it was reported when it arrived
 	}
-	p.link(e)
+	p.q.link(e)
 	return true
 }
 
@@ -57,9 +57,4 @@ func (p *Provider) Unblock(m int) {
 	if m >= 0 && m < len(p.models) {
 		p.models[m].blocked = false
 	}
-}
-
-// Blocked reports whether model m is blocked (Block).
-func (p *Provider) Blocked(m int) bool {
-	return m >= 0 && m < len(p.models) && p.models[m].blocked
 }

@@ -15,7 +15,7 @@ func TestUnstart(t *testing.T) {
 		Models: []ModelSpec{{Name: "a", Lanes: 1}, {Name: "b", Lanes: 1}}}
 	p := NewProvider(spec)
 	for id, m := range []int{0, 0, 0} {
-		p.Arrive(ID(id+1), m, N, t0.Add(time.Duration(id)*time.Millisecond))
+		p.Enter(ID(id+1), Arrival{Model: m, Class: N}, t0.Add(time.Duration(id)*time.Millisecond))
 	}
 	p.Ack(Ack{Seq: p.Offer(t0).Seq})
 	for id := ID(1); id <= 3; id++ {
@@ -49,7 +49,7 @@ func TestUnstart(t *testing.T) {
 	if _, _, ok := p.Grant(Grant{Class: N}, now); ok {
 		t.Error("a grant started a request of a blocked model")
 	}
-	p.Arrive(4, 1, N, now)
+	p.Enter(4, Arrival{Model: 1, Class: N}, now)
 	if o := p.Offer(now); o.Avail[N] != 1 {
 		t.Errorf("the other model offers %v while the first is blocked", o.Avail)
 	}

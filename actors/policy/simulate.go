@@ -8,13 +8,17 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// simulation is the scratch space of simulate, kept on the Provider so that offers and
+// simulation is the scratch space of play, kept on the Provider so that offers and
 // grants do not allocate once it has grown to the provider's model count. After simulate it
 // also says what held the simulated starts back, for NextWake.
 type simulation struct {
-	avail  [llm.NumPriorities]int
-	run    []int   // per model, running plus simulated starts
-	cursor []int32 // per model: the next queued entry of the class being simulated
+	avail [llm.NumPriorities]int
+	run   []int // per model, running plus simulated starts
+	// cursor, per client k and model m at k*models+m: the client's next queued entry of the
+	// model in the class being simulated; tag, per client: its service in that class, as
+	// the simulated starts charge it.
+	cursor []int32
+	tag    []int64
 
 	// The provider's limiter, charged with the simulated starts: starts and tokens are what
 	// they took; stop is the cost of the request it held back (-1: none did).
@@ -43,86 +47,60 @@ type simPool struct {
 	cost    int
 }
 
-// simulate plays the provider's own dispatch forward at now without changing anything: it
+// play plays the provider's own dispatch forward at now without changing anything: it
 // starts, in thought, what the provider could start if every start were granted, class by
-// class (highest first), each class as SPEC §2 orders it within a provider (the model with
-// the fewest running among those with a free model lane and a request of the class; tie:
-// the model whose oldest such request waited longest; then first come, first served),
-// charging the provider's free lanes, its start cap, the keys and the rate limiter as it
-// goes.
+// class (highest first), each class as SPEC §2 and §18 order it within a provider (the
+// client with the least service for its weight among those with a request that can start;
+// within it, the model with the fewest running among those with a free model lane and a
+// request of the class; tie: the model whose oldest such request waited longest; then first
+// come, first served), charging the provider's free lanes, its start cap, the keys, the rate
+// limiter and the clients' service as it goes.
 //
 // A limiter holds back everything behind the request it cannot serve (no barging): when the
 // chosen request finds no key in its pool, that pool's other requests wait too while other
 // pools' go on, except when its pool has a key for other models, not for it (a key set aside
 // for its model alone): then only its model's requests wait; when it finds the provider's
-// rate limiter short, the provider starts nothing more. So a request needing many tokens is never starved by smaller ones behind it.
+// rate limiter short, the provider starts nothing more. So a request needing many tokens is
+// never starved by smaller ones behind it.
 //
-// With want < 0 it fills p.sim.avail for Offer and returns none. With a class, it stops at
-// the first request of that class it would start and returns it (none if the class gets no
+// With want < 0 it fills avail for Offer and returns none. With a class, it stops at the
+// first request of that class it would start and returns it (none if the class gets no
 // start): that is the request a grant of the class starts, after the higher classes' own
 // possible starts have taken their lanes, as the dispatcher (which grants higher classes
 // first) expects.
-func (p *Provider) simulate(now time.Time, want int) int32 {
-	s := &p.sim
-	free := s.reset(p)
-	if free <= 0 || p.queued == 0 {
+func (s *simulation) play(p *Provider, now time.Time, want int) int32 {
+	free := s.reset(p, now)
+	if free <= 0 || p.q.n == 0 {
 		return none
 	}
-	s.setRuns(p.models)
-	if !p.limited(now) {
-		return p.simulateLanes(free, want, now)
+	if !limited(p.limiter, p.pools, now) {
+		return s.lanes(p, free, want, now)
 	}
 	for c := range llm.NumPriorities {
-		free = s.keepLanes(&p.batchHold, c, free, now)
-		if p.queuedByClass[c] == 0 || free <= 0 {
-			if c == want || free <= 0 {
+		if free = s.keepLanes(&p.batchHold, c, free, now); free <= 0 {
+			return none
+		}
+		if p.q.byClass[c] == 0 {
+			if c == want {
 				return none
 			}
 			continue
 		}
-		for i := range p.models {
-			s.cursor[i] = p.models[i].fifo[c].head
-		}
-		for free > 0 && s.stop < 0 {
-			best := p.pickModel(s)
-			if best < 0 {
-				break
-			}
-			e := s.cursor[best]
-			cost, pl := p.entries[e].cost, p.models[best].pool
-			key, ok := p.simKey(pl, best, cost, now)
-			if !ok {
-				p.hold(pl, best, cost, now)
-				continue
-			}
-			if !s.lim.Allow(cost, now) {
-				s.stop = cost
-				break
-			}
-			if c == want {
-				return e
-			}
-			s.lim.Take(cost, now)
-			s.starts++
-			s.tokens += cost
-			p.simTake(pl, key, cost, now)
-			s.avail[c]++
-			free--
-			s.run[best]++
-			s.cursor[best] = p.entries[e].links[byModel].next
-		}
+		e, left := s.class(p, c, want, free, now)
 		if c == want || s.stop >= 0 {
-			return none
+			return e
 		}
+		free = left
 	}
 	return none
 }
 
-// reset starts the simulation of p afresh and returns p's free lanes within its start cap.
-func (s *simulation) reset(p *Provider) (free int) {
+// reset starts a simulation afresh and returns the starts the provider's free lanes and
+// start cap allow.
+func (s *simulation) reset(p *Provider, now time.Time) int {
 	s.avail = [llm.NumPriorities]int{}
 	s.lim, s.starts, s.tokens, s.stop = p.limiter, 0, 0, -1
-	s.resetPools(p.pools)
+	s.resetPools(p)
 	n := len(p.models)
 	if cap(s.held) < n {
 		s.held, s.heldCost = make([]bool, n), make([]int, n)
@@ -130,52 +108,121 @@ func (s *simulation) reset(p *Provider) (free int) {
 	s.held, s.heldCost = s.held[:n], s.heldCost[:n]
 	clear(s.held)
 	s.keep = nil
-	free = p.eff - p.running
+	s.run = s.run[:0]
+	for i := range p.models {
+		s.run = append(s.run, p.models[i].running)
+	}
+	free := p.eff - p.running
 	if p.startCap >= 0 {
 		free = min(free, p.startCap)
 	}
 	return free
 }
 
-// setRuns gives the simulation every model's running count and a cursor per model.
-func (s *simulation) setRuns(models []model) {
-	n := len(models)
-	s.run = s.run[:0]
-	for i := range models {
-		s.run = append(s.run, models[i].running)
+// class simulates the starts of class c that free lanes allow, charging every limiter, and
+// returns what is left of free. With want c it returns the first request it would start
+// instead (none if it starts nothing); otherwise it returns none.
+func (s *simulation) class(p *Provider, c, want, free int, now time.Time) (int32, int) {
+	s.heads(p, c)
+	nm := len(p.models)
+	for free > 0 && s.stop < 0 {
+		k, m := s.pick(p)
+		if k < 0 {
+			break
+		}
+		at := k*nm + m
+		e := s.cursor[at]
+		cost, pl := p.q.entries[e].cost, p.models[m].pool
+		key, ok := s.key(p, pl, m, cost, now)
+		if !ok {
+			s.hold(p, pl, m, cost, now)
+			continue
+		}
+		if !s.lim.Allow(cost, now) {
+			s.stop = cost
+			break
+		}
+		if c == want {
+			return e, free
+		}
+		s.lim.Take(cost, now)
+		s.starts++
+		s.tokens += cost
+		s.take(pl, key, cost, now)
+		s.avail[c]++
+		free--
+		s.run[m]++
+		s.tag[k] += startCost(p.q.clients[k].share)
+		s.cursor[at] = p.q.entries[e].links[byModel].next
 	}
-	if cap(s.cursor) < n {
-		s.cursor = make([]int32, n)
-	}
-	s.cursor = s.cursor[:n]
+	return none, free
 }
 
-// simulateLanes is simulate when only lanes can hold a request back (no rate limit, no key
-// limits, a key ready in every pool), in time linear in the models, not the queue: class by
-// class, each model starts as many of its queued requests of the class as its free model
-// lanes take, until the provider's free lanes run out. Which model starts first matters
+// heads points the cursors at every client's oldest request of class c per model, and
+// copies the clients' service in that class.
+func (s *simulation) heads(p *Provider, c int) {
+	nk, nm := len(p.q.clients), len(p.models)
+	if cap(s.cursor) < nk*nm {
+		s.cursor = make([]int32, nk*nm)
+	}
+	if cap(s.tag) < nk {
+		s.tag = make([]int64, nk)
+	}
+	s.cursor, s.tag = s.cursor[:nk*nm], s.tag[:nk]
+	for k := range p.q.clients {
+		cl := &p.q.clients[k]
+		s.tag[k] = cl.tag[c]
+		for m := range nm {
+			s.cursor[k*nm+m] = none
+			if cl.byClass[c] > 0 {
+				s.cursor[k*nm+m] = p.q.head(int32(k), c, m)
+			}
+		}
+	}
+}
+
+// pick returns the client and model whose request (at its cursor) starts next, or -1: the
+// client with the least service among those with a request that can start (tie: the one
+// whose request arrived first), and that client's model as pickModel chooses.
+func (s *simulation) pick(p *Provider) (k, m int) {
+	k, m = -1, -1
+	nm := len(p.models)
+	for i := range p.q.clients {
+		j := s.pickModel(p, i)
+		if j < 0 {
+			continue
+		}
+		if k < 0 || s.tag[i] < s.tag[k] ||
+			(s.tag[i] == s.tag[k] && p.q.before(byModel, s.cursor[i*nm+j], s.cursor[k*nm+m])) {
+			k, m = i, j
+		}
+	}
+	return k, m
+}
+
+// lanes is play when only lanes can hold a request back (no rate limit, no key limits, a
+// key ready in every pool), in time linear in the models, not the queue: class by class,
+// each model starts as many of its queued requests of the class as its free model lanes
+// take, until the provider's free lanes run out. Which client and model start first matters
 // only when the free lanes run out within a class, and then only to a grant of that class,
-// which picks its model as simulate does. The walk of the queue that simulate makes
-// otherwise cost O(queue) per offer, and offers come with every arrival.
-func (p *Provider) simulateLanes(free, want int, now time.Time) int32 {
-	s := &p.sim
+// which picks as play does. The walk of the queue that play makes otherwise cost O(queue)
+// per offer, and offers come with every arrival.
+func (s *simulation) lanes(p *Provider, free, want int, now time.Time) int32 {
 	for c := range llm.NumPriorities {
 		if free = s.keepLanes(&p.batchHold, c, free, now); free <= 0 {
 			return none
 		}
 		if c == want {
-			if p.queuedByClass[c] == 0 {
+			if p.q.byClass[c] == 0 {
 				return none
 			}
-			for i := range p.models {
-				s.cursor[i] = p.models[i].fifo[c].head
-			}
-			if best := p.pickModel(s); best >= 0 {
-				return s.cursor[best]
+			s.heads(p, c)
+			if k, m := s.pick(p); k >= 0 {
+				return s.cursor[k*len(p.models)+m]
 			}
 			return none
 		}
-		if p.queuedByClass[c] == 0 {
+		if p.q.byClass[c] == 0 {
 			continue
 		}
 		for i := range p.models {
@@ -183,7 +230,7 @@ func (p *Provider) simulateLanes(free, want int, now time.Time) int32 {
 			if md.blocked {
 				continue
 			}
-			k := min(md.fifo[c].n, md.eff-s.run[i]-kept(s.keep, i), free)
+			k := min(p.q.byModel[i][c], md.eff-s.run[i]-kept(s.keep, i), free)
 			if k <= 0 {
 				continue
 			}
@@ -212,12 +259,12 @@ func (s *simulation) keepLanes(h *batchHold, c, free int, now time.Time) int {
 }
 
 // resetPools starts the simulation's view of the key pools afresh.
-func (s *simulation) resetPools(pools []pool) {
-	if len(s.pools) != len(pools) {
-		s.pools = make([]simPool, len(pools))
+func (s *simulation) resetPools(p *Provider) {
+	if len(s.pools) != len(p.pools) {
+		s.pools = make([]simPool, len(p.pools))
 	}
-	for i := range pools {
-		sp, pp := &s.pools[i], &pools[i]
+	for i := range p.pools {
+		sp, pp := &s.pools[i], &p.pools[i]
 		sp.ready, sp.blocked, sp.cost = 0, false, 0
 		if pp.lims == nil {
 			continue
@@ -234,11 +281,11 @@ func (s *simulation) resetPools(pools []pool) {
 	}
 }
 
-// simKey finds, in thought, the key a request of model m (negative: of any model, keys set
+// key finds, in thought, the key a request of model m (negative: of any model, keys set
 // aside for one model alone not counted) costing cost would start on in pool pl: -1 stands
 // for "some ready key" in a pool without key limits, where which one does not matter.
-func (p *Provider) simKey(pl, m, cost int, now time.Time) (int, bool) {
-	sp, pp := &p.sim.pools[pl], &p.pools[pl]
+func (s *simulation) key(p *Provider, pl, m, cost int, now time.Time) (int, bool) {
+	sp, pp := &s.pools[pl], &p.pools[pl]
 	if pp.lims == nil {
 		if pp.ring.HasPairs() {
 			return -1, pp.ring.NextFree(m, now).Equal(now)
@@ -264,10 +311,9 @@ func (p *Provider) simKey(pl, m, cost int, now time.Time) (int, bool) {
 // hold records that model m's request costing cost found no key in pool pl: only the
 // model waits when the pool has a key for others (its own are set aside for it alone), else
 // the whole pool does.
-func (p *Provider) hold(pl, m, cost int, now time.Time) {
-	s := &p.sim
+func (s *simulation) hold(p *Provider, pl, m, cost int, now time.Time) {
 	if p.pools[pl].ring.HasPairs() {
-		if _, ok := p.simKey(pl, -1, cost, now); ok {
+		if _, ok := s.key(p, pl, -1, cost, now); ok {
 			s.held[m], s.heldCost[m] = true, cost
 			return
 		}
@@ -275,9 +321,9 @@ func (p *Provider) hold(pl, m, cost int, now time.Time) {
 	s.pools[pl].blocked, s.pools[pl].cost = true, cost
 }
 
-// simTake charges key (found by simKey) with a simulated start.
-func (p *Provider) simTake(pl, key, cost int, now time.Time) {
-	sp := &p.sim.pools[pl]
+// take charges key (found by key) with a simulated start.
+func (s *simulation) take(pl, key, cost int, now time.Time) {
+	sp := &s.pools[pl]
 	if key < 0 {
 		return
 	}
@@ -287,19 +333,20 @@ func (p *Provider) simTake(pl, key, cost int, now time.Time) {
 	sp.toks[key] += cost
 }
 
-// pickModel returns the model whose next request (at its cursor) starts next, or -1: the
-// fewest running among models with a free model lane, a request left and a pool that holds
-// nothing back; tie: the one whose request arrived first (then entered first, so a further
-// tie is impossible).
-func (p *Provider) pickModel(s *simulation) int {
-	best := -1
+// pickModel returns client k's model whose next request (at its cursor) starts next, or
+// -1: the fewest running among models with a free model lane, a request of k left and a
+// pool that holds nothing back; tie: the one whose request arrived first (then entered
+// first, so a further tie is impossible).
+func (s *simulation) pickModel(p *Provider, k int) int {
+	best, nm := -1, len(p.models)
+	cur := s.cursor[k*nm : (k+1)*nm]
 	for i := range p.models {
 		md := &p.models[i]
-		h := s.cursor[i]
+		h := cur[i]
 		if h == none || s.run[i]+kept(s.keep, i) >= md.eff || s.pools[md.pool].blocked || md.blocked || s.held[i] {
 			continue
 		}
-		if best < 0 || s.run[i] < s.run[best] || (s.run[i] == s.run[best] && p.before(byModel, h, s.cursor[best])) {
+		if best < 0 || s.run[i] < s.run[best] || (s.run[i] == s.run[best] && p.q.before(byModel, h, cur[best])) {
 			best = i
 		}
 	}
@@ -312,8 +359,8 @@ func (p *Provider) pickModel(s *simulation) int {
 // that blocked it holds back its own model only.
 // ok is false when only another call can change it (every key's probe out, or buckets that
 // the simulated starts alone overfill).
-func (p *Provider) poolWake(pl, m, cost int, now time.Time) (t time.Time, ok bool) {
-	sp, pp := &p.sim.pools[pl], &p.pools[pl]
+func (s *simulation) poolWake(p *Provider, pl, m, cost int, now time.Time) (t time.Time, ok bool) {
+	sp, pp := &s.pools[pl], &p.pools[pl]
 	for i := range pp.ring.Len() {
 		at, valid := pp.ring.ReadyAt(i, m)
 		if !valid {
@@ -340,12 +387,12 @@ func (p *Provider) poolWake(pl, m, cost int, now time.Time) (t time.Time, ok boo
 // limited reports whether anything but lanes may hold a request back at now: a rate limit,
 // key limits, a pool with no key ready, or keys set aside for some model alone. Without,
 // NextWake needs no simulation.
-func (p *Provider) limited(now time.Time) bool {
-	if p.limiter.Limited() {
+func limited(lim tokens.Limiter, pools []pool, now time.Time) bool {
+	if lim.Limited() {
 		return true
 	}
-	for i := range p.pools {
-		if ring := p.pools[i].ring; p.pools[i].lims != nil || ring.HasPairs() || !ring.NextFree(-1, now).Equal(now) {
+	for i := range pools {
+		if ring := pools[i].ring; pools[i].lims != nil || ring.HasPairs() || !ring.NextFree(-1, now).Equal(now) {
 			return true
 		}
 	}

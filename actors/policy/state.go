@@ -20,6 +20,9 @@ type ProviderState struct {
 	AwaitingVerdict int
 	QueueLength     int
 	Models          []ModelState
+	// Clients are the running and queued requests of each client that has some (SPEC §18),
+	// by name ("" the anonymous client).
+	Clients map[string]ClientCounts
 }
 
 // ModelState is one model's lanes and queue.
@@ -37,13 +40,13 @@ type ModelState struct {
 func (p *Provider) Snapshot() ProviderState {
 	ps := ProviderState{
 		Name: p.name, Lanes: p.lanes, EffectiveLanes: p.eff,
-		Running: p.running, Queued: p.queued, AwaitingVerdict: p.queued - p.confirmed, QueueLength: p.queueLength,
-		Models: make([]ModelState, len(p.models)),
+		Running: p.running, Queued: p.q.n, AwaitingVerdict: p.q.n - p.q.confirmed, QueueLength: p.queueLength,
+		Models: make([]ModelState, len(p.models)), Clients: p.q.byClient(),
 	}
 	for i := range p.models {
 		md := &p.models[i]
 		ps.Models[i] = ModelState{Name: md.name, ModelLanes: md.lanes, EffectiveModelLanes: md.eff,
-			Running: md.running, Queued: md.queued}
+			Running: md.running, Queued: queuedIn(p.q.byModel[i])}
 	}
 	return ps
 }
@@ -53,23 +56,25 @@ type Info struct {
 	Model    int // index as given to Arrive
 	Priority llm.Priority
 	Running  bool
-	Arrived  time.Time // its place in the FIFO: when it first came
-	Started  time.Time // zero while it waits
-	Deadline time.Time // when it expires if it is still queued
-	Tokens   int       // its estimated cost
-	Key      int       // running: the key of its last attempt
+	Arrived  time.Time  // its place in the FIFO: when it first came
+	Started  time.Time  // zero while it waits
+	Deadline time.Time  // when it expires if it is still queued
+	Tokens   int        // its estimated cost
+	Key      int        // running: the key of its last attempt
+	Client   llm.Client // who it is for: the name and the share (weight, at least 1) it was queued with
 }
 
 // Lookup returns what the provider knows about id; ok is false for an unknown id.
 func (p *Provider) Lookup(id ID) (Info, bool) {
-	e, ok := p.index[id]
+	e, ok := p.q.index[id]
 	if !ok {
 		return Info{}, false
 	}
-	en := &p.entries[e]
+	en := &p.q.entries[e]
 	in := Info{
 		Model: int(en.m), Priority: llm.Priority(en.class), Running: en.state == running,
 		Arrived: en.arrived, Deadline: en.deadline, Tokens: en.cost,
+		Client: llm.Client{Name: p.q.clients[en.client].name, Weight: p.q.clients[en.client].share},
 	}
 	if in.Running {
 		in.Started, in.Key = en.started, int(en.key)
@@ -98,7 +103,7 @@ func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 	switch {
 	case p.startCap == 0:
 		return BlockedByStartCap
-	case p.Blocked(m):
+	case m >= 0 && m < len(p.models) && p.models[m].blocked:
 		return BlockedByCluster
 	case p.running >= p.eff:
 		return BlockedByLanes
@@ -113,7 +118,7 @@ func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 		return BlockedByKeys
 	}
 	if pl.lims != nil {
-		if _, ok := p.pickKeyAt(&probe, now); !ok {
+		if !pl.some(&probe, now) {
 			return BlockedByKeys
 		}
 	}
@@ -123,13 +128,21 @@ func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
 	return BlockedElsewhere
 }
 
-// pickKeyAt is pickKey without moving the ring's turn: whether some key would do.
-func (p *Provider) pickKeyAt(en *entry, now time.Time) (int, bool) {
-	pl := &p.pools[p.models[en.m].pool]
+// some reports whether a key would do for en, as pick without moving the ring's turn.
+func (pl *pool) some(en *entry, now time.Time) bool {
 	for i := range pl.ring.Len() {
 		if pl.ring.State(i, int(en.m), now) == keys.Ready && (pl.lims == nil || pl.lims[i].Allow(en.cost, now)) {
-			return i, true
+			return true
 		}
 	}
-	return 0, false
+	return false
+}
+
+// queuedIn sums a model's queued requests over the classes.
+func queuedIn(byClass [llm.NumPriorities]int) int {
+	n := 0
+	for _, k := range byClass {
+		n += k
+	}
+	return n
 }

@@ -7,6 +7,7 @@
 //
 //	tollgate-bench [--tollgate bin/tollgate] [--fakellm bin/fakellm] [--quick] [--profile DIR]
 //	tollgate-bench inflight [--rates 1000,2000,3000] [--hold 1s] [--quick] ...  (calls held open; inflight.go)
+//	tollgate-bench burst [--calls 40] [--mb 7.7] [--idle 30s]  (memory of a burst of large bodies; burst.go)
 //	tollgate-bench --telemetry all|metrics [--quick]    (Tollgate with telemetry on against off)
 //	tollgate-bench proxy --listen ADDR --target URL [--idle N]  (the bare proxy, run by the benchmarks)
 //	tollgate-bench gateway --config FILE [--profile-dir DIR] [--no-metrics]  (Tollgate in process)
@@ -45,6 +46,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runInflight(ctx, args[1:], stdout, stderr)
+		case "burst":
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runBurst(ctx, args[1:], stdout, stderr)
 		}
 	}
 	opts, err := parseOptions(args)

@@ -22,6 +22,7 @@ type call struct {
 	tag      string // put at the start of the prompt, where the tap reads it
 	hold     bool   // ask the tap to park the request until release
 	payload  []byte // the body, when built once for many sends; nil builds it from the fields
+	key      string // the client key it presents (Authorization: Bearer); "" none
 }
 
 // outcome is what one client saw.
@@ -84,6 +85,9 @@ func send(ctx context.Context, hc *http.Client, base string, c call) outcome {
 	req.Header.Set("Content-Type", "application/json")
 	if c.priority != "" {
 		req.Header.Set("X-Gateway-Priority", c.priority)
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	start := time.Now()
 	resp, err := hc.Do(req)

@@ -39,6 +39,9 @@ type setup struct {
 	spare []provider
 	// cluster is the cluster: section's YAML, "" for a gateway alone.
 	cluster string
+	// auth is the auth: section's YAML, "" for none; adminKey the key the harness presents
+	// to /admin/state then.
+	auth, adminKey string
 }
 
 type provider struct {
@@ -161,6 +164,7 @@ providers:
 {{- end}}
 {{- end}}
 {{.Cluster}}
+{{.Auth}}
 `))
 
 // startLocal starts the fake backends, the gateway on a loopback listener, and a client pool.
@@ -250,7 +254,8 @@ func parseSetup(s setup, urls []string) (*config.Config, error) {
 		}
 		URLs    []string
 		Cluster string
-	}{URLs: urls, Cluster: s.cluster}
+		Auth    string
+	}{URLs: urls, Cluster: s.cluster, Auth: s.auth}
 	data.S.MaxRunning, data.S.MaxAdmitted = s.maxRunning, s.maxAdmitted
 	for _, pv := range s.providers {
 		rt := pv.runTimeout
@@ -304,6 +309,9 @@ func (e *env) state(ctx context.Context) (actors.AdminState, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/admin/state", nil)
 	if err != nil {
 		return st, err
+	}
+	if e.setup.adminKey != "" {
+		req.Header.Set("Authorization", "Bearer "+e.setup.adminKey)
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {

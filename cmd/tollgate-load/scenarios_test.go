@@ -22,7 +22,7 @@ func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load scenarios take a few seconds")
 	}
-	for _, name := range []string{"burst-20", "burst-50", "mixed-priority", "cancel-storm", "slow-readers", "retry-storm", "learn-lanes", "reload", "forbidden-model", "cluster"} {
+	for _, name := range []string{"burst-20", "burst-50", "mixed-priority", "cancel-storm", "slow-readers", "retry-storm", "learn-lanes", "reload", "forbidden-model", "cluster", "noisy-neighbour"} {
 		t.Run(name, func(t *testing.T) {
 			ss, err := choose(name, false)
 			if err != nil {

@@ -76,6 +76,7 @@ providers:
 
 // conformanceEnv is the gateway under test, its tap and the backend behind it.
 type conformanceEnv struct {
+	vars    []string // more of the scripts' environment, NAME=value
 	gw      *gateway
 	tap     *checkTap
 	backend *bodyTap
@@ -275,6 +276,7 @@ func runScript(t *testing.T, node, modules, script string, env *conformanceEnv) 
 	// reaches the clients, and nothing they do leaves loopback.
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "NODE_OPTIONS=", "TOLLGATE_URL=" + env.gw.URL,
 		"TOLLGATE_KEY=" + conformanceKey, "OPENAI_AGENTS_DISABLE_TRACING=1", "LANGCHAIN_TRACING_V2=false"}
+	cmd.Env = append(cmd.Env, env.vars...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second

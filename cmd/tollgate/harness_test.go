@@ -23,26 +23,26 @@ type gateway struct {
 
 // startGateway parses a YAML config (defaults and validation included) and serves it. Backends
 // override the adapters of the named providers. The gateway's logs are dropped.
-func startGateway(t *testing.T, yaml string, backends map[string]llm.Backend) *gateway {
+func startGateway(t testing.TB, yaml string, backends map[string]llm.Backend) *gateway {
 	t.Helper()
 	return serveGateway(t, yaml, backends, zerolog.Nop())
 }
 
 // serveGateway is startGateway with the gateway's logger chosen by the caller.
-func serveGateway(t *testing.T, yaml string, backends map[string]llm.Backend, log zerolog.Logger) *gateway {
+func serveGateway(t testing.TB, yaml string, backends map[string]llm.Backend, log zerolog.Logger) *gateway {
 	t.Helper()
 	return serveApp(t, yaml, app.Options{Logger: log, Backends: backends})
 }
 
 // serveApp is startGateway with every app option chosen by the caller.
-func serveApp(t *testing.T, yaml string, o app.Options) *gateway {
+func serveApp(t testing.TB, yaml string, o app.Options) *gateway {
 	t.Helper()
 	return serveWrapped(t, yaml, o, nil)
 }
 
 // serveWrapped is serveApp with the binary's server handler wrapped by wrap (nil: as it is),
 // so a test can see every request the gateway serves and every answer's status.
-func serveWrapped(t *testing.T, yaml string, o app.Options, wrap func(http.Handler) http.Handler) *gateway {
+func serveWrapped(t testing.TB, yaml string, o app.Options, wrap func(http.Handler) http.Handler) *gateway {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -77,13 +77,13 @@ func serveWrapped(t *testing.T, yaml string, o app.Options, wrap func(http.Handl
 }
 
 // waitIdle polls the gateway's state until nothing runs or waits.
-func (g *gateway) waitIdle(t *testing.T) {
+func (g *gateway) waitIdle(t testing.TB) {
 	t.Helper()
 	g.waitIdleWithin(t, 2*time.Second)
 }
 
 // waitIdleWithin is waitIdle with a deadline of d.
-func (g *gateway) waitIdleWithin(t *testing.T, d time.Duration) {
+func (g *gateway) waitIdleWithin(t testing.TB, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {

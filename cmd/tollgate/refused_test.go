@@ -26,7 +26,7 @@ func TestRefusedBackendAddressStaysInLog(t *testing.T) {
 	for _, p := range []struct{ name, kind, base string }{
 		{"gone", "openai", "http://" + addr + "/v1"}, {"gone-an", "anthropic", "http://" + addr}, {"gone-ge", "gemini", "http://" + addr + "/v1beta"},
 	} {
-		fmt.Fprintf(&yaml, "  - name: %s\n    kind: %s\n    base_url: %s\n    keys: [k]\n    models: [{id: m}]\n%s", p.name, p.kind, p.base, noResilience)
+		fmt.Fprintf(&yaml, "  - name: %s\n    kind: %s\n    base_url: %s\n    keys: [k]\n    models: [{id: m}, {id: e, type: embedding}]\n%s", p.name, p.kind, p.base, noResilience)
 	}
 	logs := &syncBuffer{}
 	g := serveGateway(t, yaml.String(), nil, zerolog.New(logs))
@@ -36,6 +36,9 @@ func TestRefusedBackendAddressStaysInLog(t *testing.T) {
 		{"chat-gemini", "/v1/chat/completions", `{"model":"gone-ge/m","messages":[{"role":"user","content":"hi"}]}`},
 		{"messages", "/v1/messages", `{"model":"gone/m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`},
 		{"responses", "/v1/responses", `{"model":"gone-an/m","input":"hi"}`},
+		{"embeddings-openai", "/v1/embeddings", `{"model":"gone/e","input":["a","b"]}`},
+		{"embeddings-gemini", "/v1/embeddings", `{"model":"gone-ge/e","input":["a","b"]}`},
+		{"completions", "/v1/completions", `{"model":"gone/m","prompt":"a","suffix":"b","stream":true}`},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			req, err := http.NewRequest("POST", g.URL+tc.path, strings.NewReader(tc.body))

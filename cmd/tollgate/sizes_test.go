@@ -30,17 +30,14 @@ var longFuncs = map[string]int{
 	"actors: providerActor.receiveFailed":     77,
 	"actors: Gateway.Reconfigure":             88,
 	"actors: Gateway.StartBatch":              70,
-	"httpapi: Server.streamAnswer":            82,
 	"httpapi: New":                            68,
-	"httpapi: chatMessages":                   67,
-	"httpapi: Server.relayStream":             61,
 }
 
 // bigActorTypes are today's types under actors/ with more than maxActorMethod methods, by
 // "package dir: type" with their count; they may only shrink, as longFuncs.
 var bigActorTypes = map[string]int{
 	"actors: providerActor":   100,
-	"actors/policy: Provider": 77,
+	"actors/policy: Provider": 46,
 	"actors: Gateway":         43,
 }
 

@@ -116,6 +116,9 @@ func (c *Client) OpenWithKey(ctx context.Context, req *llm.Request, i int) (llm.
 func (c *Client) Keys(model string) int { return c.keys.Count(model) }
 
 func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.Stream, error) {
+	if req.Op() == llm.FormatEmbeddings {
+		return c.openEmbed(ctx, req, key)
+	}
 	body, err := buildRequest(req)
 	if err != nil {
 		return nil, upstream.WithProvider(err, c.name)
@@ -162,7 +165,8 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 	return upstream.Chunks(chunks, io.EOF).WithQuota(resp.Header, c.now()), nil
 }
 
-// ListModels returns the models that can generate content, for the first key.
+// ListModels returns the models that can generate content or embed it (typed
+// llm.TypeEmbedding), for the first key.
 func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 	var models []llm.ModelInfo
 	token := ""
@@ -184,11 +188,16 @@ func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 			return nil, err
 		}
 		for _, m := range list.Models {
-			if !canGenerate(m.SupportedGenerationMethods) {
-				continue // embedding and other models a chat client cannot use
+			info := llm.ModelInfo{ID: strings.TrimPrefix(m.Name, "models/"),
+				ContextWindow: m.InputTokenLimit, MaxOutputTokens: m.OutputTokenLimit}
+			switch {
+			case canGenerate(m.SupportedGenerationMethods):
+			case canEmbed(m.SupportedGenerationMethods):
+				info.Type, info.MaxOutputTokens = llm.TypeEmbedding, 0
+			default:
+				continue // models a client of the gateway cannot use
 			}
-			models = append(models, llm.ModelInfo{ID: strings.TrimPrefix(m.Name, "models/"),
-				ContextWindow: m.InputTokenLimit, MaxOutputTokens: m.OutputTokenLimit})
+			models = append(models, info)
 		}
 		if list.NextPageToken == "" || list.NextPageToken == token {
 			break
@@ -200,6 +209,16 @@ func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 
 // canGenerate reports whether a model lists generateContent among its methods; a model that
 // lists none is given the benefit of the doubt.
+// canEmbed reports whether a listed model embeds (embedContent) rather than generates.
+func canEmbed(methods []string) bool {
+	for _, m := range methods {
+		if m == "embedContent" || m == "batchEmbedContents" {
+			return true
+		}
+	}
+	return false
+}
+
 func canGenerate(methods []string) bool {
 	if len(methods) == 0 {
 		return true

@@ -375,8 +375,9 @@ func TestListModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []llm.ModelInfo{{ID: "gemini-2.5-pro", ContextWindow: 1048576, MaxOutputTokens: 65536}, {ID: "gemini-2.5-flash"}}
-	if len(models) != 2 || models[0] != want[0] || models[1] != want[1] {
+	want := []llm.ModelInfo{{ID: "gemini-2.5-pro", ContextWindow: 1048576, MaxOutputTokens: 65536},
+		{ID: "text-embedding-004", Type: llm.TypeEmbedding}, {ID: "gemini-2.5-flash"}}
+	if len(models) != 3 || models[0] != want[0] || models[1] != want[1] || models[2] != want[2] {
 		t.Errorf("got %+v", models)
 	}
 }

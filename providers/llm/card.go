@@ -12,8 +12,11 @@ type ModelCard struct {
 
 // Spec is the gateway's knowledge of a model.
 type Spec struct {
-	Provider        string   `json:"provider"`
-	Kind            string   `json:"kind"`
+	Provider string `json:"provider"`
+	Kind     string `json:"kind"`
+	// Type is what the model serves: TypeChat ("" before the gateway fills in the default)
+	// or TypeEmbedding (SPEC §19).
+	Type            string   `json:"type"`
 	ContextWindow   *int     `json:"context_window"`
 	MaxOutputTokens *int     `json:"max_output_tokens"`
 	Reasoning       *bool    `json:"reasoning"`

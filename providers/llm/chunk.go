@@ -94,6 +94,7 @@ type ModelLister interface {
 // ModelInfo is what a backend says about one of its models. Zero values mean unknown.
 type ModelInfo struct {
 	ID              string
+	Type            string // TypeEmbedding when the backend says the model embeds; "" unknown
 	ContextWindow   int
 	MaxOutputTokens int
 }

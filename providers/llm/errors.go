@@ -42,6 +42,12 @@ const (
 	KindBatchCapacity   // 429 batch_capacity_unavailable
 	KindBatchImpossible // 400 batch_exceeds_provider_capacity
 	KindBatchTooLarge   // 400 batch_too_large
+
+	// Decisions about the client a call is for (SPEC §18).
+
+	KindClientConcurrency // 429 client_concurrency_limited: the key has max_queued calls waiting
+	KindClientRateLimited // 429 client_rate_limited: the key's own rpm/tpm bucket is empty
+	KindInvalidAPIKey     // 401 invalid_api_key: the key was revoked while the call waited
 )
 
 var kindNames = [...]string{
@@ -62,6 +68,9 @@ var kindNames = [...]string{
 	KindBatchCapacity:       "batch_capacity_unavailable",
 	KindBatchImpossible:     "batch_exceeds_provider_capacity",
 	KindBatchTooLarge:       "batch_too_large",
+	KindClientConcurrency:   "client_concurrency_limited",
+	KindClientRateLimited:   "client_rate_limited",
+	KindInvalidAPIKey:       "invalid_api_key",
 }
 
 // String returns the SPEC §4 error code of the kind.
@@ -136,7 +145,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // Retryable reports whether waiting and trying again can succeed.
 func (k Kind) Retryable() bool {
 	switch k {
-	case KindUpstreamRateLimited, KindQueueFull, KindQueueTimeout, KindOverloaded, KindBatchCapacity:
+	case KindUpstreamRateLimited, KindQueueFull, KindQueueTimeout, KindOverloaded, KindBatchCapacity,
+		KindClientConcurrency, KindClientRateLimited:
 		return true
 	}
 	return false

@@ -7,7 +7,8 @@ import "unicode/utf8"
 // estimate only has to be of the right order, and usage corrects it afterwards.
 const ImageTokens = 765
 
-// EstimatePromptTokens estimates a request's prompt tokens before any backend has counted
+// EstimatePromptTokens estimates a request's prompt tokens (an embeddings call's inputs, a
+// legacy completion's prompt and suffix) before any backend has counted
 // them: about four bytes of text per token (characters, for text that is not ASCII: a CJK
 // character is a token or more), four tokens of framing per message, ImageTokens per image,
 // and the tool definitions as text. It is what routes compare their thresholds with and what
@@ -48,6 +49,16 @@ func EstimatePromptTokens(r *Request) int {
 		text(t.Function.Name)
 		text(t.Function.Description)
 		text(string(t.Function.Parameters))
+	}
+	if r.Embed != nil {
+		n += r.Embed.EstimateTokens()
+	}
+	if c := r.Completion; c != nil {
+		for _, p := range c.Prompts {
+			text(p)
+		}
+		text(c.Suffix)
+		n += c.PromptTokens
 	}
 	return n
 }

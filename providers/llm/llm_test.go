@@ -85,7 +85,7 @@ func TestErrorKinds(t *testing.T) {
 	if KindOf(wrapped) != KindQueueFull || KindOf(errors.New("x")) != KindUpstream {
 		t.Fatal("KindOf")
 	}
-	for k := KindUpstream; k <= KindBatchTooLarge; k++ {
+	for k := KindUpstream; k <= KindInvalidAPIKey; k++ {
 		if k.String() == "" || k.String()[0] == 'K' {
 			t.Errorf("kind %d has no SPEC code", int(k))
 		}

@@ -47,6 +47,11 @@ type Request struct {
 	// Native, when set, is the client's request in the format it was sent in (Responses,
 	// Messages); the fields above are its translation to chat. See Native.
 	Native *Native `json:"-"`
+	// Embed, for an embeddings call (Native.Format FormatEmbeddings), is its inputs as read.
+	Embed *Embed `json:"-"`
+	// Completion, for a legacy completions call (Native.Format FormatCompletions), is its
+	// prompt as read; its output cap is MaxTokens.
+	Completion *Completion `json:"-"`
 	// Task is the client's X-Gateway-Task header, which routes may match on (SPEC §12); ""
 	// when it sent none. It is never sent to a backend.
 	Task string `json:"-"`

@@ -137,20 +137,24 @@ func New(cfg Config) (*Client, error) {
 // Keys is how many keys a call to the backend model rotates over (llm.KeyedBackend).
 func (c *Client) Keys(model string) int { return c.keys.Count(model) }
 
-// newRequest builds a request to path with the auth and content headers every call carries;
-// key "" sends no Authorization header.
+// newRequest builds a request to path (under the base URL, or an absolute URL) with the auth
+// and content headers every call carries; key "" sends no Authorization header.
 func (c *Client) newRequest(ctx context.Context, method, path, key string, body []byte) (*http.Request, error) {
+	target := path
+	if !strings.Contains(path, "://") {
+		target = c.base + path
+	}
 	var req *http.Request
 	var err error
 	if body != nil {
 		// A fresh in-memory reader per attempt: NewRequest sets GetBody and ContentLength
 		// from it, so the transport can replay the body on a dead keep-alive connection.
-		req, err = http.NewRequestWithContext(ctx, method, c.base+path, bytesReader(body))
+		req, err = http.NewRequestWithContext(ctx, method, target, bytesReader(body))
 		if err == nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
 	} else {
-		req, err = http.NewRequestWithContext(ctx, method, c.base+path, nil)
+		req, err = http.NewRequestWithContext(ctx, method, target, nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("build request for %s: %w", c.name, err)

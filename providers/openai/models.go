@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -48,13 +49,59 @@ func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 		info := llm.ModelInfo{ID: m.ID}
 		// Optional and typed differently by different servers: read each on its own.
 		var extra struct {
-			ContextLength    int `json:"context_length"`
-			MaxContextLength int `json:"max_context_length"`
+			ContextLength    int    `json:"context_length"`
+			MaxContextLength int    `json:"max_context_length"`
+			Type             string `json:"type"`
 		}
 		if json.Unmarshal(raw, &extra) == nil {
 			info.ContextWindow = max(extra.ContextLength, extra.MaxContextLength)
+			if embeddingType(extra.Type) {
+				info.Type = llm.TypeEmbedding
+			}
 		}
 		out = append(out, info)
 	}
+	if c.kind == KindLMStudio {
+		c.markEmbedding(ctx, out)
+	}
 	return out, nil
+}
+
+// embeddingType reports whether a listing's "type" says the model embeds: LM Studio's
+// "embeddings", or "embedding".
+func embeddingType(t string) bool { return t == "embeddings" || t == "embedding" }
+
+// markEmbedding types out's embedding models from LM Studio's own listing, GET
+// {host}/api/v0/models, whose entries say "type": "llm", "vlm" or "embeddings" (its
+// OpenAI-compatible /v1/models does not). A server without that listing (an older LM
+// Studio, a proxy) leaves every model a chat model, as before.
+func (c *Client) markEmbedding(ctx context.Context, out []llm.ModelInfo) {
+	hr, err := c.newRequest(ctx, http.MethodGet, strings.TrimSuffix(c.base, "/v1")+"/api/v0/models", c.keys.ForListing(), nil)
+	if err != nil {
+		return
+	}
+	resp, cancel, err := c.send(ctx, "list models", hr, false)
+	if err != nil {
+		return
+	}
+	defer cancel()
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(upstream.ReadBody(resp.Body, maxCompletion), &list) != nil {
+		return
+	}
+	embeds := map[string]bool{}
+	for _, m := range list.Data {
+		embeds[m.ID] = embeddingType(m.Type)
+	}
+	for i := range out {
+		if embeds[out[i].ID] {
+			out[i].Type = llm.TypeEmbedding
+		}
+	}
 }

@@ -33,8 +33,15 @@ func (c *Client) OpenWithKey(ctx context.Context, req *llm.Request, i int) (llm.
 }
 
 // A request that came in as Responses goes to {base}/responses as sent when the backend
-// speaks Responses (openResponses).
+// speaks Responses (openResponses); embeddings and legacy completions go to their own
+// endpoints (surface.go).
 func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.Stream, error) {
+	switch req.Op() {
+	case llm.FormatEmbeddings:
+		return c.openEmbeddings(ctx, req, key)
+	case llm.FormatCompletions:
+		return c.openCompletions(ctx, req, key)
+	}
 	if n := req.NativeFor(llm.FormatResponses); n != nil && c.speaksResponses() {
 		return c.openResponses(ctx, req, n, key)
 	}

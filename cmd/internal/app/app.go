@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
 		WriteTimeout: cfg.Limits.WriteTimeout.D(),
-		APIKeys:      cfg.Auth.APIKeys, AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
+		Clients:      clientKeys(cfg.Auth.APIKeys), AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
 		MetricsPublic: cfg.Metrics.Public, Tracer: o.Tracer, TraceContent: o.TraceContent, Reload: a.reloadRequest,
 	}
 	if m != nil {

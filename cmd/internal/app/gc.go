@@ -27,6 +27,10 @@ import (
 //     makes the collector run without pause once thousands of calls are in flight: calls
 //     slow down, more of them are in flight, and the gateway falls over at a load the bare
 //     proxy carries (docs/benchmarks.md). The limit takes precedence over the floor.
+//   - Memory a burst leaves behind goes back to the operating system once the gateway has
+//     been quiet for ReleaseInterval (release.go), instead of when the runtime's forced
+//     collection and scavenger get to it minutes later. It runs with the floor: an operator's
+//     GOGC is taken as it is, without either.
 const (
 	DefaultGCPercent = 100
 	DefaultHeapFloor = 64 << 20
@@ -37,6 +41,7 @@ const (
 type GC struct {
 	Percent     int    // GOGC (above the floor); negative when the collector is off (GOGC=off)
 	HeapFloor   uint64 // bytes; 0 when there is none (the operator set GOGC)
+	Release     bool   // whether the idle release runs (it runs with the floor)
 	MemoryLimit int64  // bytes; math.MaxInt64 when there is none
 	LimitFrom   string // "GOMEMLIMIT", "cgroup" or "none"
 	Err         error  // why the cgroup's limit could not be read; the gateway runs without one
@@ -52,10 +57,14 @@ func (g GC) String() string {
 	if g.HeapFloor > 0 {
 		floor = fmt.Sprintf(" above a %d MiB heap floor", g.HeapFloor>>20)
 	}
-	return fmt.Sprintf("GOGC %d%s, soft memory limit %s", g.Percent, floor, limit)
+	release := ""
+	if g.Release {
+		release = fmt.Sprintf(", idle memory returned after %s quiet", ReleaseInterval)
+	}
+	return fmt.Sprintf("GOGC %d%s, soft memory limit %s%s", g.Percent, floor, limit, release)
 }
 
-// tuned makes TuneGC start one heap floor however often it is called.
+// tuned makes TuneGC start one heap floor and one idle release however often it is called.
 var tuned sync.Once
 
 // TuneGC applies the settings above where the environment does not set its own. Binaries
@@ -67,8 +76,11 @@ func TuneGC() GC {
 		metrics.Read(sample)
 		g.Percent = int(int64(sample[0].Value.Uint64())) // GOGC=off reads as -1
 	} else {
-		tuned.Do(func() { startHeapFloor(DefaultGCPercent, DefaultHeapFloor) })
-		g.Percent, g.HeapFloor = DefaultGCPercent, DefaultHeapFloor
+		tuned.Do(func() {
+			startHeapFloor(DefaultGCPercent, DefaultHeapFloor)
+			startIdleRelease(DefaultHeapFloor)
+		})
+		g.Percent, g.HeapFloor, g.Release = DefaultGCPercent, DefaultHeapFloor, true
 	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
 		g.LimitFrom = "GOMEMLIMIT"

@@ -90,7 +90,7 @@ func mergeModels(p *config.Provider, listed []llm.ModelInfo) []actors.Model {
 		if lanes <= 0 {
 			lanes = p.ModelLanes
 		}
-		card := llm.Spec{ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens,
+		card := llm.Spec{Type: m.Type, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens,
 			Reasoning: m.Reasoning, Tools: m.Tools, Vision: m.Vision, Fallbacks: m.Fallbacks}
 		models = append(models, actors.Model{Name: m.ID, Aliases: m.Aliases, Lanes: lanes,
 			Card: fillCard(card, info[m.ID], m.ID), OwnKeys: len(m.Keys) > 0, KeyIDs: fingerprints(m.Keys),
@@ -126,7 +126,7 @@ func discovered(p *config.Provider, listed []llm.ModelInfo, known map[string]boo
 			continue
 		}
 		known[in.ID] = true
-		out = append(out, actors.Model{Name: in.ID, Lanes: p.ModelLanes, Card: fillCard(llm.Spec{}, in, in.ID)})
+		out = append(out, actors.Model{Name: in.ID, Lanes: p.ModelLanes, Card: fillCard(llm.Spec{Type: in.Type}, in, in.ID)})
 	}
 	return out
 }

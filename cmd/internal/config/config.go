@@ -37,6 +37,9 @@ type Config struct {
 	// Cluster shares this gateway's limits with other replicas through Redis (SPEC §17);
 	// nil: alone.
 	Cluster *Cluster `yaml:"cluster"`
+	// Store keeps run-time client keys and the spend ledger (SPEC §18); nil: the default
+	// SQLite file under the user's state directory (app resolves it).
+	Store *Store `yaml:"store"`
 	// Source names where the config came from: the file name, or "embedded default".
 	Source string `yaml:"-"`
 }
@@ -45,8 +48,8 @@ type Config struct {
 // (anyone who can reach Listen may use it); an empty AdminKeys list means the admin routes
 // accept the API keys. Empty entries are a config error, never silently "auth off".
 type Auth struct {
-	APIKeys   []string `yaml:"api_keys"`
-	AdminKeys []string `yaml:"admin_keys"`
+	APIKeys   []ClientKey `yaml:"api_keys"`
+	AdminKeys []string    `yaml:"admin_keys"`
 	// AllowedHosts and AllowedOrigins matter only with no APIKeys: then every route refuses
 	// (403 forbidden_origin) a request whose Host is not localhost (or a loopback address),
 	// Listen's host (any address of the machine when Listen's host is 0.0.0.0, [::] or
@@ -226,6 +229,9 @@ type Model struct {
 	Keys []string `yaml:"keys"`
 	// ModelLanes omitted → the provider's ModelLanes. Must not exceed the provider's Lanes.
 	ModelLanes int `yaml:"model_lanes"`
+	// Type is what the model serves: "chat" (omitted) or "embedding" (POST /v1/embeddings
+	// only; SPEC §19).
+	Type string `yaml:"type"`
 
 	ContextWindow   *int  `yaml:"context_window"`
 	MaxOutputTokens *int  `yaml:"max_output_tokens"`

@@ -24,7 +24,7 @@ func parseFile(t *testing.T, name string) *Config {
 
 func TestExample(t *testing.T) {
 	cfg := parseFile(t, "example.yaml")
-	if got := cfg.Auth.APIKeys; len(got) != 1 || got[0] != "tg-client-key-0001" {
+	if got := cfg.Auth.APIKeys; len(got) != 1 || got[0].Key != "tg-client-key-0001" || got[0].Name != "key-1" || got[0].Weight != 1 {
 		t.Errorf("api_keys not expanded: %d keys", len(got))
 	}
 	if len(cfg.Providers) != 4 {
@@ -174,8 +174,8 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Source != path || cfg.Auth.APIKeys[0] != "sk-load-test-secret" {
-		t.Errorf("Load: source %q, keys expanded %v", cfg.Source, cfg.Auth.APIKeys[0] == "sk-load-test-secret")
+	if cfg.Source != path || cfg.Auth.APIKeys[0].Key != "sk-load-test-secret" {
+		t.Errorf("Load: source %q, keys expanded %v", cfg.Source, cfg.Auth.APIKeys[0].Key == "sk-load-test-secret")
 	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("Load(missing) = %v, want an error naming the file", err)

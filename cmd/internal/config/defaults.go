@@ -16,6 +16,7 @@ func applyDefaults(c *Config, set map[string]int) {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
+	defaultClientKeys(c.Auth.APIKeys, omitted)
 	if omitted("drain_delay", c.DrainDelay == 0) {
 		c.DrainDelay = Duration(defaultDrainDelay)
 	}

@@ -19,6 +19,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("providers: [{name: a, kind: fake, models: [{id: m, <<: {fallbacks: [x]}}]}]"))
 	f.Add([]byte("a: &x {b: *x}"))
+	f.Add([]byte(clientKeysYAML))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("f.yaml", data, testEnv)
 		if (cfg == nil) == (err == nil) {

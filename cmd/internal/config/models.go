@@ -47,11 +47,23 @@ func validateModels(pr *Provider, path string, p *problems) {
 			p.add(mp+".keys", "not used by kind %s (the CLI uses its own login)", pr.Kind)
 		}
 		validateFallbackOn(m, mp, p)
+		validateType(m, known && k.family == familyCLI, pr.Kind, mp, p)
 		atLeastOne(m.ContextWindow, mp+".context_window", p)
 		atLeastOne(m.MaxOutputTokens, mp+".max_output_tokens", p)
 		if known {
 			validateFakeFields(m, k.family == familyFake, pr.Kind, mp, p)
 		}
+	}
+}
+
+// validateType checks a model's type: chat or embedding, and never embedding for a CLI kind,
+// which has no embeddings.
+func validateType(m *Model, cli bool, kind, mp string, p *problems) {
+	switch {
+	case m.Type != "" && m.Type != "chat" && m.Type != "embedding":
+		p.add(mp+".type", "must be chat or embedding, got %q", m.Type)
+	case m.Type == "embedding" && cli:
+		p.add(mp+".type", "kind %s has no embeddings", kind)
 	}
 }
 

@@ -119,7 +119,16 @@ type walker struct {
 // ("billion laughs"); no real config comes near this.
 const maxNodes = 100_000
 
-var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+var (
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+	clientKeyType   = reflect.TypeFor[ClientKey]()
+)
+
+// isSecretField reports whether the field at path holds a secret to scrub from messages.
+func isSecretField(path string) bool {
+	return path == "cluster.redis.password" || path == "store.postgres" ||
+		strings.HasPrefix(path, "auth.api_keys[") && strings.HasSuffix(path, "].key")
+}
 
 func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 	if w.visited++; w.visited == maxNodes {
@@ -133,6 +142,10 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // an empty value: leave the zero value, defaults or validation handle it
+	}
+	if t == clientKeyType && n.Kind == yaml.MappingNode {
+		w.walkStruct(n, t, path) // a key object; its string form is a leaf
+		return
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		w.decodeLeaf(n, t, path)
@@ -206,7 +219,7 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 			continue
 		}
 		seen[k.Value] = true
-		if cp == "cluster.redis.password" && v.Kind == yaml.ScalarNode {
+		if isSecretField(cp) && v.Kind == yaml.ScalarNode {
 			w.secrets = append(w.secrets, v.Value)
 		}
 		if v.Kind != yaml.ScalarNode || v.Tag != "!!null" { // "lanes:" with no value counts as omitted
@@ -242,6 +255,9 @@ func (w *walker) decodeLeaf(n *yaml.Node, t reflect.Type, path string) {
 }
 
 func typeName(t reflect.Type) string {
+	if t == clientKeyType {
+		return "key (a string) or a key object {name, key, weight, ...}"
+	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int64:
 		if t == reflect.TypeFor[Duration]() {

@@ -49,7 +49,8 @@ func Reloaded(old, next *Config) (*Config, Changes) {
 		}
 	}
 	restart("listen", old.Listen != next.Listen, ": "+old.Listen+" → "+next.Listen)
-	restart("auth.api_keys", !slices.Equal(old.Auth.APIKeys, next.Auth.APIKeys), "")
+	restart("auth.api_keys", !reflect.DeepEqual(old.Auth.APIKeys, next.Auth.APIKeys), "")
+	restart("store", !reflect.DeepEqual(old.Store, next.Store), "")
 	restart("auth.admin_keys", !slices.Equal(old.Auth.AdminKeys, next.Auth.AdminKeys), "")
 	restart("auth.allowed_hosts", !slices.Equal(old.Auth.AllowedHosts, next.Auth.AllowedHosts), "")
 	restart("auth.allowed_origins", !slices.Equal(old.Auth.AllowedOrigins, next.Auth.AllowedOrigins), "")
@@ -59,7 +60,7 @@ func Reloaded(old, next *Config) (*Config, Changes) {
 	// The lease engine connects once, at start (no value shown: the section holds a password).
 	restart("cluster", !reflect.DeepEqual(old.Cluster, next.Cluster), "")
 	in.Listen, in.Auth, in.Metrics, in.DrainDelay, in.DrainGrace = old.Listen, old.Auth, old.Metrics, old.DrainDelay, old.DrainGrace
-	in.Cluster = old.Cluster
+	in.Cluster, in.Store = old.Cluster, old.Store
 	in.Limits = next.Limits
 	for _, f := range fieldDiffs(reflect.ValueOf(old.Limits), reflect.ValueOf(next.Limits), nil) {
 		name, _, _ := strings.Cut(f, ":")

@@ -70,7 +70,7 @@ func TestReloaded(t *testing.T) {
 			},
 			want: Changes{Restart: []string{"listen: 127.0.0.1:9000 → 127.0.0.1:9001", "auth.api_keys", "limits.max_body_bytes: 1048576 → 2048"}},
 			inForce: func(t *testing.T, c *Config) {
-				if c.Listen != "127.0.0.1:9000" || c.Auth.APIKeys[0] != "client-key-000001" || c.Limits.MaxBodyBytes != 1048576 {
+				if c.Listen != "127.0.0.1:9000" || c.Auth.APIKeys[0].Key != "client-key-000001" || c.Limits.MaxBodyBytes != 1048576 {
 					t.Errorf("the config in force took a restart-only setting: %s %d", c.Listen, c.Limits.MaxBodyBytes)
 				}
 			},

@@ -9,7 +9,10 @@ import (
 
 // secrets lists every key and CLI env value in c, to scrub from messages.
 func (c *Config) secrets() []string {
-	out := slices.Concat(c.Auth.APIKeys, c.Auth.AdminKeys)
+	out := slices.Concat(c.Auth.apiKeys(), c.Auth.AdminKeys)
+	if c.Store != nil && c.Store.Postgres != "" {
+		out = append(out, c.Store.Postgres)
+	}
 	if c.Cluster != nil && c.Cluster.Redis.Password != "" {
 		out = append(out, c.Cluster.Redis.Password)
 	}
@@ -53,6 +56,9 @@ func (c *Config) Summary() []string {
 	}
 	if c.Cluster != nil {
 		out = append(out, c.Cluster.summary()+", replica "+c.ReplicaName())
+	}
+	if c.Store != nil {
+		out = append(out, "store: "+c.Store.String())
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func (c *Config) Validate() error {
 // validate records every problem in c; it never stops at the first.
 func validate(c *Config, p *problems) {
 	validateListen(c.Listen, p)
-	validateKeys(c.Auth.APIKeys, "auth.api_keys", p)
+	validateClientKeys(c.Auth.APIKeys, p)
 	validateKeys(c.Auth.AdminKeys, "auth.admin_keys", p)
 	validateAllowed(&c.Auth, p)
 	validateLimits(&c.Limits, p)
@@ -50,6 +50,9 @@ func validate(c *Config, p *problems) {
 	if c.Cluster != nil {
 		validateCluster(c.Cluster, p)
 	}
+	if c.Store != nil {
+		validateStore(c.Store, p)
+	}
 }
 
 func validateListen(addr string, p *problems) {
@@ -69,12 +72,17 @@ func validateListen(addr string, p *problems) {
 // validateKeys checks a key list without ever quoting a key.
 func validateKeys(keys []string, path string, p *problems) {
 	for i, k := range keys {
-		switch {
-		case k == "":
-			p.add(fmt.Sprintf("%s[%d]", path, i), "empty key (an unset or empty variable?); remove the entry if you meant no key")
-		case strings.TrimSpace(k) != k:
-			p.add(fmt.Sprintf("%s[%d]", path, i), "key has leading or trailing white space")
-		}
+		validateKey(k, fmt.Sprintf("%s[%d]", path, i), p)
+	}
+}
+
+// validateKey checks one key without ever quoting it.
+func validateKey(k, path string, p *problems) {
+	switch {
+	case k == "":
+		p.add(path, "empty key (an unset or empty variable?); remove the entry if you meant no key")
+	case strings.TrimSpace(k) != k:
+		p.add(path, "key has leading or trailing white space")
 	}
 }
 

@@ -22,6 +22,9 @@ type streamer interface {
 }
 
 func newStreamer(c *call) streamer {
+	if c.completion != nil {
+		return completionStream{c}
+	}
 	switch c.api {
 	case apiResponses:
 		return newResponsesStream(c)
@@ -99,6 +102,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call) error {
 func (s *Server) whole(w http.ResponseWriter, r *http.Request, c *call) error {
 	var body []byte
 	switch {
+	case c.embed != nil:
+		body = embedWhole(c)
+	case c.completion != nil:
+		body = completionWhole(c)
 	case c.tool != nil:
 		body = toolWhole(c)
 	case c.api == apiResponses:

@@ -48,6 +48,9 @@ type call struct {
 	toolResult string    // the text of the tool results in the conversation
 	sawResult  bool      // the conversation holds a tool result
 	tool       *toolPlan // tool-call mode: the answer is this call (tool.go)
+
+	embed      *embedCall      // an embeddings call (surface.go)
+	completion *completionCall // a legacy completions call (surface.go)
 }
 
 // addResult records one tool result of the conversation.
@@ -229,6 +232,9 @@ type geminiRequest struct {
 
 // parseGemini decodes the body; the model and the method come from the path.
 func parseGemini(w http.ResponseWriter, r *http.Request, c *call) error {
+	if c.embed != nil {
+		return parseGeminiEmbed(w, r, c)
+	}
 	var req geminiRequest
 	if err := readBody(w, r, &req); err != nil {
 		return err

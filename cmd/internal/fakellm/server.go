@@ -157,6 +157,14 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /chat/completions", chat) // base URLs without /v1 (DeepSeek style)
 	s.mux.Handle("POST /v1/responses", responses)
 	s.mux.Handle("POST /responses", responses)
+	embeddings := s.generate(apiChat, parseEmbeddings)
+	completions := s.generate(apiChat, parseCompletions)
+	s.mux.Handle("POST /v1/embeddings", embeddings)
+	s.mux.Handle("POST /api/embed", s.generate(apiChat, parseOllamaEmbed)) // Ollama's native API
+	s.mux.Handle("POST /embeddings", embeddings)
+	s.mux.Handle("POST /v1/completions", completions)
+	s.mux.Handle("POST /completions", completions)
+	s.mux.Handle("POST /beta/completions", completions) // DeepSeek's fill-in-the-middle
 	s.mux.Handle("POST /v1/messages", s.generate(apiAnthropic, parseAnthropic))
 	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
 	s.mux.Handle("POST /v1beta/models/{target}", s.generate(apiGemini, parseGemini))
@@ -307,7 +315,7 @@ func (s *Server) prepare(r *http.Request, c *call) error {
 	if c.thinking || c.modes&(ModeReasoning|ModeOllamaReasoning) != 0 {
 		c.reasoning = s.thoughts
 	}
-	if c.modes.Has(ModeToolCall) && c.api != apiGemini {
+	if c.modes.Has(ModeToolCall) && c.api != apiGemini && c.embed == nil && c.completion == nil {
 		s.planTool(c)
 	}
 	if c.maxTokens > 0 && c.completionTokens() > c.maxTokens {
@@ -330,6 +338,8 @@ func geminiTarget(r *http.Request, c *call) bool {
 	case "streamGenerateContent":
 		c.stream = true
 		c.geminiSSE = r.URL.Query().Get("alt") == "sse"
+	case "embedContent", "batchEmbedContents":
+		c.embed = &embedCall{batch: method == "batchEmbedContents"}
 	default:
 		return false
 	}
@@ -358,7 +368,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call) error {
 	if s.limit.Load() > 0 {
 		s.rateHeaders(w.Header())
 	}
-	if !c.stream {
+	if !c.stream || c.embed != nil {
 		return s.whole(w, r, c)
 	}
 	return s.stream(w, r, c)

@@ -67,6 +67,7 @@ type answerKey struct {
 type modelSeries struct {
 	queueWait, ttfb, duration prometheus.Observer
 	tokensIn, tokensOut       prometheus.Counter
+	tokensCached              prometheus.Counter // the input tokens the backend served from its prompt cache
 }
 
 var _ actors.Observer = (*Metrics)(nil)
@@ -93,7 +94,7 @@ func NewMetrics(s Series, state func() actors.AdminState) *Metrics {
 	m.queueWait = histogram("tollgate_queue_wait_seconds", "Time requests waited for admission, started or turned away.", queueBuckets)
 	m.ttfb = histogram("tollgate_time_to_first_byte_seconds", "Time from a request's arrival to the first byte of its answer.", ttfbBuckets)
 	m.duration = histogram("tollgate_request_duration_seconds", "Time from a request's arrival to the end of its answer.", durationBuckets)
-	m.tokens = counter("tollgate_tokens_total", "Tokens the backends reported, by direction (input, output).", "provider", "model", "direction")
+	m.tokens = counter("tollgate_tokens_total", "Tokens the backends reported, by direction (input, output, and cached_input: the part of input served from the backend's prompt cache).", "provider", "model", "direction")
 	m.rejections = counter("tollgate_rejections_total", "Requests the gateway turned away before any backend call, by SPEC §4 code.", "provider", "code")
 	m.upstreamErrors = counter("tollgate_upstream_errors_total", "Backend calls that failed, by class: rate_limited, quota, invalid_request, auth, unavailable, timeout, error.", "provider", "class")
 	m.retries = counter("tollgate_retries_total", "Extra backend attempts made for calls (SPEC §10).", "provider")
@@ -165,6 +166,9 @@ func (m *Metrics) Observe(o httpapi.Outcome) {
 	if o.Usage.CompletionTokens > 0 {
 		s.tokensOut.Add(float64(o.Usage.CompletionTokens))
 	}
+	if o.Usage.CachedTokens > 0 {
+		s.tokensCached.Add(float64(o.Usage.CachedTokens))
+	}
 }
 
 // pair returns vec's counter of the label pair (a, b), resolving it once into cache.
@@ -214,6 +218,8 @@ func (m *Metrics) model(provider, model string) *modelSeries {
 		duration:  m.duration.WithLabelValues(provider, model),
 		tokensIn:  m.tokens.WithLabelValues(provider, model, "input"),
 		tokensOut: m.tokens.WithLabelValues(provider, model, "output"),
+		// A part of input, counted again: cached_input ≤ input.
+		tokensCached: m.tokens.WithLabelValues(provider, model, "cached_input"),
 	}
 	m.mu.Lock()
 	m.byModel[k] = s

@@ -1,0 +1,137 @@
+package actors
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Clients (SPEC §18): who a call is for comes in its context (llm.ClientOf), read once in
+// Start. Each provider's policy shares its starts between clients by weight; the gateway
+// holds each client to its max_queued here, and answers a revoked client's queued calls.
+
+// clientTally counts each client's calls waiting in admission, gateway-wide, for
+// max_queued: a call counts from its entry until it starts or is turned away.
+type clientTally struct {
+	mu      sync.Mutex
+	waiting map[string]int
+}
+
+// enter counts a new call of c as waiting, or reports false, counting nothing, when c
+// already has its max_queued waiting.
+func (t *clientTally) enter(c llm.Client) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.MaxQueued > 0 && t.waiting[c.Name] >= c.MaxQueued {
+		return false
+	}
+	if t.waiting == nil {
+		t.waiting = map[string]int{}
+	}
+	t.waiting[c.Name]++
+	return true
+}
+
+// leave counts a call of c entered as no longer waiting.
+func (t *clientTally) leave(c llm.Client) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.waiting[c.Name]--; t.waiting[c.Name] <= 0 {
+		delete(t.waiting, c.Name)
+	}
+}
+
+// admitClient counts a call for client c as waiting; it returns the function that counts
+// it out, or client_concurrency_limited when c already has its max_queued waiting. A client
+// without max_queued (the anonymous one among them) is not counted, which keeps the common
+// path free of the lock: a cap set by an edit holds for the calls that enter from then on.
+func (g *Gateway) admitClient(c llm.Client) (func(), error) {
+	if c.MaxQueued <= 0 {
+		return func() {}, nil
+	}
+	if !g.clients.enter(c) {
+		return nil, &llm.Error{Kind: llm.KindClientConcurrency, RetryAfter: g.RetryAfter(),
+			Message: "client key " + strconv.Quote(c.Name) + " already has its max_queued (" +
+				strconv.Itoa(c.MaxQueued) + ") calls waiting; try again later"}
+	}
+	return func() { g.clients.leave(c) }, nil
+}
+
+// revokeClient, from Gateway.RevokeClient to each provider actor: answer the waiting calls
+// of client name invalid_api_key, and say how many there were.
+type revokeClient struct {
+	name  string
+	reply chan int // buffered for every provider asked
+}
+
+// Sent again: a second sweep finds nothing more and says 0.
+func (m *revokeClient) lost(l *loss) { l.again(m) }
+
+// revoke answers the waiting calls of m's client and tells how many. Running calls finish.
+// While the provider rebuilds, its policy is filled from the waiting calls afterwards, so
+// they are only taken out of them.
+func (a *providerActor) revoke(ctx actor.Context, m *revokeClient) {
+	now := a.g.now()
+	n := 0
+	for id, c := range a.waiting {
+		if c.client.Name != m.name {
+			continue
+		}
+		err := &llm.Error{Kind: llm.KindInvalidAPIKey, Message: "the client key " + strconv.Quote(m.name) +
+			" was revoked while this call waited"}
+		if a.rebuilding {
+			delete(a.waiting, id)
+			c.answer(admitResult{err: err, queueWait: c.queueWait(now)})
+		} else {
+			a.answerWaiting(id, err, now)
+		}
+		n++
+	}
+	if n > 0 && !a.rebuilding && !a.failed {
+		a.offer(ctx, now)
+	}
+	m.reply <- n
+}
+
+// revokeTimeout bounds RevokeClient's wait for the provider actors, as stateTimeout does
+// State's.
+const revokeTimeout = 2 * time.Second
+
+// RevokeClient answers every queued call of client name 401 invalid_api_key and returns how
+// many it answered; calls of the client already running finish. The HTTP layer calls it
+// when a key is revoked, after it stops taking the key, so no call of it queues after.
+// A provider that does not answer within revokeTimeout (rebuilding after a crash) still
+// answers its calls when its turn comes; they are not counted.
+func (g *Gateway) RevokeClient(name string) int {
+	t := g.table.Load()
+	select {
+	case <-g.stopped:
+		return 0
+	default:
+	}
+	var n, asked int
+	reply := make(chan int, len(t.provs))
+	for _, pv := range t.provs {
+		if pid := pv.slot.pid.Load(); pid != nil {
+			send(g.system.Root, pid, &revokeClient{name: name, reply: reply})
+			asked++
+		}
+	}
+	timeout := time.NewTimer(revokeTimeout)
+	defer timeout.Stop()
+	for range asked {
+		select {
+		case k := <-reply:
+			n += k
+		case <-timeout.C:
+			return n
+		case <-g.stopped:
+			return n
+		}
+	}
+	return n
+}

@@ -1,0 +1,103 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// startFor is startAsync for a call of client c.
+func startFor(g *Gateway, c llm.Client, model string) chan result {
+	return startAsync(llm.WithClient(context.Background(), c), g, model, llm.Normal)
+}
+
+// TestClientsShareTheQueue: with one lane, a client with a backlog and another with one
+// call: the second client's call is the next to start, not the last (SPEC §18), and
+// /admin/state counts both by name.
+func TestClientsShareTheQueue(t *testing.T) {
+	b := newHeld()
+	g := newTestGateway(t, 10, 100, testProvider("p", b, "m"))
+	a, c := llm.Client{Name: "a"}, llm.Client{Name: "b"}
+	var as []chan result
+	for range 5 {
+		as = append(as, startFor(g, a, "p/m"))
+		waitState(t, g, "a's call admitted", func(st AdminState) bool { return st.Running+st.Queued == len(as) })
+	}
+	bc := startFor(g, c, "p/m")
+	st := waitState(t, g, "b's call queued", func(st AdminState) bool { return st.Queued == 5 })
+	ps := st.Providers[0]
+	if ps.RunningByClient["a"] != 1 || ps.QueuedByClient["a"] != 4 || ps.QueuedByClient["b"] != 1 {
+		t.Fatalf("by client: running %v queued %v", ps.RunningByClient, ps.QueuedByClient)
+	}
+	// a's first call finishes: the next to start is b's, though a's four waited longer.
+	close(b.next(t).release)
+	finish := func(who string, ch chan result) {
+		t.Helper()
+		r := recv(t, ch)
+		if r.err != nil {
+			t.Fatalf("%s: %v", who, r.err)
+		}
+		if _, err := drain(t, r.stream); err != nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+	}
+	finish("a's first call", as[0])
+	next := b.next(t)
+	if got := llm.ClientOf(next.ctx).Name; got != "b" {
+		t.Fatalf("the call started after a's first is %q's, want b's", got)
+	}
+	close(next.release)
+	finish("b's call", bc)
+	for i, ch := range as[1:] {
+		close(b.next(t).release)
+		finish("a's call "+strconv.Itoa(i+1), ch)
+	}
+	waitState(t, g, "idle", idle)
+}
+
+// TestClientMaxQueued: a client with max_queued calls waiting has its next one refused
+// client_concurrency_limited with a wait to advise; another client's call is not.
+func TestClientMaxQueued(t *testing.T) {
+	b := newHeld()
+	g := newTestGateway(t, 10, 100, testProvider("p", b, "m"))
+	a := llm.Client{Name: "a", MaxQueued: 2}
+	running := startFor(g, a, "p/m")
+	held := b.next(t)
+	q1, q2 := startFor(g, a, "p/m"), startFor(g, a, "p/m")
+	waitState(t, g, "two queued", func(st AdminState) bool { return st.Queued == 2 })
+	r := recv(t, startFor(g, a, "p/m"))
+	var e *llm.Error
+	if !errors.As(r.err, &e) || e.Kind != llm.KindClientConcurrency || e.RetryAfter <= 0 {
+		t.Fatalf("third waiting call: %v, want client_concurrency_limited with a retry-after", r.err)
+	}
+	other := startFor(g, llm.Client{Name: "b", MaxQueued: 2}, "p/m")
+	waitState(t, g, "b queued", func(st AdminState) bool { return st.Queued == 3 })
+	// Revocation answers a's queued calls invalid_api_key; its running one finishes.
+	if n := g.RevokeClient("a"); n != 2 {
+		t.Fatalf("RevokeClient answered %d calls, want 2", n)
+	}
+	for _, ch := range []chan result{q1, q2} {
+		if r := recv(t, ch); !errors.As(r.err, &e) || e.Kind != llm.KindInvalidAPIKey {
+			t.Fatalf("a's queued call after revocation: %v, want invalid_api_key", r.err)
+		}
+	}
+	if n := g.RevokeClient("nobody"); n != 0 {
+		t.Fatalf("RevokeClient of a client with nothing queued answered %d", n)
+	}
+	close(held.release)
+	if r := recv(t, running); r.err != nil {
+		t.Fatalf("a's running call: %v", r.err)
+	} else if _, err := drain(t, r.stream); err != nil {
+		t.Fatalf("a's running call did not finish: %v", err)
+	}
+	close(b.next(t).release)
+	if r := recv(t, other); r.err != nil {
+		t.Fatalf("b's call: %v", r.err)
+	} else if _, err := drain(t, r.stream); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, g, "idle", idle)
+}
