@@ -45,6 +45,10 @@ var layerRules = []layerRule{
 	// actors/replicas is the contract between the actors and the replicas' shared state:
 	// standard library only, so cmd/internal/cluster implements it without importing actors.
 	{pkg: "actors/replicas", only: []string{}},
+	// A provider's health composes the pure rules beside it (keys, breaker, retry, learned
+	// lanes) and nothing else.
+	{pkg: "actors/policy/health", only: []string{"actors/policy/breaker", "actors/policy/capacity",
+		"actors/policy/keys", "actors/policy/retry", "providers/llm"}},
 	{pkg: "actors", only: []string{"actors/policy", "actors/replicas", "providers/llm", "providers/route"}},
 	{pkg: "cmd/internal/", forbid: []string{module + "cmd/internal/app"}},
 	// httpapi/guard parses the allowed hosts and origins with the standard library only, so
