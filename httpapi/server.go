@@ -58,8 +58,11 @@ type Options struct {
 	// Clients are the config's client keys (SPEC §18), each naming its client and limits;
 	// empty: the APIKeys, named key-1, key-2, … by position. Either one sets the other.
 	Clients []ClientKey
-	// Keys, when set, resolves the run-time client keys (the store's); nil: config keys only.
+	// Keys, when set, resolves the run-time client keys; nil: Tenants', else config keys only.
 	Keys KeyResolver
+	// Tenants, when set, keeps run-time keys, budgets and the spend ledger (SPEC §18) and
+	// serves the /admin/keys and /admin/usage routes.
+	Tenants Tenants
 	// Origins, with no APIKeys, refuses on every route a request whose Host or Origin it does
 	// not serve (403 forbidden_origin, SPEC §3), so that a web page cannot drive a gateway
 	// that has no keys. Nil: no such check (app.New always sets one). With APIKeys it is not
@@ -118,6 +121,9 @@ func New(opts Options) *Server {
 			opts.APIKeys = append(opts.APIKeys, k.Secret)
 		}
 	}
+	if opts.Keys == nil && opts.Tenants != nil {
+		opts.Keys = opts.Tenants
+	}
 	s := &Server{opts: opts, router: httprouter.New(), clients: newClientRing(opts.Clients)}
 	r := s.router
 	// Every route is registered with its access log (access.go): one log line per answer.
@@ -144,6 +150,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Reload != nil {
 		handle("POST", "/admin/reload", routeInfo, byClient(s.auth(admin, s.reload), s.authAs(admin, failMessages, s.reload)))
+	}
+	if opts.Tenants != nil {
+		s.adminKeyRoutes(handle, admin)
 	}
 	if opts.Metrics != nil {
 		metricsKeys := admin

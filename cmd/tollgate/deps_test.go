@@ -63,6 +63,9 @@ var layerRules = []layerRule{
 		except: []string{"actors/policy/tokens", "actors/replicas"}},
 	{pkg: "cmd/internal/telemetry", forbid: append([]string{module + "cmd/"}, adapters...)},
 	{pkg: "cmd/internal/fakellm", forbid: []string{module + "actors", module + "httpapi", module + "cmd/"}},
+	// The store implements httpapi.Tenants in httpapi's vocabulary; it knows nothing of actors.
+	{pkg: "cmd/internal/store", forbid: append([]string{module + "actors", module + "cmd/"}, adapters...),
+		except: []string{"cmd/internal/store/pgtest"}},
 }
 
 // covers reports whether rule r applies to module package rel.

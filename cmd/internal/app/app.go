@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/cmd/internal/config"
 	"github.com/tollgate/tollgate/cmd/internal/serve"
+	"github.com/tollgate/tollgate/cmd/internal/store"
 	"github.com/tollgate/tollgate/cmd/internal/telemetry"
 	"github.com/tollgate/tollgate/httpapi"
 	"github.com/tollgate/tollgate/httpapi/guard"
@@ -47,7 +48,8 @@ type App struct {
 	refresh  *refresher
 	drained  bool // Drain has begun: no reload starts refreshes again
 
-	shared *shared // the replicas' shared state (cluster.go); nil: alone
+	shared *shared      // the replicas' shared state (cluster.go); nil: alone
+	store  *store.Store // run-time client keys and the spend ledger (clients.go); nil: none
 }
 
 // Options tune New beyond the configuration. Zero values are fine.
@@ -120,11 +122,22 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		}
 	}
 	a.Gateway, a.Metrics = g, m
+	a.config = cfg // the store's prices read it
+	if wantsStore(cfg) {
+		if a.store, err = a.openStore(ctx, cfg); err != nil {
+			_ = g.Shutdown(context.Background())
+			if a.shared != nil {
+				_ = a.shared.e.Close()
+			}
+			return nil, err
+		}
+	}
 	ho := httpapi.Options{Origins: origins,
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
 		WriteTimeout: cfg.Limits.WriteTimeout.D(),
 		Clients:      clientKeys(cfg.Auth.APIKeys), AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
+		Tenants:       a.tenants(),
 		MetricsPublic: cfg.Metrics.Public, Tracer: o.Tracer, TraceContent: o.TraceContent, Reload: a.reloadRequest,
 	}
 	if m != nil {
@@ -314,6 +327,11 @@ func (a *App) shutdown() error {
 		// After the actors: every lease is released by now, and the peers' shares grow
 		// at once when this replica leaves the alive set.
 		err = errors.Join(err, a.shared.e.Close())
+	}
+	if a.store != nil {
+		// After the actors: every call has finished and been recorded; the ledger's buffer
+		// is written before the database closes.
+		err = errors.Join(err, a.store.Close(ctx))
 	}
 	return err
 }
