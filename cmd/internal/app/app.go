@@ -110,7 +110,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		if a.shared, err = newShared(ctx, cfg, o.Logger); err != nil {
 			return nil, err
 		}
-		b.gopts.Shared = a.shared
+		b.gopts.Shared = a.shared.e
 	}
 	g, err = actors.New(b.gopts)
 	if err != nil {
