@@ -35,6 +35,7 @@ import (
 	"github.com/tollgate/tollgate/actors/policy/affinity"
 	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/actors/policy/tokens"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 	routepkg "github.com/tollgate/tollgate/providers/route"
 )
@@ -57,7 +58,7 @@ type Options struct {
 	// Shared, when set, is the state this gateway shares with other replicas (SPEC §17,
 	// shared.go): every call takes its leases there too before its backend is opened.
 	// Nil: the gateway is alone.
-	Shared Shared
+	Shared replicas.Shared
 	// Affinity is session affinity's table (SPEC §19): how long a conversation's binding
 	// is kept after its last success, and how many are kept; zero fields take
 	// affinity.DefaultTTL and DefaultMax. Each replica keeps its own table.

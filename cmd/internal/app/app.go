@@ -76,6 +76,10 @@ type Options struct {
 	// Reload, when set, reads the configuration again for SIGHUP and POST /admin/reload
 	// (App.Reload); nil: POST /admin/reload answers that there is no file to re-read.
 	Reload func() (*config.Config, error)
+	// StateDir, when set, holds the default store's SQLite file (tollgate.db) for a
+	// configuration that needs a store and names none; empty: the user's state directory
+	// (store.DefaultPath). Tests and the load harness give each gateway its own.
+	StateDir string
 }
 
 // New builds the adapters, merges each HTTP provider's configured models with the
@@ -107,7 +111,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		if a.shared, err = newShared(ctx, cfg, o.Logger); err != nil {
 			return nil, err
 		}
-		b.gopts.Shared = a.shared
+		b.gopts.Shared = a.shared.e
 	}
 	g, err = actors.New(b.gopts)
 	if err != nil {
@@ -125,12 +129,14 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	a.Gateway, a.Metrics = g, m
 	a.config = cfg // the store's prices read it
 	if wantsStore(cfg) {
-		if a.store, err = a.openStore(ctx, cfg); err != nil {
+		if a.store, err = a.openStore(ctx, cfg); err != nil && !storeOptional(cfg) {
 			_ = g.Shutdown(context.Background())
 			if a.shared != nil {
 				_ = a.shared.e.Close()
 			}
 			return nil, err
+		} else if err != nil {
+			o.Logger.Warn().Err(err).Msg("no store for the embedded default: run-time keys and the spend ledger are off")
 		}
 	}
 	ho := httpapi.Options{Origins: origins,

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/tollgate/tollgate/cmd/internal/config"
@@ -51,13 +52,23 @@ func wantsStore(cfg *config.Config) bool {
 	return cfg.Store != nil || len(cfg.Auth.APIKeys) > 0 || cfg.Source == config.DefaultSource
 }
 
-// openStore opens the configured store, or the default SQLite file under the user's state
-// directory.
+// storeOptional says the gateway may run without its store when the store cannot be opened:
+// only the embedded default, which names no store and no client keys, so that a machine or a
+// container without a writable state directory still starts (without run-time keys or a
+// ledger). A store the configuration asks for, by name or through its client keys, must open.
+func storeOptional(cfg *config.Config) bool {
+	return cfg.Source == config.DefaultSource && cfg.Store == nil && len(cfg.Auth.APIKeys) == 0
+}
+
+// openStore opens the configured store, or the default SQLite file: in Options.StateDir when
+// set, else under the user's state directory.
 func (a *App) openStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 	o := store.Options{Logger: a.log, Prices: a.price}
 	switch {
 	case cfg.Store != nil:
 		o.SQLite, o.Postgres = cfg.Store.SQLite, cfg.Store.Postgres
+	case a.opts.StateDir != "":
+		o.SQLite = filepath.Join(a.opts.StateDir, "tollgate.db")
 	default:
 		path, err := store.DefaultPath()
 		if err != nil {
