@@ -685,7 +685,9 @@ func (h *composed) Batch(members []batchMember, class llm.Priority, now time.Tim
 	reserved := map[int]*Reservation{}
 	blocker, ok := BlockedElsewhere, true
 	for _, p := range order {
-		r, b, pok := h.ps[p].Reserve(by[p], time.Second, now)
+		// Told no wait, a refused batch keeps no lanes: the reference model has no batch
+		// holds, whose rules batchhold_test.go checks on their own.
+		r, b, pok := h.ps[p].Reserve(by[p], 0, now)
 		if pok {
 			reserved[p] = &r
 		} else if ok {
