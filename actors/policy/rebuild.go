@@ -26,6 +26,8 @@ func (p *Provider) Resume(mb Member, started time.Time, key int) bool {
 	p.running++
 	p.models[mb.Model].running++
 	p.q.running(e)
+	// Its start took a slot of its client's cap, which the slots (the gateway's) still count.
+	p.q.entries[e].counted = p.slots != nil && p.q.clients[p.q.entries[e].client].maxRun > 0
 	return true
 }
 

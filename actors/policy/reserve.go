@@ -83,6 +83,7 @@ func (p *Provider) Reserve(members []Member, now time.Time) (Reservation, Blocke
 		p.running++
 		p.models[mb.Model].running++
 		p.q.running(e)
+		p.q.claim(e, p.slots, true) // the batch rule admits the batch whole: its members count, uncapped
 		if p.startCap > 0 {
 			p.startCap--
 		}
