@@ -58,7 +58,7 @@ func NewProvider(ps ProviderSpec) *Provider {
 		name: ps.Name, lanes: max(ps.Lanes, 0), eff: max(ps.Lanes, 0),
 		queueLength: max(ps.QueueLength, 0), timeout: ps.QueueTimeout,
 		startCap: -1, slots: ps.Clients,
-		limit:    tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst},
+		limit: tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst},
 	}
 	p.limiter = tokens.NewLimiter(p.limit)
 	pools := ps.Keys

@@ -36,7 +36,7 @@ type queue struct {
 type client struct {
 	name    string
 	share   int
-	maxRun  int // its max_running, gateway-wide (Slots); 0: no cap of its own
+	maxRun  int                       // its max_running, gateway-wide (Slots); 0: no cap of its own
 	fifo    [llm.NumPriorities][]list // per class, per model (grown as its requests come)
 	byClass [llm.NumPriorities]int
 	queued  int
