@@ -11,7 +11,8 @@ import (
 )
 
 // Clients (SPEC §18): who a call is for comes in its context (llm.ClientOf), read once in
-// Start. Each provider's policy shares its starts between clients by weight; the gateway
+// Start. Each provider's policy shares its starts between clients by weight and holds each
+// to its max_running through the slots all providers share (Gateway.running); the gateway
 // holds each client to its max_queued here, and answers a revoked client's queued calls.
 
 // clientTally counts each client's calls waiting in admission, gateway-wide, for
@@ -134,4 +135,21 @@ func (g *Gateway) RevokeClient(name string) int {
 		}
 	}
 	return n
+}
+
+// clientFreed, from the slots to every provider actor: a client at its max_running has room
+// again, so a provider holding its calls could start one: it offers afresh.
+type clientFreed struct{}
+
+// Sent again: an offer more changes nothing.
+func (m *clientFreed) lost(l *loss) { l.again(m) }
+
+// clientFreed tells every provider that client name has room under its max_running again.
+// The slots call it from the provider actor whose call stopped, so it only sends.
+func (g *Gateway) clientFreed(string) {
+	for _, s := range g.allSlots() {
+		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
+			send(g.system.Root, pid, &clientFreed{})
+		}
+	}
 }

@@ -95,7 +95,7 @@ func (a *providerActor) spec() policy.ProviderSpec {
 	models := a.models
 	ps := policy.ProviderSpec{Name: pv.Name, Lanes: pv.Lanes, QueueLength: pv.QueueLength,
 		QueueTimeout: pv.QueueTimeout, RPM: pv.RateLimit.RPM, TPM: pv.RateLimit.TPM, Burst: pv.RateLimit.Burst,
-		Models: make([]policy.ModelSpec, len(models))}
+		Models: make([]policy.ModelSpec, len(models)), Clients: a.g.running}
 	for _, ring := range a.health.rings {
 		ps.Keys = append(ps.Keys, policy.KeyPool{Ring: ring, Limit: pv.KeyRateLimit})
 	}
@@ -150,6 +150,8 @@ func (a *providerActor) Receive(ctx actor.Context) {
 		a.unleased(ctx, m)
 	case *leaseFreed:
 		a.leaseFreed(ctx, m.scopes)
+	case *clientFreed:
+		a.offer(ctx, a.g.now())
 	case *keyCooled:
 		if now := a.g.now(); a.keyCooled(m, now) {
 			a.keysChanged(m.pool, now)
