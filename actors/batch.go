@@ -94,7 +94,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 	for i, id := range models {
 		r, ok := t.lookup(id)
 		if !ok {
-			err := g.notFound(id)
+			err := g.table.Load().notFound(id)
 			err.Param = fmt.Sprintf("models[%d]", i)
 			return nil, err
 		}
@@ -112,7 +112,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		b.members = append(b.members, c)
 		b.by[r.p] = append(b.by[r.p], c)
 	}
-	if err := g.batchFits(b); err != nil {
+	if err := b.fits(t, g.caps.Load().limits.MaxRunning); err != nil {
 		return nil, err
 	}
 	if err := g.leaseBatch(ctx, b); err != nil {
@@ -129,11 +129,16 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		unleaseBatch(b)
 		return nil, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}
 	}
-	// Committed: every member is answered by its lane with its stream.
+	return b.open(g.stopped), nil // committed: every member is answered by its lane with its stream
+}
+
+// open takes each committed member's answer (call.await) and opens every backend before any is
+// read: all begin before any first byte.
+func (b *batchCall) open(stopped <-chan struct{}) []llm.BatchMember {
 	out := make([]llm.BatchMember, len(b.members))
 	streams := make([]*stream, len(b.members))
 	for i, c := range b.members {
-		res := g.await(c)
+		res := c.await(stopped)
 		out[i].Model, out[i].Provider, out[i].QueueWait = c.route.id, c.route.provider, res.queueWait
 		if res.err != nil {
 			out[i].Err = res.err
@@ -141,7 +146,6 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		}
 		streams[i] = res.stream
 	}
-	// Open every backend before any is read: all begin before any first byte.
 	var wg sync.WaitGroup
 	for i, s := range streams {
 		if s == nil {
@@ -156,15 +160,15 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 		})
 	}
 	wg.Wait()
-	return out, nil
+	return out
 }
 
-// batchFits refuses, before asking anyone, a batch that can never start: more members of a
+// fits refuses, before asking anyone, a batch that can never start: more members of a
 // provider than its configured lanes, of a model than its model lanes, or in all than
 // max_running (SPEC §5: 400 batch_exceeds_provider_capacity, listing only the scopes that
 // overflow). Learned lanes below the configured ones are not this: such a batch could fit
 // again, and is told 429 by the provider.
-func (g *Gateway) batchFits(b *batchCall) error {
+func (b *batchCall) fits(t *modelTable, maxRunning int) error {
 	var over []llm.ScopeLimit
 	var providers []int
 	for _, c := range b.members {
@@ -172,7 +176,6 @@ func (g *Gateway) batchFits(b *batchCall) error {
 			providers = append(providers, c.route.p)
 		}
 	}
-	t := g.table.Load()
 	for _, p := range providers {
 		pv := &t.provs[p].Provider
 		if n := len(b.by[p]); n > pv.Lanes {
@@ -190,12 +193,12 @@ func (g *Gateway) batchFits(b *batchCall) error {
 					n++
 				}
 			}
-			if lanes := g.model(p, c.route.m).Lanes; n > lanes {
+			if lanes := t.model(p, c.route.m).Lanes; n > lanes {
 				over = append(over, llm.ScopeLimit{Provider: pv.Name, Model: c.route.id, Requested: n, Limit: lanes})
 			}
 		}
 	}
-	if n, mr := len(b.members), g.limits().MaxRunning; n > mr {
+	if n, mr := len(b.members), maxRunning; n > mr {
 		over = append(over, llm.ScopeLimit{Requested: n, Limit: mr})
 	}
 	if len(over) == 0 {
@@ -224,7 +227,7 @@ func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
 		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"})
 		return
 	case s.retiredMember(b) != nil:
-		b.decide(s.g.notFound(s.retiredMember(b).route.id)) // a reload removed its provider meanwhile
+		b.decide(s.g.table.Load().notFound(s.retiredMember(b).route.id)) // a reload removed its provider meanwhile
 		return
 	case !s.disp.Ready():
 		// Rebuilding after a crash: the dispatcher knows the running count again once every
@@ -301,11 +304,12 @@ func (s *supervisor) forgetBatches() {
 }
 
 // reserve is a provider's part of a batch: all its members start in its policy now, or none.
-func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
+func (bp batchPart) reserve(ctx actor.Context, m *reserve) {
+	a := bp.a
 	now := a.g.now()
 	for _, c := range m.calls {
 		if a.retiring || a.gone[c.route.m] { // a reload removed it after the batch looked it up
-			send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: a.g.notFound(c.route.id), o: a.pol.Offer(now)})
+			send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: a.g.table.Load().notFound(c.route.id), o: a.pol.Offer(now)})
 			return
 		}
 	}
@@ -315,7 +319,7 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 	}
 	// The start cap follows the breaker, whose period may have ended since it was last set:
 	// an open breaker turns half-open with time alone.
-	a.pol.SetStartCap(a.health.startCap(now))
+	a.pol.SetStartCap(a.health.StartCap(now))
 	res, blocker, ok := a.pol.Reserve(members, now)
 	var why *llm.Error
 	if ok {
@@ -323,12 +327,12 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 			c.arrived, c.entered, c.started, c.key = now, now, now, res.Keys[i]
 			// The half-open probe is taken now, not at the commit: until then no other call
 			// may become one. The cap let every member start, so the breaker allows each.
-			a.allow(c, now)
+			a.vitals.allow(c, now)
 		}
-		a.pol.SetStartCap(a.health.startCap(now))
+		a.pol.SetStartCap(a.health.StartCap(now))
 		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
 	} else {
-		why = a.batchRefusal(blocker, m.calls, now)
+		why = bp.batchRefusal(blocker, m.calls, now)
 	}
 	send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: ok, why: why, o: a.pol.Offer(now)})
 	a.arm(now)
@@ -337,13 +341,14 @@ func (a *providerActor) reserve(ctx actor.Context, m *reserve) {
 // settleBatch runs a batch's reserved members or frees them (with the rate limiter's tokens
 // when it can, see policy.Provider.Release). Each member leaves the reservation as it is
 // handed to its lane, so a settle sent again after a crash starts only what was left.
-func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
+func (bp batchPart) settleBatch(ctx actor.Context, m *settle) {
+	a := bp.a
 	now := a.g.now()
 	if r := a.reserved[m.b]; r != nil && m.commit {
 		for len(r.calls) > 0 {
 			c := r.calls[0]
 			r.calls = r.calls[1:]
-			if !c.probe && a.health.breaker.State(now) != breaker.Closed {
+			if !c.probe && a.health.BreakerState(now) != breaker.Closed {
 				// The breaker opened after the reservation: the member does not start (the
 				// probe, reserved with it, does), and gives back what it holds.
 				a.pol.Finish(c.id, now)
@@ -351,15 +356,15 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 					c.lease = nil
 					go l.Release() // exits after one bounded round trip to the shared state
 				}
-				c.answer(admitResult{err: a.circuitOpen(now)})
+				c.answer(admitResult{err: a.vitals.circuitOpen(now)})
 				continue
 			}
-			a.current(c)
-			a.began(c, c.key, c.started) // the retry budget, the lanes: as a grant's start, when it reserved
+			a.reloads.current(c)
+			a.vitals.began(c, c.key, c.started) // the retry budget, the lanes: as a grant's start, when it reserved
 			send(ctx, a.lanes[c.route.m], &startCall{c: c})
 		}
 	} else if r != nil {
-		a.release(r, now)
+		bp.release(r, now)
 	}
 	delete(a.reserved, m.b)
 	a.offer(ctx, now)
@@ -367,9 +372,15 @@ func (a *providerActor) settleBatch(ctx actor.Context, m *settle) {
 
 // release frees a reservation that will not run: its lanes and tokens, and the breaker's
 // probe if a member took it (the next call may be the probe).
-func (a *providerActor) release(r *reservation, now time.Time) {
+func (bp batchPart) release(r *reservation, now time.Time) {
+	a := bp.a
 	a.pol.Release(&r.pol, now)
 	for _, c := range r.calls {
-		a.neutral(c, now)
+		a.vitals.neutral(c, now)
 	}
 }
+
+// batchPart is the provider actor's part of batches: it reserves a batch's members in its
+// policy all at once or none, says why not, and starts or frees them when the supervisor
+// settles the batch.
+type batchPart struct{ a *providerActor }

@@ -64,7 +64,7 @@ func halfOpenGateway(t *testing.T, neutral bool) (g *Gateway, fa *downNeutralThe
 func providerPart(t *testing.T, g *Gateway, p int) ProviderState {
 	t.Helper()
 	reply := make(chan statePart, 1)
-	g.system.Root.Send(g.slot(p).pid.Load(), &stateQuery{reply: reply})
+	g.system.Root.Send(g.slots.at(p).pid.Load(), &stateQuery{reply: reply})
 	select {
 	case sp := <-reply:
 		return sp.provider
@@ -85,7 +85,7 @@ func TestBatchTakesTheHalfOpenProbe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	gate := make(chan statePart) // unbuffered: b's actor blocks until the test reads
-	g.system.Root.Send(g.slot(1).pid.Load(), &stateQuery{reply: gate})
+	g.system.Root.Send(g.slots.at(1).pid.Load(), &stateQuery{reply: gate})
 	var open sync.Once
 	openGate := func() { open.Do(func() { <-gate }) }
 	defer openGate() // a failing test must not leave b blocked: the gateway's shutdown waits for it

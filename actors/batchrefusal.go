@@ -12,10 +12,11 @@ import (
 
 // batchRefusal says why the provider cannot start its members of a batch now: 429
 // batch_capacity_unavailable, with what held them back. A batch that fits the configured
-// lanes (batchFits let it through) but not the lanes learned from the backend is told so:
+// lanes (batchCall.fits let it through) but not the lanes learned from the backend is told so:
 // which provider or model, its learned lanes of the configured ones, and why they were
 // learned (SPEC §11): waiting may help, as the learned lanes grow back.
-func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.Time) *llm.Error {
+func (bp batchPart) batchRefusal(b policy.Blocker, calls []*call, now time.Time) *llm.Error {
+	a := bp.a
 	pv := &a.pv
 	st := a.pol.Snapshot()
 	tokens := batchTokens(calls)
@@ -25,11 +26,11 @@ func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.T
 	switch b {
 	case policy.BlockedByStartCap:
 		switch h := a.health; {
-		case h.breaker.State(now) != breaker.HalfOpen:
-			w := h.breaker.RetryAfter(now)
+		case h.BreakerState(now) != breaker.HalfOpen:
+			w := h.RetryAfter(now)
 			wait = max(wait, w)
 			why = fmt.Sprintf("provider %s's circuit breaker is open after repeated failures (its probe goes in %s)", pv.Name, w.Round(time.Millisecond))
-		case h.probing:
+		case h.Probing():
 			why = fmt.Sprintf("provider %s's circuit breaker is half-open: its probe call is out, and nothing else starts until it answers", pv.Name)
 		default:
 			why = fmt.Sprintf("provider %s's circuit breaker is half-open: one probe call may start, and the batch has %d members of it", pv.Name, n)
@@ -37,13 +38,13 @@ func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.T
 	case policy.BlockedByLanes:
 		if st.EffectiveLanes < st.Lanes && n > st.EffectiveLanes {
 			why = fmt.Sprintf("provider %s takes only %d of its %d configured lanes now, %s: the batch's %d members fit the configuration but not what the backend takes now",
-				pv.Name, st.EffectiveLanes, st.Lanes, learned(a.health.lanes.Snapshot(now), now), n)
+				pv.Name, st.EffectiveLanes, st.Lanes, learned(a.health.LanesSnapshot(-1, now), now), n)
 		} else {
 			why = fmt.Sprintf("provider %s has %d of its lanes free now; the batch needs %d at once",
 				pv.Name, max(st.EffectiveLanes-st.Running, 0), n)
 		}
 	case policy.BlockedByModelLanes:
-		why = a.modelLanesRefusal(st, calls, now)
+		why = bp.modelLanesRefusal(st, calls, now)
 	case policy.BlockedByKeys:
 		w := a.pol.KeyWait(calls[0].route.m, now)
 		wait = max(wait, w)
@@ -62,7 +63,8 @@ func (a *providerActor) batchRefusal(b policy.Blocker, calls []*call, now time.T
 
 // modelLanesRefusal names the first model of the batch without enough free model lanes,
 // and whether learned lanes are the reason.
-func (a *providerActor) modelLanesRefusal(st policy.ProviderState, calls []*call, now time.Time) string {
+func (bp batchPart) modelLanesRefusal(st policy.ProviderState, calls []*call, now time.Time) string {
+	a := bp.a
 	need := map[int]int{}
 	for _, c := range calls {
 		need[c.route.m]++
@@ -73,9 +75,9 @@ func (a *providerActor) modelLanesRefusal(st policy.ProviderState, calls []*call
 		if ms.EffectiveModelLanes-ms.Running >= n {
 			continue
 		}
-		if l, own := a.health.models[m]; own && ms.EffectiveModelLanes < ms.ModelLanes && n > ms.EffectiveModelLanes {
+		if _, own := a.health.Lanes(m); own && ms.EffectiveModelLanes < ms.ModelLanes && n > ms.EffectiveModelLanes {
 			return fmt.Sprintf("model %s takes only %d of its %d configured model_lanes now, %s: the batch's %d members of it fit the configuration but not what the backend takes now",
-				c.route.id, ms.EffectiveModelLanes, ms.ModelLanes, learned(l.Snapshot(now), now), n)
+				c.route.id, ms.EffectiveModelLanes, ms.ModelLanes, learned(a.health.LanesSnapshot(m, now), now), n)
 		}
 		return fmt.Sprintf("model %s has %d of its %d model lanes free now; the batch needs %d of them at once",
 			c.route.id, max(ms.EffectiveModelLanes-ms.Running, 0), ms.EffectiveModelLanes, n)

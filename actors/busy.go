@@ -17,7 +17,7 @@ func (a *providerActor) busy(kind llm.Kind, c *call, now time.Time) *llm.Error {
 	if kind == llm.KindOverloaded {
 		e.Provider = ""
 		e.Message = fmt.Sprintf("the gateway is at its limit of admitted requests (max_admitted %d, running and queued across all providers); try again shortly",
-			a.g.limits().MaxAdmitted)
+			a.g.caps.Load().limits.MaxAdmitted)
 		return e
 	}
 	held, wait := a.heldBy(c, now)
@@ -40,9 +40,9 @@ func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
 	st := a.pol.Snapshot()
 	switch a.pol.Blocker(c.route.m, c.tokens, now) {
 	case policy.BlockedByCluster:
-		return a.blockedBy(c.route.m), a.blockedFor(c.route.m, now)
+		return a.peers.blockedBy(c.route.m), a.peers.blockedFor(c.route.m, now)
 	case policy.BlockedByStartCap:
-		if w := a.health.breaker.RetryAfter(now); w > 0 {
+		if w := a.health.RetryAfter(now); w > 0 {
 			return fmt.Sprintf("provider %s's circuit breaker is open after repeated failures (its probe goes in %s)", pv.Name, w.Round(time.Millisecond)), w
 		}
 		return fmt.Sprintf("provider %s's circuit breaker lets one probe call through and waits for its answer", pv.Name), 0
@@ -78,5 +78,5 @@ func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
 		}
 		return fmt.Sprintf("provider %s's rate limit (%s %d) has no room for the request before %s", pv.Name, dim, limit, w.Round(time.Millisecond)), w
 	}
-	return fmt.Sprintf("the gateway runs its limit of %d requests at once across all providers (max_running)", a.g.limits().MaxRunning), 0
+	return fmt.Sprintf("the gateway runs its limit of %d requests at once across all providers (max_running)", a.g.caps.Load().limits.MaxRunning), 0
 }

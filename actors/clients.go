@@ -147,7 +147,7 @@ func (m *clientFreed) lost(l *loss) { l.again(m) }
 // clientFreed tells every provider that client name has room under its max_running again.
 // The slots call it from the provider actor whose call stopped, so it only sends.
 func (g *Gateway) clientFreed(string) {
-	for _, s := range g.allSlots() {
+	for _, s := range g.slots.all() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
 			send(g.system.Root, pid, &clientFreed{})
 		}

@@ -24,18 +24,26 @@ const (
 	faultProvider
 	faultLane
 	faultRequest
+	// faultOutOfService is a provider actor out of service: a "provider" fault never fires
+	// there (a fault that repeats took it out of service), this one fires only there.
+	faultOutOfService
+	// faultRebuilding is a provider actor rebuilding after a crash, beside faultProvider,
+	// which fires there too.
+	faultRebuilding
 )
 
-var faultKindNames = [...]string{"supervisor", "provider", "lane", "request"}
+var faultKindNames = [...]string{"supervisor", "provider", "lane", "request", "provider_out_of_service", "provider_rebuilding"}
 
 type faultRule struct {
 	kind            faultKind
 	provider, model string
 	on              string // message type name; "" matches any
 	left            int    // panics left; < 0: every time
+	hold            <-chan struct{}
 }
 
-// hit panics if a rule matches the actor and the message it is about to handle. Lifecycle
+// hit panics if a rule matches the actor and the message it is about to handle (or, for a
+// rule that holds, waits until its hold is closed). Lifecycle
 // messages never match: a panic there would stop protoactor's own bookkeeping, which no
 // fault of ours can.
 func (f *faultPlan) hit(kind faultKind, provider, model string, msg any) {
@@ -60,9 +68,15 @@ func (f *faultPlan) hit(kind faultKind, provider, model string, msg any) {
 		if hit.left > 0 {
 			hit.left--
 		}
-		f.fired++
+		if hit.hold == nil {
+			f.fired++
+		}
 	}
 	f.mu.Unlock()
+	if hit != nil && hit.hold != nil {
+		<-hit.hold
+		return
+	}
 	if hit != nil {
 		panic(fmt.Sprintf("injected fault in the %s actor (%s %s) handling %s", faultKindNames[kind], provider, model, name))
 	}

@@ -8,11 +8,15 @@ import "fmt"
 // chaos drills. It exists only in builds with the tollgate_faults tag: a production binary
 // has no way to inject one.
 type Fault struct {
-	Actor    string // "supervisor", "provider", "lane" or "request"
+	Actor    string // "supervisor", "provider", "lane", "request", "provider_out_of_service" or "provider_rebuilding"
 	Provider string // the provider's name; "" any (not used for the supervisor)
 	Model    string // the backend model name, for "lane" and "request"; "" any
 	On       string // the message type to panic on ("arrive", "grants", "startCall", ...); "" any
 	Times    int    // how many times to panic: 0 once, < 0 every time
+	// Hold, when set, makes the actor wait until it is closed instead of panicking (it
+	// keeps another actor in a mode while a test sends it messages); a hold is not counted
+	// by FaultsFired.
+	Hold <-chan struct{}
 }
 
 func newFaultPlan() *faultPlan { return &faultPlan{} }
@@ -26,9 +30,9 @@ func (g *Gateway) InjectFault(f Fault) error {
 		}
 	}
 	if kind < 0 {
-		return fmt.Errorf("inject: actor %q: want supervisor, provider, lane or request", f.Actor)
+		return fmt.Errorf("inject: actor %q: want supervisor, provider, lane, request, provider_out_of_service or provider_rebuilding", f.Actor)
 	}
-	if f.Provider != "" && g.providerIndex(f.Provider) < 0 {
+	if f.Provider != "" && g.table.Load().providerIndex(f.Provider) < 0 {
 		return fmt.Errorf("inject: no provider %q", f.Provider)
 	}
 	left := f.Times
@@ -37,7 +41,7 @@ func (g *Gateway) InjectFault(f Fault) error {
 	}
 	g.faults.mu.Lock()
 	defer g.faults.mu.Unlock()
-	g.faults.rules = append(g.faults.rules, &faultRule{kind: faultKind(kind), provider: f.Provider, model: f.Model, on: f.On, left: left})
+	g.faults.rules = append(g.faults.rules, &faultRule{kind: faultKind(kind), provider: f.Provider, model: f.Model, on: f.On, left: left, hold: f.Hold})
 	return nil
 }
 

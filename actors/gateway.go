@@ -158,7 +158,7 @@ type route struct {
 type Gateway struct {
 	system     *actor.ActorSystem
 	supervisor *actor.PID
-	slots      atomic.Pointer[[]*slot] // the providers by slot (slots.go); grown by Reconfigure
+	slots      slotList // the providers by slot (slots.go); grown by Reconfigure
 	dispatch   *poolDispatcher
 	mailbox    actor.MailboxProducer // every actor's mailbox (newGateway)
 
@@ -172,6 +172,7 @@ type Gateway struct {
 	// opts are the options New was given; what a reload changes (the caps, the providers,
 	// the routes) is read from caps, the slots and the table instead.
 	opts     Options
+	now      func() time.Time // the gateway's clock: opts.Now
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 	draining atomic.Bool
@@ -204,7 +205,7 @@ func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 	if err := validate(&opts); err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, idle: make(chan struct{}), stopped: make(chan struct{}),
+	g := &Gateway{opts: opts, now: opts.Now, log: opts.Logger, idle: make(chan struct{}), stopped: make(chan struct{}),
 		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...)}
 	g.running = policy.NewSlots(g.clientFreed)
 	slots := make([]*slot, len(opts.Providers))
@@ -299,9 +300,6 @@ func capsOf(o *Options) *caps {
 	return &caps{limits: policy.Limits{MaxRunning: o.MaxRunning, MaxAdmitted: o.MaxAdmitted}, retryAfter: o.RetryAfter}
 }
 
-// limits is the dispatcher's part of the configuration in force.
-func (g *Gateway) limits() policy.Limits { return g.caps.Load().limits }
-
 // refusing is the answer to a call the gateway refuses before any actor sees it, or nil.
 func (g *Gateway) refusing(r *route) error {
 	switch {
@@ -312,7 +310,7 @@ func (g *Gateway) refusing(r *route) error {
 	case r.slot.down.Load():
 		return providerDown(r.provider)
 	case r.slot.retired.Load():
-		return g.notFound(r.id) // removed by a reload after Start looked it up
+		return g.table.Load().notFound(r.id) // removed by a reload after Start looked it up
 	}
 	return nil
 }
@@ -325,13 +323,14 @@ func providerDown(name string) *llm.Error {
 		Message: "provider " + name + " is out of service: its actors failed repeatedly (see the gateway's log); a reload (SIGHUP, POST /admin/reload) or a restart of the gateway brings it back"}
 }
 
-// await waits for a call's one answer. A call sent after the actors stopped (Start racing
-// Shutdown) reaches nobody; it is answered gateway_draining instead of waiting forever.
-func (g *Gateway) await(c *call) admitResult {
+// await waits for the call's one answer. A call sent after the actors stopped (stopped
+// closed: Start racing Shutdown) reaches nobody; it is answered gateway_draining instead of
+// waiting forever.
+func (c *call) await(stopped <-chan struct{}) admitResult {
 	select {
 	case res := <-c.reply:
 		return res
-	case <-g.stopped:
+	case <-stopped:
 		select {
 		case res := <-c.reply: // answered just before the stop
 			return res
@@ -341,11 +340,11 @@ func (g *Gateway) await(c *call) admitResult {
 	}
 }
 
-func (g *Gateway) notFound(model string) *llm.Error {
+func (t *modelTable) notFound(model string) *llm.Error {
 	msg := fmt.Sprintf("model %q does not exist; GET /v1/models lists the available ids (\"provider/model\")", model)
 	if p, _, ok := strings.Cut(model, "/"); ok {
 		known := false
-		for _, pv := range g.table.Load().provs {
+		for _, pv := range t.provs {
 			known = known || pv.live && pv.Name == p
 		}
 		if !known {
@@ -362,7 +361,7 @@ func (g *Gateway) Models() []llm.ModelCard { return g.table.Load().cards }
 // nil when model names a model, alias or route; it admits and starts nothing.
 func (g *Gateway) Resolve(model string, req *llm.Request) error {
 	if _, ok := g.table.Load().resolve(model, req); !ok {
-		return g.notFound(model)
+		return g.table.Load().notFound(model)
 	}
 	return nil
 }
@@ -446,12 +445,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// now is the gateway's clock.
-func (g *Gateway) now() time.Time { return g.opts.Now() }
-
 // providerIndex returns the slot of provider name as served now, or -1.
-func (g *Gateway) providerIndex(name string) int {
-	for i, pv := range g.table.Load().provs {
+func (t *modelTable) providerIndex(name string) int {
+	for i, pv := range t.provs {
 		if pv.live && pv.Name == name {
 			return i
 		}

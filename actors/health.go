@@ -4,147 +4,106 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/tollgate/tollgate/actors/policy/breaker"
-	"github.com/tollgate/tollgate/actors/policy/capacity"
+	"github.com/tollgate/tollgate/actors/policy/health"
 	"github.com/tollgate/tollgate/actors/policy/keys"
 	"github.com/tollgate/tollgate/actors/policy/retry"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// health is what a provider actor knows of its backend beyond its queue (SPEC §10, §11):
-// its keys, its circuit breaker, its retry budget and its learned lanes. All of it is a fact
-// the backend stated or the history of its answers, which no rebuild can re-derive, so it is
-// kept across a crash of the provider actor as it is (docs/architecture.md, "Supervision");
-// the policy.Provider, which is rebuilt, is given the same key rings and told the lanes and
-// the start cap again.
-type health struct {
-	rings []*keys.Ring // per key pool: 0 the provider's keys, then models' own
-	keyed []bool       // per pool: real keys (a pool without is one "key" that never rests)
-	pool  map[int]int  // model index → its own pool; absent: pool 0
-	// refused is, per pool, what the backend said when it last refused a key as invalid
-	// (the adapters' message, keys already cut out), for the answer once all are refused.
-	refused map[int]string
-
-	breaker *breaker.Breaker
-	probing bool // the half-open probe is out
-	budget  *retry.Budget
-	retry   retry.Policy
-
-	lanes  *capacity.Lanes         // the provider's effective lanes
-	models map[int]*capacity.Lanes // models with keys of their own learn their model lanes
-
-	// ids are, per pool, the names of its keys (Provider.KeyIDs), and cfg the settings the
-	// health was made for: a reload compares against them (health_reload.go).
-	ids [][]string
-	cfg Provider
-}
+// The provider actor's shell over its health (SPEC §10, §11): the keys, the circuit breaker,
+// the retry budget and the learned lanes are a health.State, pure code that decides; this
+// file tells it how each call began and ended and carries out what it returns (the policy's
+// lanes and start cap, the log, the observer, the other replicas, the waiting calls it
+// answers). All of it is a fact the backend stated or the history of its answers, which no
+// rebuild can re-derive, so it is kept across a crash of the provider actor as it is
+// (docs/architecture.md, "Supervision"): Record applies an outcome whole or not at all. The
+// policy.Provider, which is rebuilt, is given the same key rings and told the lanes and the
+// start cap again.
 
 // maxRequeues bounds how often one request goes back to its queue after the backend refused
 // it for capacity: each time is the backend's doing, not the client's, but a backend shared
 // with others may keep refusing.
 const maxRequeues = 3
 
-func newHealth(pv Provider, models []Model, now time.Time) *health {
-	h := &health{pool: map[int]int{}, models: map[int]*capacity.Lanes{}, refused: map[int]string{},
-		breaker: breaker.New(pv.Breaker), budget: retry.NewBudget(pv.RetryBudget),
-		retry: retry.Policy{Retries: pv.Retries, MaxWait: pv.MaxRetryWait},
-		lanes: capacity.New(capacity.Config{Lanes: pv.Lanes, Probe: pv.LanesProbe, Disabled: pv.FixedLanes}, now),
-		cfg:   pv}
-	if pv.Retries == 0 {
-		h.retry.Retries = -1 // the policy's zero is its default; ours is none
-	}
-	cfg := keys.Config{Cooldown: pv.KeyCooldown, MaxCooldown: pv.MaxKeyCooldown}
-	h.rings = append(h.rings, keys.New(pv.Keys, cfg))
-	h.keyed = append(h.keyed, pv.Keys > 0)
-	h.ids = append(h.ids, keyNames(pv.KeyIDs, pv.Keys))
-	for m, mv := range models {
-		h.addModel(pv, m, mv, now)
-	}
-	return h
-}
-
-// addModel gives a model with keys of its own its pool and its own learned model lanes.
-func (h *health) addModel(pv Provider, m int, mv Model, now time.Time) {
-	if !mv.OwnKeys {
-		return
-	}
-	n := 1
-	if kb, ok := pv.Backend.(llm.KeyedBackend); ok {
-		n = kb.Keys(mv.Name)
-	}
-	h.pool[m] = len(h.rings)
-	h.rings = append(h.rings, keys.New(n, keys.Config{Cooldown: pv.KeyCooldown, MaxCooldown: pv.MaxKeyCooldown}))
-	h.keyed = append(h.keyed, true)
-	h.ids = append(h.ids, keyNames(mv.KeyIDs, n))
-	h.models[m] = capacity.New(capacity.Config{Lanes: mv.Lanes, Probe: pv.LanesProbe, Disabled: pv.FixedLanes}, now)
-}
-
-// startCap is what the breaker lets start: anything closed, nothing open, one probe half-open.
-func (h *health) startCap(now time.Time) int {
-	switch h.breaker.State(now) {
-	case breaker.Closed:
-		return -1
-	case breaker.HalfOpen:
-		if !h.probing {
-			return 1
+// healthSpec is what the provider's health is made for.
+func healthSpec(pv Provider, models []Model) health.Spec {
+	s := health.Spec{Breaker: pv.Breaker, RetryBudget: pv.RetryBudget, Retries: pv.Retries, MaxWait: pv.MaxRetryWait,
+		Keys:  keys.Config{Cooldown: pv.KeyCooldown, MaxCooldown: pv.MaxKeyCooldown},
+		Lanes: pv.Lanes, Probe: pv.LanesProbe, Fixed: pv.FixedLanes,
+		Pool: health.Pool{IDs: keyNames(pv.KeyIDs, pv.Keys), Keyed: pv.Keys > 0}}
+	for _, mv := range models {
+		hm := health.Model{OwnKeys: mv.OwnKeys, Lanes: mv.Lanes}
+		if mv.OwnKeys {
+			n := 1
+			if kb, ok := pv.Backend.(llm.KeyedBackend); ok {
+				n = kb.Keys(mv.Name)
+			}
+			hm.Pool = health.Pool{IDs: keyNames(mv.KeyIDs, n), Keyed: true}
 		}
+		s.Models = append(s.Models, hm)
 	}
-	return 0
+	return s
 }
 
 // applyHealth tells a (new or rebuilt) policy what health decided: lanes and the start cap.
-func (a *providerActor) applyHealth(now time.Time) {
+func (ph providerHealth) applyHealth(now time.Time) {
+	a := ph.a
 	h := a.health
-	a.pol.SetEffectiveLanes(h.lanes.Effective())
-	for m, l := range h.models {
-		a.pol.SetModelLanes(m, l.Effective())
+	a.pol.SetEffectiveLanes(h.ProviderLanes())
+	for _, m := range h.OwnKeys() {
+		l, _ := h.Lanes(m)
+		a.pol.SetModelLanes(m, l)
 	}
-	a.pol.SetStartCap(h.startCap(now))
+	a.pol.SetStartCap(h.StartCap(now))
 }
 
 // refusal is the answer to a call its provider cannot take at all now, before it queues: an
 // open circuit, keys all refused, or keys all cooling past the call's queue deadline. Nil
 // when it may queue.
-func (a *providerActor) refusal(c *call, now time.Time) error {
-	h := a.health
-	switch h.breaker.State(now) {
+func (ph providerHealth) refusal(c *call, now time.Time) error {
+	a := ph.a
+	switch a.health.BreakerState(now) {
 	case breaker.Open:
-		return a.circuitOpen(now)
+		return ph.circuitOpen(now)
 	case breaker.HalfOpen:
-		a.pol.SetStartCap(h.startCap(now))
+		a.pol.SetStartCap(a.health.StartCap(now))
 	}
-	return a.keysRefusal(c, now)
+	return ph.keysRefusal(c, now)
 }
 
 // keysRefusal is what the keys say of a call that would wait until deadline: every key
 // refused (502 upstream_auth_failed), or every key cooling until after it (429
 // upstream_rate_limited, Retry-After the first key's end); nil when the keys let it wait.
-func (a *providerActor) keysRefusal(c *call, now time.Time) error {
+func (ph providerHealth) keysRefusal(c *call, now time.Time) error {
+	a := ph.a
 	pl, ring := a.pol.Keys(c.route.m)
-	if !a.health.keyed[pl] {
+	if !a.health.Keyed(pl) {
 		return nil
 	}
 	if ring.AllRefused(c.route.m, now) {
-		return &llm.Error{Kind: llm.KindUpstreamAuth, Provider: a.name, Message: a.allRefused(c, pl, now)}
+		return &llm.Error{Kind: llm.KindUpstreamAuth, Provider: a.name, Message: ph.allRefused(c, pl, now)}
 	}
 	if w := a.pol.KeyWait(c.route.m, now); w > 0 && now.Add(w).After(c.deadline) {
 		return &llm.Error{Kind: llm.KindUpstreamRateLimited, Provider: a.name, RetryAfter: w,
 			Message: fmt.Sprintf("every key of %s is cooling after the backend's rate limits%s; the first is ready in %s, later than this request could wait (queue_timeout %s)",
-				c.route.id, a.sharedKeyLimit(), w.Round(time.Millisecond), a.pv.QueueTimeout)}
+				c.route.id, a.peers.sharedKeyLimit(), w.Round(time.Millisecond), a.pv.QueueTimeout)}
 	}
 	return nil
 }
 
 // keysChanged answers the waiting calls of pool pl that its keys can no longer serve in
 // time (see keysRefusal). The caller offers afterwards.
-func (a *providerActor) keysChanged(pl int, now time.Time) {
+func (ph providerHealth) keysChanged(pl int, now time.Time) {
+	a := ph.a
 	for id, c := range a.waiting {
 		if p, _ := a.pol.Keys(c.route.m); p != pl {
 			continue
 		}
-		if err := a.keysRefusal(c, now); err != nil {
+		if err := ph.keysRefusal(c, now); err != nil {
 			a.answerWaiting(id, err, now)
 		}
 	}
@@ -152,8 +111,9 @@ func (a *providerActor) keysChanged(pl int, now time.Time) {
 
 // circuitOpen is the answer while the breaker is open: 503 provider_unavailable, Retry-After
 // the time until its probe.
-func (a *providerActor) circuitOpen(now time.Time) *llm.Error {
-	wait := a.health.breaker.RetryAfter(now)
+func (ph providerHealth) circuitOpen(now time.Time) *llm.Error {
+	a := ph.a
+	wait := a.health.RetryAfter(now)
 	return &llm.Error{Kind: llm.KindProviderUnavailable, Provider: a.name, RetryAfter: max(wait, time.Second),
 		Message: fmt.Sprintf("provider %s's circuit breaker is open after repeated failures; one probe call goes through in %s",
 			a.name, wait.Round(time.Millisecond))}
@@ -161,61 +121,52 @@ func (a *providerActor) circuitOpen(now time.Time) *llm.Error {
 
 // started records what health needs of a call a grant just started on key. The policy's
 // start cap let it start, so the breaker allows it; while half-open it is the probe.
-func (a *providerActor) started(c *call, key int, now time.Time) {
-	a.allow(c, now)
-	a.began(c, key, now)
+func (ph providerHealth) started(c *call, key int, now time.Time) {
+	ph.allow(c, now)
+	ph.began(c, key, now)
 }
 
 // allow asks the breaker whether c may start at now and, when it is the half-open probe,
-// marks it and the provider's health so (its ending must report it: success, failure or
-// neutral).
-func (a *providerActor) allow(c *call, now time.Time) bool {
-	ok, probe := a.health.breaker.Allow(now)
+// marks it so (its ending must report it: success, failure or neutral).
+func (ph providerHealth) allow(c *call, now time.Time) bool {
+	a := ph.a
+	ok, probe := a.health.Allow(now)
 	if probe {
-		c.probe, a.health.probing = true, true
+		c.probe = true
 		a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Msg("circuit breaker half-open: one probe call goes through")
 	}
 	return ok
 }
 
 // began records the rest of what health needs of a call that starts on key at now, once
-// the breaker has allowed it: whether it took the last lane, the retry budget's call, and
-// the start cap that follows.
-func (a *providerActor) began(c *call, key int, now time.Time) {
-	h := a.health
+// the breaker has allowed it: whether it probes a set-aside key, whether it took the last
+// lane, the retry budget's call, and the start cap that follows.
+func (ph providerHealth) began(c *call, key int, now time.Time) {
+	a := ph.a
 	c.key, c.started = key, now
-	c.keyName = a.keyName(c, key)
-	a.probeBegan(c, key, now)
-	a.chargeKey(c) // a batch member, leased before its key was chosen
-	if l, own := h.models[c.route.m]; own {
-		ms := a.pol.Snapshot().Models[c.route.m]
-		c.busy = ms.Running >= l.Effective()
+	c.keyName = a.peers.keyName(c, key)
+	c.keyProbe, c.probeKey = a.health.Began(c.route.m, key, c.requeues == 0, now), key
+	a.peers.chargeKey(c) // a batch member, leased before its key was chosen
+	if l, own := a.health.Lanes(c.route.m); own {
+		c.busy = a.pol.Snapshot().Models[c.route.m].Running >= l
 	} else {
 		c.busy = a.pol.Running() >= a.pol.EffectiveLanes()
 	}
-	if c.requeues == 0 {
-		h.budget.Call(now)
-	}
-	a.pol.SetStartCap(h.startCap(now))
+	a.pol.SetStartCap(a.health.StartCap(now))
 }
 
 // retryAsk records a failed attempt and answers whether and how the call tries again.
-func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
+func (ph providerHealth) retryAsk(m *retryAsk, now time.Time) retryAnswer {
+	a := ph.a
 	c := m.c
 	c.recorded = m.n
-	if a.record(c, m.key, m.err, now) && !c.batch {
+	if eff := ph.record(c, m.key, m.err, now); eff.CapacityRefused && !a.draining && c.requeues < maxRequeues && !c.batch {
 		return retryAnswer{requeue: true}
 	}
-	h := a.health
-	class := retry.ClassOf(m.err)
-	e, _ := errors.AsType[*llm.Error](m.err)
-	pl, ring := a.pol.Keys(c.route.m)
-	at := retry.Attempt{Class: class, Made: m.attempts, Backoffs: m.backoffs}
-	if e != nil {
+	_, ring := a.pol.Keys(c.route.m)
+	at := retry.Attempt{Class: retry.ClassOf(m.err), Made: m.attempts, Backoffs: m.backoffs}
+	if e, ok := errors.AsType[*llm.Error](m.err); ok {
 		at.Hint = e.RetryAfter
-	}
-	if class == retry.RateLimited && !h.keyed[pl] {
-		at.Class = retry.Down // no key to rest or move from: back off, honouring the hint
 	}
 	tried := func(i int) bool { return i < 64 && m.tried&(1<<i) != 0 }
 	key, free := a.pol.RetryKey(c.id, now, tried)
@@ -223,13 +174,13 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 	if !free {
 		at.KeyWait = a.pol.KeyWait(c.route.m, now)
 	}
-	d := h.retry.Decide(at, rand.Float64())
-	switch {
-	case !d.Retry:
-		return retryAnswer{err: a.finalError(c, m.err, d, ring, now)}
-	case h.breaker.State(now) != breaker.Closed:
+	d, verdict := a.health.Retry(at, c.route.m, rand.Float64(), now)
+	switch verdict {
+	case health.Final:
+		return retryAnswer{err: ph.finalError(c, m.err, d, ring, now)}
+	case health.BreakerOpen:
 		return retryAnswer{} // the circuit opened: nothing starts here, the call moves on
-	case !h.budget.Retry(now):
+	case health.BudgetSpent:
 		a.g.log.Debug().Str("provider", a.name).Str("model", c.route.id).Msg("retry budget spent: the failure is answered")
 		return retryAnswer{}
 	}
@@ -242,8 +193,8 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 		}
 	}
 	a.pol.Retry(c.id, key, now)
-	a.probeBegan(c, key, now)
-	a.chargeRetry(c, key)
+	c.keyProbe, c.probeKey = a.health.KeyProbe(c.route.m, key, now), key
+	a.peers.chargeRetry(c, key)
 	if o := a.g.opts.Observer; o != nil {
 		o.Retried(a.name)
 	}
@@ -252,7 +203,8 @@ func (a *providerActor) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 
 // finalError is what a call whose attempt is not retried answers: the attempt's error, told
 // more exactly when every key was refused or the retry would have waited too long.
-func (a *providerActor) finalError(c *call, err error, d retry.Decision, ring *keys.Ring, now time.Time) error {
+func (ph providerHealth) finalError(c *call, err error, d retry.Decision, ring *keys.Ring, now time.Time) error {
+	a := ph.a
 	e, ok := errors.AsType[*llm.Error](err)
 	if !ok {
 		return err
@@ -261,7 +213,7 @@ func (a *providerActor) finalError(c *call, err error, d retry.Decision, ring *k
 	case e.Kind == llm.KindUpstreamAuth && ring.AllRefused(c.route.m, now):
 		out := *e
 		pl, _ := a.pol.Keys(c.route.m)
-		out.Message = a.allRefused(c, pl, now)
+		out.Message = ph.allRefused(c, pl, now)
 		return &out
 	case e.Kind == llm.KindUpstreamRateLimited && d.Wait > e.RetryAfter:
 		out := *e
@@ -272,7 +224,8 @@ func (a *providerActor) finalError(c *call, err error, d retry.Decision, ring *k
 }
 
 // allRefused is the message of a call whose pool has every key set aside for its model.
-func (a *providerActor) allRefused(c *call, pl int, now time.Time) string {
+func (ph providerHealth) allRefused(c *call, pl int, now time.Time) string {
+	a := ph.a
 	_, ring := a.pol.Keys(c.route.m)
 	next := "when its probe call ends"
 	if t := ring.NextFree(c.route.m, now); !t.IsZero() {
@@ -280,200 +233,76 @@ func (a *providerActor) allRefused(c *call, pl int, now time.Time) string {
 	}
 	msg := fmt.Sprintf("every key of %s is set aside after the backend refused it (401/403); the first is tried again %s, and a reload of the configuration restores them",
 		c.route.id, next)
-	if last := a.health.refused[pl]; last != "" {
+	if last := a.health.Refused(pl); last != "" {
 		msg += " (the backend said: " + last + ")"
 	}
 	return msg
 }
 
-// record applies what a failed attempt on key says to the provider's health: a rate limit
-// cools the key (or, stating a limit, sets the learned lanes), a refused key is set aside, a
-// provider-down answer counts against the breaker. It reports whether the call goes back to
-// its queue: the backend refused it for capacity, which is not the client's fault.
-func (a *providerActor) record(c *call, key int, err error, now time.Time) (requeue bool) {
-	h := a.health
-	e, _ := errors.AsType[*llm.Error](err)
-	pl, ring := a.pol.Keys(c.route.m)
-	keyed := h.keyed[pl] && !a.staleKeys(c) // a key of before a reload names no key of now
-	switch retry.ClassOf(err) {
-	case retry.RateLimited:
-		a.neutral(c, now)
-		if e != nil {
-			a.quota(c, e.Quota, now)
-		}
-		if e != nil && e.StatedLimit > 0 && !a.fixed() {
-			// A capacity refusal: the lanes learn the limit; no key rests (it was not the
-			// key's rate), and the call waits for a lane again at the head of its queue.
-			a.learn(c, now, fmt.Sprintf("the backend stated a limit of %d concurrent calls", e.StatedLimit),
-				func(l *capacity.Lanes) (capacity.Change, bool) { return l.Stated(e.StatedLimit, now) })
-			return !a.draining && c.requeues < maxRequeues
-		}
-		if keyed {
-			var hint time.Duration
-			if e != nil {
-				hint = e.RetryAfter
-			}
-			end := ring.RateLimited(key, hint, now)
-			a.shareCooldown(pl, key, end.Sub(now))
-			a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Int("key", key).
-				Dur("cooldown", end.Sub(now)).Msg("key rate-limited: it rests for the backend's hint")
-			a.keysChanged(pl, now)
-		}
-		if !explained(e) {
-			running := a.running(c)
-			a.learn(c, now, fmt.Sprintf("an unexplained rate limit while %d calls ran", running),
-				func(l *capacity.Lanes) (capacity.Change, bool) { return l.RateLimited(running, c.started, now) })
-		}
-	case retry.BadKey:
-		a.neutral(c, now)
-		if keyed {
-			a.keyRefused(c, key, e, now)
-		}
-	case retry.Down:
-		a.failure(c, now)
-	default:
-		a.neutral(c, now)
-	}
-	a.probeEnded(c) // a refusal took the verdict; anything else says nothing of the key
-	return false
-}
-
-// explained reports whether a rate limit came with the bucket it hit (a remaining count of
-// 0): a rate, not the backend's concurrency, so learned lanes do not halve for it.
-func explained(e *llm.Error) bool {
-	return e != nil && e.Quota != nil && (e.Quota.RequestsRemaining == 0 || e.Quota.TokensRemaining == 0)
+// record applies a failed attempt on key to the provider's health (health.State.Record).
+func (ph providerHealth) record(c *call, key int, err error, now time.Time) health.Effects {
+	o := ph.outcome(c, health.Failed, key)
+	o.Err, o.Running = err, ph.running(c)
+	return ph.recordHealth(c, o, now)
 }
 
 // settle applies how a call that started ended, once its lanes are free (freed).
-func (a *providerActor) settle(c *call, now time.Time) {
+func (ph providerHealth) settle(c *call, now time.Time) {
 	switch end := &c.end; {
 	case c.recorded > 0 && c.recorded == end.attempts && !end.opened:
 		// Its last attempt failed and was recorded when its stream asked (retryAsk).
 	case end.err != nil:
-		a.record(c, end.key, end.err, now)
+		ph.record(c, end.key, end.err, now)
 	case end.opened:
-		a.probeSucceeded(c, end.key)
-		a.success(c, now)
-		a.quota(c, end.quota, now)
+		o := ph.outcome(c, health.Succeeded, end.key)
+		o.Quota = end.quota
+		ph.recordHealth(c, o, now)
+		return
 	default:
-		a.neutral(c, now)
-	}
-	a.probeEnded(c)
-}
-
-// success is a backend that answered: a probe's success closes the breaker; a busy one may
-// earn a lane back.
-func (a *providerActor) success(c *call, now time.Time) {
-	h := a.health
-	probe := c.probe
-	h.breaker.Success(now, probe)
-	if probe {
-		c.probe, h.probing = false, false
-		a.pol.SetStartCap(h.startCap(now))
-	}
-	// A probe's success closes the breaker, unless another replica's opened it again
-	// meanwhile (sharedhealth.go): then it probes anew.
-	if probe && h.breaker.State(now) == breaker.Closed {
-		a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Msg("circuit breaker closed: the probe call succeeded")
-		if o := a.g.opts.Observer; o != nil {
-			o.BreakerChanged(a.name, false)
-		}
-	}
-	a.learn(c, now, "successes with every lane busy", func(l *capacity.Lanes) (capacity.Change, bool) {
-		return l.Succeeded(c.busy, now)
-	})
-}
-
-// failure is a provider-down answer: it counts against the breaker, which may open.
-func (a *providerActor) failure(c *call, now time.Time) {
-	h := a.health
-	was := h.breaker.State(now)
-	h.breaker.Failure(now, c.probe)
-	if c.probe {
-		c.probe, h.probing = false, false
-	}
-	if was == breaker.Open || h.breaker.State(now) != breaker.Open {
-		a.pol.SetStartCap(h.startCap(now))
+		ph.recordHealth(c, ph.outcome(c, health.Neutral, end.key), now)
 		return
 	}
-	a.shareBreaker(h.breaker.RetryAfter(now))
-	a.opened(now, "repeated failures")
+	ph.recordHealth(c, ph.outcome(c, health.Settled, c.end.key), now) // a key probe it still holds ends
 }
 
-// opened applies a breaker that just opened, for why: nothing starts until its probe, and
-// the waiting calls go to their fallbacks or are answered 503 with the time to the probe.
-func (a *providerActor) opened(now time.Time, why string) {
-	h := a.health
-	a.pol.SetStartCap(0)
-	err := a.circuitOpen(now)
-	a.g.log.Warn().Str("provider", a.name).Dur("open_for", h.breaker.RetryAfter(now)).Str("why", why).
-		Msg("circuit breaker open: nothing starts on this provider until its probe")
-	for id := range a.waiting {
-		a.answerWaiting(id, err, now) // to their fallbacks, or 503 with the time to the probe
-	}
-	if o := a.g.opts.Observer; o != nil {
-		o.BreakerChanged(a.name, true)
-	}
+// neutral is a call that never ran (handed back before it did): a breaker probe it held
+// lets the next probe go.
+func (ph providerHealth) neutral(c *call, now time.Time) {
+	ph.recordHealth(c, ph.outcome(c, health.NotRun, c.key), now)
 }
 
-// neutral is an ending that says nothing of the provider's health; a probe's lets the next
-// probe go.
-func (a *providerActor) neutral(c *call, now time.Time) {
-	if c.probe {
-		h := a.health
-		h.breaker.Neutral(true)
-		c.probe, h.probing = false, false
-		a.pol.SetStartCap(h.startCap(now))
-	}
+// outcome is call c's ending of kind on key, as health takes it.
+func (ph providerHealth) outcome(c *call, kind health.Kind, key int) health.Outcome {
+	a := ph.a
+	return health.Outcome{Kind: kind, Model: c.route.m, Key: key, Probe: c.probe, KeyProbe: c.keyProbe,
+		ProbeKey: c.probeKey, StaleKeys: a.reloads.staleKeys(c), Busy: c.busy, Started: c.started}
 }
-
-// quota applies the backend's remaining-requests count: 0 holds learned lanes.
-func (a *providerActor) quota(c *call, q *llm.Quota, now time.Time) {
-	if q == nil || q.RequestsRemaining < 0 {
-		return
-	}
-	l := a.health.lanes
-	if ml, own := a.health.models[c.route.m]; own {
-		l = ml
-	}
-	l.Remaining(q.RequestsRemaining, q.RequestsReset, now)
-}
-
-// fixed reports whether learned lanes are turned off (adaptive_lanes: false).
-func (a *providerActor) fixed() bool { return a.pv.FixedLanes }
 
 // running is how many calls run in the call's scope of learned lanes.
-func (a *providerActor) running(c *call) int {
-	if _, own := a.health.models[c.route.m]; own {
+func (ph providerHealth) running(c *call) int {
+	a := ph.a
+	if _, own := a.health.Lanes(c.route.m); own {
 		return a.pol.Snapshot().Models[c.route.m].Running
 	}
 	return a.pol.Running()
 }
 
-// learn applies f to the call's learned lanes (its model's, with keys of its own, else its
-// provider's) and, when they change, tells the policy, the log and the observer. It reports
-// whether they changed.
-func (a *providerActor) learn(c *call, now time.Time, signal string, f func(*capacity.Lanes) (capacity.Change, bool)) bool {
-	l, model := a.health.lanes, ""
-	if ml, own := a.health.models[c.route.m]; own {
-		l, model = ml, c.route.id
+// fixed reports whether learned lanes are turned off (adaptive_lanes: false).
+func (ph providerHealth) fixed() bool { return ph.a.pv.FixedLanes }
+
+// providerHealth is the provider actor's shell over its health: it tells the health.State
+// how calls began and ended and carries out the effects it returns on the actor's policy,
+// waiting calls, log, observer and replicas.
+type providerHealth struct{ a *providerActor }
+
+// keyNames are the names of n keys: ids when it names them all, else their positions.
+func keyNames(ids []string, n int) []string {
+	if len(ids) == n {
+		return ids
 	}
-	ch, changed := f(l)
-	if !changed {
-		return false
+	names := make([]string, max(n, 1))
+	for i := range names {
+		names[i] = "#" + strconv.Itoa(i)
 	}
-	scope := ProviderScope(a.name)
-	if model != "" {
-		a.pol.SetModelLanes(c.route.m, ch.To)
-		scope = ModelScope(a.name, c.route.model)
-	} else {
-		a.pol.SetEffectiveLanes(ch.To)
-	}
-	a.shareLanes(scope)
-	a.g.log.Info().Str("provider", a.name).Str("model", model).Int("from", ch.From).Int("to", ch.To).
-		Str("reason", string(ch.Reason)).Str("signal", signal).Msg("effective lanes changed")
-	if o := a.g.opts.Observer; o != nil && model == "" {
-		o.LanesLearned(a.name, ch.To, string(ch.Reason))
-	}
-	return true
+	return names
 }

@@ -93,6 +93,7 @@ var crashTable = []lossRow{
 	{"retire", []string{"provider"}, "sent again", plain(func() message { return &retire{} }), nil},
 	{"retireCheck", []string{"provider"}, "sent again", plain(func() message { return &retireCheck{} }), &crashCase{trigger: "retire"}},
 	{"leaseFreed", []string{"provider"}, "sent again", plain(func() message { return &leaseFreed{} }), nil},
+	{"clientFreed", []string{"provider"}, "sent again", plain(func() message { return &clientFreed{} }), nil},
 	{"keyCooled", []string{"provider"}, "sent again", plain(func() message { return &keyCooled{} }), &crashCase{trigger: "cooled"}},
 	{"breakerShared", []string{"provider"}, "sent again", plain(func() message { return &breakerShared{} }), nil},
 	{"lanesShared", []string{"provider"}, "sent again", plain(func() message { return &lanesShared{} }), &crashCase{trigger: "learned"}},
@@ -106,6 +107,7 @@ var crashTable = []lossRow{
 	{"providerIdle", []string{"supervisor"}, "sent again", plain(func() message { return &providerIdle{} }), &crashCase{trigger: "drain"}},
 	{"reserved", []string{"supervisor"}, "sent again", plain(func() message { return &reserved{} }), nil},
 	{"reconfigure", []string{"supervisor"}, "sent again", plain(func() message { return &reconfigure{} }), nil},
+	{"revokeClient", []string{"provider"}, "sent again", plain(func() message { return &revokeClient{reply: make(chan int, 1)} }), nil},
 	{"providerRetired", []string{"supervisor"}, "sent again", plain(func() message { return &providerRetired{} }), &crashCase{trigger: "retire"}},
 
 	{"grants", []string{"provider"}, "nothing", plain(func() message { return &grants{} }), &crashCase{trigger: "release"}},

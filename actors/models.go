@@ -160,7 +160,7 @@ func cardOf(pv Provider, mv Model, id string) llm.ModelCard {
 }
 
 // model returns model m of provider p as currently served.
-func (g *Gateway) model(p, m int) Model { return g.table.Load().models[p][m] }
+func (t *modelTable) model(p, m int) Model { return t.models[p][m] }
 
 // addModelsTimeout bounds AddModels' wait for the provider actor, which answers at once
 // unless it is out of service or the actor system is gone.
@@ -174,7 +174,7 @@ const addModelsTimeout = 10 * time.Second
 // backend says), because removing it would have to answer its queued and running calls.
 // Requests already admitted are not disturbed.
 func (g *Gateway) AddModels(provider string, models []Model) error {
-	p := g.providerIndex(provider)
+	p := g.table.Load().providerIndex(provider)
 	if p < 0 {
 		return fmt.Errorf("add models: no provider %q", provider)
 	}
@@ -192,11 +192,11 @@ func (g *Gateway) AddModels(provider string, models []Model) error {
 	}
 	g.changeMu.Lock()
 	defer g.changeMu.Unlock()
-	if p = g.providerIndex(provider); p < 0 { // a reload may have removed it meanwhile
+	if p = g.table.Load().providerIndex(provider); p < 0 { // a reload may have removed it meanwhile
 		return fmt.Errorf("add models: no provider %q", provider)
 	}
 	reply := make(chan error, 1)
-	send(g.system.Root, g.slot(p).pid.Load(), &addModel{models: models, reply: reply})
+	send(g.system.Root, g.slots.at(p).pid.Load(), &addModel{models: models, reply: reply})
 	t := time.NewTimer(addModelsTimeout)
 	defer t.Stop()
 	select {
@@ -221,11 +221,12 @@ type addModel struct {
 // addModel adds models to the provider's policy and to the model table together, so that a
 // model's index is the same in both, spawns their lane actors, and publishes the table. A
 // call for a new model can only come once the table is published, after its lane exists.
-func (a *providerActor) addModel(ctx actor.Context, m *addModel) {
-	m.reply <- a.grow(ctx, m.models)
+func (pr providerReload) addModel(ctx actor.Context, m *addModel) {
+	m.reply <- pr.grow(ctx, m.models)
 }
 
-func (a *providerActor) grow(ctx actor.Context, models []Model) error {
+func (pr providerReload) grow(ctx actor.Context, models []Model) error {
+	a := pr.a
 	if a.draining {
 		return errors.New("the gateway is shutting down")
 	}

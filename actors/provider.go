@@ -1,21 +1,21 @@
 package actors
 
 import (
-	"cmp"
-	"errors"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/policy/health"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // providerActor owns one provider's admission: its queue with deadlines, its lanes and
 // model lanes and its limiters (a policy.Provider), the timer for its next deadline or
 // token, one lane actor per model, and the provider's health: its keys, circuit breaker,
-// retry budget and learned lanes (health.go). It tells the supervisor what it could start
+// retry budget and learned lanes (a health.State, carried out by vitals: health.go). It
+// receives in one of three modes (Receive), and leaves its replicas, batches and reloads to
+// parts of their own (see the fields). It tells the supervisor what it could start
 // (offers) and starts what it is granted, handing each call to its model's lane; every
 // failed attempt and every ending comes back to it (retryAsk, freed), so its health sees
 // every call.
@@ -43,12 +43,22 @@ type providerActor struct {
 
 	pol *policy.Provider
 
+	// The parts of the provider's work with a type of their own, each over this actor:
+	// vitals carries out what its health decides (health.go); peers shares with the other
+	// replicas and takes what they decided (shared.go); batches reserves and settles batches
+	// (batch.go); reloads applies reloads and models added at run time and retires the
+	// provider (reconfigure.go).
+	vitals  providerHealth
+	peers   replicaLink
+	batches batchPart
+	reloads providerReload
+
 	// Facts, kept across a rebuild.
 	waiting     map[policy.ID]*call
 	reserved    map[*batchCall]*reservation // batch members started in the policy, not yet settled
 	lanes       []*actor.PID
 	epoch, sync uint64
-	health      *health
+	health      *health.State
 
 	// Derived: the models the replicas' shared state had no room for, and the scope each
 	// waits on (shared.go); a rebuild forgets them with the policy's blocks.
@@ -57,8 +67,10 @@ type providerActor struct {
 	// pubs is, per scope of learned lanes, its publishing to the shared state (sharedlanes.go).
 	pubs map[string]*lanesPub
 
-	// A rebuild waits for every lane's report before it offers; so does a provider taken
-	// out of service in the middle of one (reportsDue).
+	// mode is the behaviour that receives: normal, rebuilding or out of service. A rebuild
+	// waits for every lane's report before it offers; so does a provider taken out of
+	// service in the middle of one (reportsDue).
+	mode       actor.Behavior
 	rebuilding bool
 	reportsDue bool
 	reported   []bool
@@ -84,8 +96,12 @@ type providerActor struct {
 }
 
 func newProviderActor(g *Gateway, s *slot, pv Provider, models []Model) *providerActor {
-	return &providerActor{g: g, p: s.p, name: pv.Name, slot: s, pv: pv, models: models, gone: make([]bool, len(models)),
-		waiting: map[policy.ID]*call{}, reserved: map[*batchCall]*reservation{}, blocks: map[int]block{}}
+	a := &providerActor{g: g, p: s.p, name: pv.Name, slot: s, pv: pv, models: models, gone: make([]bool, len(models)),
+		waiting: map[policy.ID]*call{}, reserved: map[*batchCall]*reservation{}, blocks: map[int]block{},
+		mode: actor.NewBehavior()}
+	a.mode.Become(a.receiveNormal)
+	a.vitals, a.peers, a.batches, a.reloads = providerHealth{a}, replicaLink{a}, batchPart{a}, providerReload{a}
+	return a
 }
 
 // spec is the provider's admission configuration with the models served now and the key
@@ -96,30 +112,31 @@ func (a *providerActor) spec() policy.ProviderSpec {
 	ps := policy.ProviderSpec{Name: pv.Name, Lanes: pv.Lanes, QueueLength: pv.QueueLength,
 		QueueTimeout: pv.QueueTimeout, RPM: pv.RateLimit.RPM, TPM: pv.RateLimit.TPM, Burst: pv.RateLimit.Burst,
 		Models: make([]policy.ModelSpec, len(models)), Clients: a.g.running}
-	for _, ring := range a.health.rings {
-		ps.Keys = append(ps.Keys, policy.KeyPool{Ring: ring, Limit: pv.KeyRateLimit})
+	for pl := range a.health.Pools() {
+		ps.Keys = append(ps.Keys, policy.KeyPool{Ring: a.health.Ring(pl), Limit: pv.KeyRateLimit})
 	}
 	for i, m := range models {
-		ps.Models[i] = policy.ModelSpec{Name: m.Name, Lanes: m.Lanes, Keys: a.health.pool[i]}
+		ps.Models[i] = policy.ModelSpec{Name: m.Name, Lanes: m.Lanes, Keys: a.health.Pool(i)}
 	}
 	return ps
 }
 
+// Receive hands the message to the provider's mode: normal (receiveNormal), rebuilding after
+// a crash (rebuildMode) or out of service (outOfService), each a behaviour the actor becomes.
+// A provider its strategy marked down before failNow came leaves service first; Started
+// builds the policy and the lanes even then, for the out-of-service mode needs them.
 func (a *providerActor) Receive(ctx actor.Context) {
-	msg := ctx.Message()
-	// Started builds the policy and the lanes even for a provider taken out of service
-	// before it ran (a test does that; a slot marked down before the actor's first
-	// message): receiveFailed needs them, and without them every later message panicked.
-	if _, starting := msg.(*actor.Started); !starting && (a.failed || a.slot.down.Load()) {
-		a.receiveFailed(ctx, msg)
-		return
+	if _, starting := ctx.Message().(*actor.Started); !starting && !a.failed && a.slot.down.Load() {
+		a.fail(ctx)
 	}
+	a.mode.Receive(ctx)
+}
+
+// receiveNormal is the provider in service: it admits, starts, retries and accounts.
+func (a *providerActor) receiveNormal(ctx actor.Context) {
 	defer a.recoverRebuild(ctx)
+	msg := ctx.Message()
 	a.g.faults.hit(faultProvider, a.name, "", msg)
-	if a.rebuilding {
-		a.receiveRebuilding(ctx, msg)
-		return
-	}
 	switch m := msg.(type) {
 	case *arrive:
 		a.arrive(ctx, m.c)
@@ -130,14 +147,7 @@ func (a *providerActor) Receive(ctx actor.Context) {
 	case *withdraw:
 		a.withdraw(ctx, m.c)
 	case *retryAsk:
-		now := a.g.now()
-		if a.staleKeys(m.c) {
-			// Its backend and keys are those of before a reload: it ends as it is.
-			m.answer(retryAnswer{})
-			break
-		}
-		m.answer(a.retryAsk(m, now))
-		a.update(ctx, now)
+		a.answerRetry(ctx, m)
 	case *wake:
 		a.wake(ctx)
 	case *recall:
@@ -147,76 +157,116 @@ func (a *providerActor) Receive(ctx actor.Context) {
 	case offerDue:
 		a.sendOffer(ctx, a.g.now())
 	case *unleased:
-		a.unleased(ctx, m)
+		a.peers.unleased(ctx, m)
 	case *leaseFreed:
-		a.leaseFreed(ctx, m.scopes)
+		a.peers.leaseFreed(ctx, m.scopes)
 	case *clientFreed:
 		a.offer(ctx, a.g.now())
+	case *resync:
+		a.resync(ctx, m.sync)
+	case *reserve:
+		a.reserveOnce(ctx, m)
+	case *retire:
+		a.reloads.retire(ctx, m)
+	case *drainAll:
+		a.drain(ctx)
+	case *laneReport:
+		// Only a rebuild asks for reports; a late one from an earlier rebuild says nothing new.
+	case *actor.Started:
+		a.start(ctx)
+	case *actor.Stopping:
+		a.stopTimer()
+	default:
+		a.receiveAlways(ctx, msg, true)
+	}
+}
+
+// receiveAlways handles the messages the provider in service and the rebuilding one treat
+// alike: what other replicas decided of its health, and questions, reloads and batches'
+// settlements. live is the provider in service, which offers after a change of health (a
+// rebuilding one offers when it ends); the provider out of service sends it only a state
+// query and a retireCheck.
+func (a *providerActor) receiveAlways(ctx actor.Context, msg any, live bool) {
+	now := a.g.now()
+	switch m := msg.(type) {
 	case *keyCooled:
-		if now := a.g.now(); a.keyCooled(m, now) {
-			a.keysChanged(m.pool, now)
+		if a.peers.keyCooled(m, now) && live {
+			a.vitals.keysChanged(m.pool, now)
 			a.offer(ctx, now)
 		}
 	case *breakerShared:
-		now := a.g.now()
-		a.breakerShared(m.d, now)
-		a.offer(ctx, now)
+		a.peers.breakerShared(m.d, now)
+		a.offerIf(ctx, live, now)
 	case *lanesShared:
-		now := a.g.now()
-		a.lanesShared(m, now)
-		a.offer(ctx, now)
+		a.peers.lanesShared(m, now)
+		a.offerIf(ctx, live, now)
 	case *lanesPublished:
-		now := a.g.now()
-		a.lanesPublished(m, now)
-		a.offer(ctx, now)
+		a.peers.lanesPublished(m, now)
+		a.offerIf(ctx, live, now)
 	case *readShared:
-		a.readShared()
-	case *resync:
-		a.resync(ctx, m.sync)
+		a.peers.readShared()
 	case *stateQuery:
 		m.reply <- statePart{p: a.p, provider: a.state()}
 	case *revokeClient:
 		a.revoke(ctx, m)
 	case *addModel:
-		a.addModel(ctx, m)
-	case *reserve:
-		if _, done := a.reserved[m.b]; done { // sent again after a crash
-			send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: true, o: a.pol.Offer(a.g.now())})
-		} else {
-			a.reserve(ctx, m)
-		}
+		a.reloads.addModel(ctx, m)
 	case *settle:
-		a.settleBatch(ctx, m)
+		a.batches.settleBatch(ctx, m)
 	case *reconfigureProvider:
-		a.reconfigure(ctx, m)
-	case *retire:
-		a.retire(ctx, m)
+		a.reloads.reconfigure(ctx, m)
 	case *retireCheck:
-		a.retireCheck(ctx, m)
-	case *drainAll:
-		a.drain(ctx)
+		a.reloads.retireCheck(ctx, m)
 	case *failNow:
 		a.fail(ctx)
-	case *laneReport:
-		// Only a rebuild asks for reports; a late one from an earlier rebuild says nothing new.
-	case *actor.Started:
-		a.self = ctx.Self()
-		a.health = newHealth(a.pv, a.models, a.g.now())
-		a.pol = policy.NewProvider(a.spec())
-		if a.sync != 0 { // added by a reload after the supervisor was rebuilt
-			a.pol.Resync(a.sync)
-			a.epoch = a.pol.Epoch()
-		}
-		a.applyHealth(a.g.now())
-		for m := range a.models {
-			a.spawnLane(ctx, m)
-		}
-		if a.g.started.Load() { // added by a reload; those of the start read at New's end
-			a.readShared() // what the other replicas decided before this provider started
-		}
-	case *actor.Stopping:
-		a.stopTimer()
 	}
+}
+
+// offerIf offers when the provider is in service (see receiveAlways).
+func (a *providerActor) offerIf(ctx actor.Context, live bool, now time.Time) {
+	if live {
+		a.offer(ctx, now)
+	}
+}
+
+// start builds the provider's health, its policy and its lanes.
+func (a *providerActor) start(ctx actor.Context) {
+	a.self = ctx.Self()
+	a.health = health.New(healthSpec(a.pv, a.models), a.g.now())
+	a.pol = policy.NewProvider(a.spec())
+	if a.sync != 0 { // added by a reload after the supervisor was rebuilt
+		a.pol.Resync(a.sync)
+		a.epoch = a.pol.Epoch()
+	}
+	a.vitals.applyHealth(a.g.now())
+	for m := range a.models {
+		a.spawnLane(ctx, m)
+	}
+	if a.g.started.Load() { // added by a reload; those of the start read at New's end
+		a.peers.readShared() // what the other replicas decided before this provider started
+	}
+}
+
+// answerRetry answers a stream's question whether its failed attempt is tried again.
+func (a *providerActor) answerRetry(ctx actor.Context, m *retryAsk) {
+	if a.reloads.staleKeys(m.c) {
+		// Its backend and keys are those of before a reload: it ends as it is.
+		m.answer(retryAnswer{})
+		return
+	}
+	now := a.g.now()
+	m.answer(a.vitals.retryAsk(m, now))
+	a.update(ctx, now)
+}
+
+// reserveOnce reserves lanes for a batch's members, or says again what it reserved when
+// the supervisor, rebuilt after a crash, asks anew.
+func (a *providerActor) reserveOnce(ctx actor.Context, m *reserve) {
+	if _, done := a.reserved[m.b]; done {
+		send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: true, o: a.pol.Offer(a.g.now())})
+		return
+	}
+	a.batches.reserve(ctx, m)
 }
 
 // arrive admits a call: a new one at the tail of its FIFO, one that comes back at the place
@@ -232,9 +282,9 @@ func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	if c.deadline.IsZero() {
 		c.deadline = now.Add(a.pv.QueueTimeout)
 	}
-	switch err := a.refusal(c, now); {
+	switch err := a.vitals.refusal(c, now); {
 	case c.requeueOf == nil && (a.retiring || a.gone[c.route.m]):
-		c.answer(admitResult{err: a.g.notFound(c.route.id)}) // a reload removed it
+		c.answer(admitResult{err: a.g.table.Load().notFound(c.route.id)}) // a reload removed it
 	case a.draining:
 		c.answer(admitResult{err: &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}})
 	case err != nil:
@@ -274,11 +324,11 @@ func (a *providerActor) finish(c *call, now time.Time) bool {
 	if used := c.end.usage.PromptTokens + c.end.usage.CompletionTokens; used > 0 {
 		a.pol.Correct(c.id, used, now)
 	}
-	a.correctShared(c, c.end.usage.PromptTokens+c.end.usage.CompletionTokens)
+	a.peers.correctShared(c, c.end.usage.PromptTokens+c.end.usage.CompletionTokens)
 	if !a.pol.Finish(c.id, now) {
 		return false
 	}
-	a.settle(c, now)
+	a.vitals.settle(c, now)
 	return true
 }
 
@@ -342,8 +392,8 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 
 // run hands a call the policy started on key to its model's lane.
 func (a *providerActor) run(ctx actor.Context, c *call, key int, now time.Time) {
-	a.current(c)
-	a.started(c, key, now)
+	a.reloads.current(c)
+	a.vitals.started(c, key, now)
 	c.lanes = [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}
 	send(ctx, a.lanes[c.route.m], &startCall{c: c})
 }
@@ -435,7 +485,7 @@ func (a *providerActor) sendOffer(ctx actor.Context, now time.Time) {
 		send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 	}
 	if a.goneLanes > 0 || a.retiring {
-		a.retireIdle(ctx)
+		a.reloads.retireIdle(ctx)
 	}
 }
 
@@ -490,288 +540,4 @@ func (a *providerActor) drain(ctx actor.Context) {
 		}
 	}
 	a.offer(ctx, now)
-}
-
-// rebuild replaces the derived state after a crash: a new policy.Provider, to be filled
-// from the facts once every lane has reported what runs on it (finishRebuild).
-func (a *providerActor) rebuild(ctx actor.Context) {
-	a.stopTimer()
-	a.offerQueued = false // an offerDue lost in the crash must not hold every later offer back
-	a.pol = policy.NewProvider(a.spec())
-	clear(a.blocks)
-	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
-		for _, c := range r.calls {
-			a.pol.Resume(c.member(c.route.m), c.started, c.key)
-		}
-	}
-	a.rebuilding = true
-	a.reported = make([]bool, len(a.lanes))
-	for m, l := range a.lanes {
-		if l == nil { // a removed model's lane, stopped once idle
-			a.reported[m] = true
-			continue
-		}
-		send(ctx, l, &reportRunning{})
-	}
-	if !slices.Contains(a.reported, false) {
-		a.finishRebuild(ctx)
-	}
-}
-
-// receiveRebuilding handles messages while the lanes' reports are awaited. Arrivals and
-// withdrawals change the facts; freed lanes are applied as they come (a lane reports before
-// or after it frees a call, in its own order, so the two never disagree); grants and
-// verdicts are for the old epoch and void.
-func (a *providerActor) receiveRebuilding(ctx actor.Context, msg any) {
-	now := a.g.now()
-	switch m := msg.(type) {
-	case *laneReport:
-		if m.m < len(a.reported) && !a.reported[m.m] {
-			a.reported[m.m] = true
-			for _, c := range m.calls {
-				a.pol.Resume(c.member(m.m), c.started, c.key)
-			}
-		}
-		if !slices.Contains(a.reported, false) {
-			a.finishRebuild(ctx)
-		}
-	case *arrive:
-		if old := m.c.requeueOf; old != nil {
-			a.pol.Finish(old.id, now)
-		}
-		m.c.entered = now
-		if m.c.deadline.IsZero() {
-			m.c.deadline = now.Add(a.pv.QueueTimeout)
-		}
-		a.waiting[m.c.id] = m.c
-	case *retryAsk:
-		m.answer(retryAnswer{}) // the rebuild does not know the call's state: no retry; its ending records it
-	case *withdraw:
-		if c := a.waiting[m.c.id]; c != nil {
-			delete(a.waiting, m.c.id)
-			c.answer(admitResult{err: c.ctx.Err(), queueWait: c.queueWait(now)})
-		}
-	case *freed:
-		a.finish(m.c, now)
-	case *keyCooled:
-		a.keyCooled(m, now) // the keys are health, kept across the rebuild
-	case *breakerShared:
-		a.breakerShared(m.d, now) // so are the breaker and the learned lanes
-	case *lanesShared:
-		a.lanesShared(m, now)
-	case *lanesPublished:
-		a.lanesPublished(m, now)
-	case *readShared:
-		a.readShared()
-	case *unleased:
-		// Back to waiting: the rebuild requeues it in arrival order (if a lane reported it
-		// running before it was handed back, that is undone first).
-		a.pol.Finish(m.c.id, now)
-		m.c.started, m.c.confirmed = time.Time{}, true
-		a.waiting[m.c.id] = m.c
-	case *resync:
-		a.sync = m.sync // answered when the rebuild ends
-	case *recall:
-		// The rebuilt policy holds no credit; the rebuild's end offers.
-	case offerDue:
-		a.offerQueued = false // the rebuild's end offers
-	case *stateQuery:
-		m.reply <- statePart{p: a.p, provider: a.state()}
-	case *revokeClient:
-		a.revoke(ctx, m)
-	case *drainAll:
-		a.draining = true
-	case *failNow:
-		a.fail(ctx)
-	case *addModel:
-		a.addModel(ctx, m)
-	case *reserve:
-		why := &llm.Error{Kind: llm.KindBatchCapacity, Provider: a.name, RetryAfter: time.Second,
-			Message: "provider " + a.name + " is rebuilding its state after a fault; try again shortly"}
-		send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: why, o: a.pol.Offer(now)})
-	case *settle:
-		a.settleBatch(ctx, m)
-	case *reconfigureProvider:
-		a.reconfigure(ctx, m)
-	case *retire:
-		a.retiring = true
-		m.ack(a.p, nil) // the rebuild's offer looks whether it is idle already
-	case *retireCheck:
-		// Sent only once the retired provider was idle (closing), which nothing rebuilt
-		// changes: dropped here, nothing would stop the provider.
-		a.retireCheck(ctx, m)
-	}
-}
-
-// finishRebuild requeues the waiting calls in arrival order, starts a new epoch, and offers.
-func (a *providerActor) finishRebuild(ctx actor.Context) {
-	now := a.g.now()
-	calls := make([]*call, 0, len(a.waiting))
-	for _, c := range a.waiting {
-		calls = append(calls, c)
-	}
-	slices.SortFunc(calls, func(x, y *call) int {
-		return cmp.Or(x.entered.Compare(y.entered), cmp.Compare(x.id, y.id))
-	})
-	for _, c := range calls {
-		if c.answered.Load() {
-			delete(a.waiting, c.id)
-			continue
-		}
-		ar := a.arrival(c)
-		ar.Reported = true // offered before the crash: it awaits only its verdict
-		if o, _ := a.pol.Enter(c.id, ar, now); o == policy.Rejected {
-			delete(a.waiting, c.id)
-		}
-	}
-	a.epoch++
-	a.pol.Rebuilt(now, a.epoch, a.sync)
-	a.applyHealth(now)
-	a.rebuilding = false
-	a.g.log.Warn().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
-		Msg("provider actor rebuilt its state after a crash")
-	if a.draining {
-		a.drain(ctx)
-		return
-	}
-	a.offer(ctx, now)
-}
-
-// errProviderFailed is the cause of every call a provider taken out of service stops.
-var errProviderFailed = errors.New("provider taken out of service")
-
-// fail takes the provider out of service for good: its actors failed past their restart
-// budget, so a fault repeats. Every waiting call is answered provider_unavailable, every
-// running one is stopped; from then on the provider only keeps its lanes' accounting
-// (receiveFailed) and offers nothing, so the rest of the gateway keeps serving.
-func (a *providerActor) fail(ctx actor.Context) {
-	if a.failed {
-		return
-	}
-	a.failed = true
-	a.slot.down.Store(true)
-	a.stopTimer()
-	a.g.log.Error().Str("provider", a.name).Msg("provider taken out of service: its actors failed past their restart budget")
-	now := a.g.now()
-	if a.rebuilding {
-		// The lanes' reports still on their way are applied as they come (receiveFailed).
-		// Until all are in, the policy does not know every running call: it offers
-		// nothing, so the supervisor keeps counting the calls of the last offer and never
-		// grants past max_running while they still run.
-		a.rebuilding, a.reportsDue = false, true
-		a.epoch++
-		a.pol.Rebuilt(now, a.epoch, a.sync)
-	}
-	for id, c := range a.waiting {
-		a.pol.Cancel(id)
-		delete(a.waiting, id)
-		c.answer(admitResult{err: providerDown(a.name), queueWait: c.queueWait(now)})
-	}
-	a.pol.SetEffectiveLanes(0)
-	for _, l := range a.lanes {
-		if l != nil {
-			send(ctx, l, &cancelAll{cause: errProviderFailed})
-		}
-	}
-	a.failedOffer(ctx, now)
-}
-
-// failedOffer sends the out-of-service provider's offer, once every lane's report of a
-// rebuild cut short is in (see fail).
-func (a *providerActor) failedOffer(ctx actor.Context, now time.Time) {
-	if !a.reportsDue {
-		send(ctx, a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
-	}
-}
-
-// receiveFailed is the provider out of service: no fault hook, no admission; it answers,
-// accounts and reports, so that its calls' lanes and the global cap stay right.
-func (a *providerActor) receiveFailed(ctx actor.Context, msg any) {
-	if !a.failed {
-		a.fail(ctx)
-	}
-	now := a.g.now()
-	switch m := msg.(type) {
-	case *arrive:
-		if old := m.c.requeueOf; old != nil {
-			a.pol.Finish(old.id, now)
-		}
-		m.c.answer(admitResult{err: providerDown(a.name)})
-	case *retryAsk:
-		m.answer(retryAnswer{})
-	case *grants:
-		for _, gr := range m.g {
-			a.pol.Grant(gr, now) // counted as seen: the offer gives the start back
-		}
-		if m.ack != nil {
-			a.pol.Ack(*m.ack)
-		}
-		a.failedOffer(ctx, now)
-	case *freed:
-		a.finishFailed(ctx, m.c, now)
-	case *unleased: // the replicas had no room for it; it will not wait now
-		m.c.answer(admitResult{err: providerDown(a.name)})
-		a.finishFailed(ctx, m.c, now)
-	case *resync:
-		a.pol.Resync(m.sync)
-		a.epoch, a.sync = a.pol.Epoch(), m.sync
-		a.failedOffer(ctx, now)
-	case offerDue: // queued before the provider failed; failedOffer offers at once now
-		a.offerQueued = false
-	case *recall:
-		if a.pol.Recall(m.r) {
-			a.failedOffer(ctx, now)
-		}
-	case *stateQuery:
-		m.reply <- statePart{p: a.p, provider: a.state()}
-	case *revokeClient:
-		a.revoke(ctx, m)
-	case *addModel:
-		m.reply <- errors.New("provider " + a.name + " is out of service")
-	case *reserve:
-		send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: providerDown(a.name), o: a.pol.Offer(now)})
-	case *settle:
-		if r := a.reserved[m.b]; r != nil {
-			a.release(r, now)
-			for _, c := range r.calls {
-				c.answer(admitResult{err: providerDown(a.name)})
-			}
-		}
-		delete(a.reserved, m.b)
-		a.failedOffer(ctx, now)
-	case *reconfigureProvider:
-		m.ack(a.p, nil) // not sent: a reload rebuilds a provider out of service in a new slot
-	case *retire:
-		a.retiring = true
-		m.ack(a.p, nil)
-		a.retireDown(ctx)
-	case *retireCheck:
-		a.retireCheck(ctx, m)
-	case *drainAll:
-		a.draining = true
-		if a.pol.Running() == 0 {
-			send(ctx, a.g.supervisor, &providerIdle{p: a.p})
-		}
-	case *laneReport:
-		for _, c := range m.calls {
-			a.pol.Resume(c.member(m.m), c.started, c.key)
-		}
-		if m.m < len(a.reported) {
-			a.reported[m.m] = true
-		}
-		if a.reportsDue && !slices.Contains(a.reported, false) {
-			a.reportsDue = false
-			a.failedOffer(ctx, now)
-		}
-	}
-}
-
-// finishFailed frees call c's lanes in a provider out of service.
-func (a *providerActor) finishFailed(ctx actor.Context, c *call, now time.Time) {
-	a.pol.Finish(c.id, now)
-	a.failedOffer(ctx, now)
-	if a.draining && a.pol.Running() == 0 {
-		send(ctx, a.g.supervisor, &providerIdle{p: a.p})
-	}
-	a.retireDown(ctx)
 }

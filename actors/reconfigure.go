@@ -122,7 +122,7 @@ func (s *supervisor) providerRetired(ctx actor.Context, p int) {
 	s.retired[p] = true
 	s.disp.Report(p, policy.Offer{Sync: s.sync}) // nothing runs or waits there any more
 	ctx.Stop(s.providers[p])
-	s.g.log.Info().Str("provider", s.g.slot(p).name).Msg("removed provider stopped: it finished what it ran and had queued")
+	s.g.log.Info().Str("provider", s.g.slots.at(p).name).Msg("removed provider stopped: it finished what it ran and had queued")
 	if s.draining {
 		s.providerIdle(p)
 	}
@@ -133,7 +133,8 @@ func (s *supervisor) providerRetired(ctx actor.Context, p int) {
 // their place and deadline; lowered lanes and queue_length only hold back what has not
 // started or entered yet (policy.Provider.Reconfigure). New models get their lanes; removed
 // models admit nothing new and their lanes stop once idle.
-func (a *providerActor) reconfigure(ctx actor.Context, m *reconfigureProvider) {
+func (pr providerReload) reconfigure(ctx actor.Context, m *reconfigureProvider) {
+	a := pr.a
 	now := a.g.now()
 	set := m.setup
 	a.pv = set.pv
@@ -157,8 +158,8 @@ func (a *providerActor) reconfigure(ctx actor.Context, m *reconfigureProvider) {
 		a.g.log.Info().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
 			Msg("provider added back by a reload while it finished its calls: it serves again, in the same lanes")
 	}
-	whole, pairs := a.health.reconfigure(a.pv, a.models, now)
-	a.restoredByReload(whole, pairs)
+	whole, pairs := a.health.Reconfigure(healthSpec(a.pv, a.models), now)
+	a.vitals.restoredByReload(whole, pairs)
 	a.pol.Reconfigure(a.spec(), now)
 	for len(a.lanes) < len(a.models) {
 		a.spawnLane(ctx, len(a.lanes))
@@ -166,7 +167,7 @@ func (a *providerActor) reconfigure(ctx actor.Context, m *reconfigureProvider) {
 			a.reported = append(a.reported, true) // a new lane runs nothing
 		}
 	}
-	a.applyHealth(now)
+	a.vitals.applyHealth(now)
 	m.ack(a.p, nil)
 	if !a.rebuilding {
 		a.offer(ctx, now)
@@ -175,13 +176,15 @@ func (a *providerActor) reconfigure(ctx actor.Context, m *reconfigureProvider) {
 
 // staleKeys reports whether call c started before a reload changed the keys: its key index
 // names a key of the old ring, and its backend is the old one.
-func (a *providerActor) staleKeys(c *call) bool {
+func (pr providerReload) staleKeys(c *call) bool {
+	a := pr.a
 	return !a.keysSince.IsZero() && !c.started.IsZero() && c.started.Before(a.keysSince)
 }
 
 // retire takes the provider out of the served set: from now on only what it runs and has
 // queued goes on (a capacity requeue of a running call included).
-func (a *providerActor) retire(ctx actor.Context, m *retire) {
+func (pr providerReload) retire(ctx actor.Context, m *retire) {
+	a := pr.a
 	a.retiring = true
 	a.g.log.Info().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
 		Msg("provider removed by a reload: it admits nothing new and finishes what it runs and has queued")
@@ -191,7 +194,8 @@ func (a *providerActor) retire(ctx actor.Context, m *retire) {
 
 // retireIdle stops the lanes of removed models that are idle, and starts the retired
 // provider's own stop once nothing of it runs or waits.
-func (a *providerActor) retireIdle(ctx actor.Context) {
+func (pr providerReload) retireIdle(ctx actor.Context) {
+	a := pr.a
 	if a.goneLanes > 0 {
 		snap := a.pol.Snapshot()
 		for m, gone := range a.gone {
@@ -213,7 +217,8 @@ func (a *providerActor) retireIdle(ctx actor.Context) {
 // retireDown is retireIdle for a provider out of service: it queues nothing (it answered its
 // waiting calls when it went down), so once a reload removed it and its running calls have
 // ended, it stops like any retired provider.
-func (a *providerActor) retireDown(ctx actor.Context) {
+func (pr providerReload) retireDown(ctx actor.Context) {
+	a := pr.a
 	if a.retiring && !a.closing && a.pol.Running() == 0 && a.slot.claim.CompareAndSwap(claimNone, claimClosing) {
 		a.closing = true
 		a.slot.retired.Store(true)
@@ -224,7 +229,8 @@ func (a *providerActor) retireDown(ctx actor.Context) {
 // retireCheck waits until every call that Start sent before the slot was retired is in the
 // mailbox (and so handled before this message, answered as not found), then asks the
 // supervisor to stop the provider.
-func (a *providerActor) retireCheck(ctx actor.Context, m *retireCheck) {
+func (pr providerReload) retireCheck(ctx actor.Context, m *retireCheck) {
+	a := pr.a
 	if a.slot.inflight.Load() > 0 {
 		self, root := a.self, a.g.system.Root
 		// The timer's goroutine only sends one message and exits.
@@ -255,7 +261,13 @@ func (s *supervisor) retiredMember(b *batchCall) *call {
 // current gives a call that starts now the provider's adapter and run_timeout in force: the
 // route it got at Start may predate a reload, and a queued call must not start on a replaced
 // adapter (its old keys, base_url) while its errors mark the new key ring.
-func (a *providerActor) current(c *call) {
+func (pr providerReload) current(c *call) {
+	a := pr.a
 	c.route.backend, c.route.timeout = a.pv.Backend, a.pv.RunTimeout
 	c.route.keyed, _ = a.pv.Backend.(llm.KeyedBackend)
 }
+
+// providerReload is the provider actor's part of reloads: it takes a reload's settings and
+// models (and models a backend reports at run time), tells a call started before a reload
+// from one of now, and retires the provider a reload removed once nothing of it is left.
+type providerReload struct{ a *providerActor }

@@ -50,74 +50,16 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 	case g.Failed() != nil:
 		return Changes{}, fmt.Errorf("reconfigure: %w", g.Failed())
 	}
-	old, slots := g.table.Load(), g.allSlots()
-	provs := slices.Clone(old.provs)
-	models := slices.Clone(old.models)
-	live, removed := map[string]int{}, map[string]int{}
-	for p, sp := range old.provs {
-		if sp.live {
-			live[sp.Name] = p
-		} else {
-			removed[sp.Name] = p // the latest slot of the name
-		}
-	}
-	var ch Changes
-	m := &reconfigure{limits: capsOf(&opts).limits}
-	kept := map[int]bool{}
-	rebuilt := map[int]bool{}
-	for _, pv := range opts.Providers {
-		p, ok := live[pv.Name]
-		if ok && old.provs[p].slot.down.Load() {
-			// Out of service: rebuilt in a new slot below; the old slot retires as removed.
-			rebuilt[p], ok = true, false
-			ch.Rebuilt = append(ch.Rebuilt, pv.Name)
-		}
-		revive := false
-		if q, was := removed[pv.Name]; !ok && was && old.provs[q].slot.revive() {
-			// A name is one provider: added back while its removed actor still finishes
-			// its calls, it takes its slot back, so the backend never sees two actors'
-			// lanes.
-			p, ok, revive = q, true, true
-			ch.Added = append(ch.Added, pv.Name)
-		}
-		if !ok {
-			sl := &slot{p: len(slots), name: pv.Name}
-			slots = append(slots, sl)
-			provs = append(provs, servedProvider{Provider: pv, slot: sl, live: true, gone: make([]bool, len(pv.Models))})
-			models = append(models, pv.Models)
-			m.add = append(m.add, providerSetup{slot: sl, pv: pv, models: pv.Models, gone: make([]bool, len(pv.Models))})
-			if !slices.Contains(ch.Rebuilt, pv.Name) {
-				ch.Added = append(ch.Added, pv.Name)
-			}
-			continue
-		}
-		kept[p] = true
-		was := old.provs[p]
-		ms, gone := mergeModels(old.models[p], was.gone, pv.Models)
-		provs[p] = servedProvider{Provider: pv, slot: was.slot, live: true, gone: gone}
-		models[p] = ms
-		m.change = append(m.change, providerSetup{slot: was.slot, pv: pv, models: ms, gone: gone, keys: was.Backend != pv.Backend, revive: revive})
-		if !revive && providerChanged(&was.Provider, old.models[p], was.gone, &pv, ms, gone) {
-			ch.Changed = append(ch.Changed, pv.Name)
-		}
-	}
-	for p, sp := range old.provs {
-		if sp.live && !kept[p] {
-			provs[p].live = false
-			m.remove = append(m.remove, p)
-			if !rebuilt[p] {
-				ch.Removed = append(ch.Removed, sp.Name)
-			}
-		}
-	}
+	pl := planReload(g.table.Load(), g.slots.all(), &opts)
+	m, ch := pl.m, pl.ch
 	m.acks = make(chan reconfigured, 4*(1+len(m.change)+len(m.remove)))
-	g.slots.Store(&slots) // before the supervisor spawns into them; no route leads there yet
+	g.slots.Store(&pl.slots) // before the supervisor spawns into them; no route leads there yet
 	send(g.system.Root, g.supervisor, m)
-	err := g.awaitReconfigured(ctx, m)
+	err := m.await(ctx, g.stopped)
 	// Published even after a timeout: what was sent is applied, or is being sent again by a
 	// supervision strategy, and the table must describe the actors.
 	g.caps.Store(&caps{limits: m.limits, retryAfter: opts.RetryAfter})
-	t := buildTable(provs, models, opts.Routes)
+	t := buildTable(pl.provs, pl.models, opts.Routes)
 	g.tableMu.Lock()
 	g.table.Store(t)
 	g.tableMu.Unlock()
@@ -127,13 +69,91 @@ func (g *Gateway) Reconfigure(ctx context.Context, opts Options) (Changes, error
 	return ch, err
 }
 
+// reloadPlan is what a reload changes, worked out from the table in force before anything
+// is sent: the slots and served providers after it, the supervisor's message, and the
+// Changes it reports.
+type reloadPlan struct {
+	old           *modelTable
+	slots         []*slot
+	provs         []servedProvider
+	models        [][]Model
+	live, removed map[string]int // by name: the live slot, and the latest removed one
+	kept, rebuilt map[int]bool   // slots that stay, and those out of service rebuilt anew
+	m             *reconfigure
+	ch            Changes
+}
+
+func planReload(old *modelTable, slots []*slot, opts *Options) *reloadPlan {
+	pl := &reloadPlan{old: old, slots: slots, provs: slices.Clone(old.provs), models: slices.Clone(old.models),
+		live: map[string]int{}, removed: map[string]int{}, kept: map[int]bool{}, rebuilt: map[int]bool{},
+		m: &reconfigure{limits: capsOf(opts).limits}}
+	for p, sp := range old.provs {
+		if sp.live {
+			pl.live[sp.Name] = p
+		} else {
+			pl.removed[sp.Name] = p // the latest slot of the name
+		}
+	}
+	for _, pv := range opts.Providers {
+		pl.provider(pv)
+	}
+	for p, sp := range old.provs {
+		if sp.live && !pl.kept[p] {
+			pl.provs[p].live = false
+			pl.m.remove = append(pl.m.remove, p)
+			if !pl.rebuilt[p] {
+				pl.ch.Removed = append(pl.ch.Removed, sp.Name)
+			}
+		}
+	}
+	return pl
+}
+
+// provider plans pv: a new slot, or a change of the slot it keeps or takes back.
+func (pl *reloadPlan) provider(pv Provider) {
+	old, ch := pl.old, &pl.ch
+	p, ok := pl.live[pv.Name]
+	if ok && old.provs[p].slot.down.Load() {
+		// Out of service: rebuilt in a new slot below; the old slot retires as removed.
+		pl.rebuilt[p], ok = true, false
+		ch.Rebuilt = append(ch.Rebuilt, pv.Name)
+	}
+	revive := false
+	if q, was := pl.removed[pv.Name]; !ok && was && old.provs[q].slot.revive() {
+		// A name is one provider: added back while its removed actor still finishes its
+		// calls, it takes its slot back, so the backend never sees two actors' lanes.
+		p, ok, revive = q, true, true
+		ch.Added = append(ch.Added, pv.Name)
+	}
+	if !ok {
+		sl := &slot{p: len(pl.slots), name: pv.Name}
+		pl.slots = append(pl.slots, sl)
+		pl.provs = append(pl.provs, servedProvider{Provider: pv, slot: sl, live: true, gone: make([]bool, len(pv.Models))})
+		pl.models = append(pl.models, pv.Models)
+		pl.m.add = append(pl.m.add, providerSetup{slot: sl, pv: pv, models: pv.Models, gone: make([]bool, len(pv.Models))})
+		if !slices.Contains(ch.Rebuilt, pv.Name) {
+			ch.Added = append(ch.Added, pv.Name)
+		}
+		return
+	}
+	pl.kept[p] = true
+	was := old.provs[p]
+	ms, gone := mergeModels(old.models[p], was.gone, pv.Models)
+	pl.provs[p] = servedProvider{Provider: pv, slot: was.slot, live: true, gone: gone}
+	pl.models[p] = ms
+	pl.m.change = append(pl.m.change, providerSetup{slot: was.slot, pv: pv, models: ms, gone: gone, keys: was.Backend != pv.Backend, revive: revive})
+	if !revive && providerChanged(&was.Provider, old.models[p], was.gone, &pv, ms, gone) {
+		ch.Changed = append(ch.Changed, pv.Name)
+	}
+}
+
 // ErrUnconfirmed is in Reconfigure's error when the change was sent and published but not
 // every actor confirmed it in time: the new settings are in force (or being resent by a
 // supervision strategy), so a caller must treat them as applied.
 var ErrUnconfirmed = errors.New("the change is in force but not every actor confirmed it")
 
-// awaitReconfigured waits for the supervisor's and every changed or removed provider's answer.
-func (g *Gateway) awaitReconfigured(ctx context.Context, m *reconfigure) error {
+// await waits for the supervisor's and every changed or removed provider's answer.
+func (m *reconfigure) await(ctx context.Context, stopped <-chan struct{}) error {
 	want := map[int]bool{-1: true}
 	for _, ps := range m.change {
 		want[ps.slot.p] = true
@@ -159,7 +179,7 @@ func (g *Gateway) awaitReconfigured(ctx context.Context, m *reconfigure) error {
 			}
 		case <-done:
 			return fmt.Errorf("reconfigure: %w (the change goes on in the actors)", ctx.Err())
-		case <-g.stopped:
+		case <-stopped:
 			return errors.New("reconfigure: the gateway has stopped")
 		case <-t.C:
 			return fmt.Errorf("reconfigure: %d actors did not answer within %s", len(want), reconfigureTimeout)

@@ -86,7 +86,7 @@ func TestReloadWithEndedContext(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrUnconfirmed) {
 			t.Fatalf("reload %d: %v", i, err)
 		}
-		for _, sl := range g.allSlots() {
+		for _, sl := range g.slots.all() {
 			if !sl.retired.Load() && sl.pid.Load() == nil {
 				if _, routed := g.table.Load().lookup(sl.name + "/m"); routed {
 					t.Fatalf("reload %d (%v): the table routes to %s, which has no actor", i, err, sl.name)
@@ -102,7 +102,7 @@ func TestReloadRemovesAProviderOutOfService(t *testing.T) {
 	b, d := newHeld(), newHeld()
 	keep := testProvider("keep", b, "m")
 	g := newTestGateway(t, 10, 16, keep, testProvider("dead", d, "m"))
-	sl := g.slot(1)
+	sl := g.slots.at(1)
 	sl.down.Store(true)
 	g.system.Root.Send(sl.pid.Load(), &failNow{})
 	waitState(t, g, "dead out of service", func(s AdminState) bool {

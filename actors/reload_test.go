@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/actors/policy/health"
 	"github.com/tollgate/tollgate/actors/policy/keys"
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -311,25 +312,25 @@ func TestReloadInvalidChangesNothing(t *testing.T) {
 func TestReloadKeysCarryCooldowns(t *testing.T) {
 	now := time.Unix(1000, 0)
 	pv := Provider{Name: "p", Lanes: 2, Keys: 2, KeyIDs: []string{"a", "b"}}
-	h := newHealth(pv, nil, now)
-	h.rings[0].RateLimited(0, time.Minute, now)                 // key a cools for a minute
-	h.rings[0].Refused(1, -1, keys.WholeKey, "401", false, now) // key b is refused
+	h := health.New(healthSpec(pv, nil), now)
+	h.Ring(0).RateLimited(0, time.Minute, now)                 // key a cools for a minute
+	h.Ring(0).Refused(1, -1, keys.WholeKey, "401", false, now) // key b is refused
 
 	pv.Keys, pv.KeyIDs = 3, []string{"c", "a", "b"}
-	if whole, pairs := h.reconfigure(pv, nil, now.Add(time.Second)); whole != 1 || pairs != 0 {
+	if whole, pairs := h.Reconfigure(healthSpec(pv, nil), now.Add(time.Second)); whole != 1 || pairs != 0 {
 		t.Errorf("the reload restored %d keys and %d pairs, want 1 and 0", whole, pairs)
 	}
 	at := now.Add(2 * time.Second)
-	ring := h.rings[0]
+	ring := h.Ring(0)
 	if got := []string{ring.State(0, -1, at).String(), ring.State(1, -1, at).String(), ring.State(2, -1, at).String()}; !slices.Equal(got, []string{"ready", "cooling", "ready"}) {
 		t.Fatalf("keys after the reload (c new, a cooling kept, b refused before: a reload restores it): %v", got)
 	}
 	if end, _ := ring.ReadyAt(1, -1); !end.Equal(now.Add(time.Minute)) {
 		t.Errorf("a's cooldown ends at %v, want %v", end, now.Add(time.Minute))
 	}
-	same := h.rings[0]
-	h.reconfigure(pv, nil, at)
-	if h.rings[0] != same {
+	same := h.Ring(0)
+	h.Reconfigure(healthSpec(pv, nil), at)
+	if h.Ring(0) != same {
 		t.Error("a reload that changes no key made a new ring")
 	}
 }

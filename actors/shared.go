@@ -177,8 +177,8 @@ func (g *Gateway) Cooled(name string, d time.Duration) {
 
 // sendProvider sends msg to provider name's actor, if there is one.
 func (g *Gateway) sendProvider(name string, msg message) {
-	if p := g.providerIndex(name); p >= 0 {
-		if pid := g.slot(p).pid.Load(); pid != nil {
+	if p := g.table.Load().providerIndex(name); p >= 0 {
+		if pid := g.slots.at(p).pid.Load(); pid != nil {
 			send(g.system.Root, pid, msg)
 		}
 	}
@@ -191,12 +191,13 @@ type keyCooled struct {
 }
 
 // shareCooldown tells the other replicas that key k of pool pl cools for d from now.
-func (a *providerActor) shareCooldown(pl, k int, d time.Duration) {
+func (rl replicaLink) shareCooldown(pl, k int, d time.Duration) {
+	a := rl.a
 	if d <= 0 {
 		return
 	}
 	name := KeyScope(a.name, pl, k)
-	a.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "key cooldown", name)
+	rl.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "key cooldown", name)
 }
 
 // sharedTimeout bounds one call the actors make to the shared state beside a call's leases
@@ -205,13 +206,9 @@ const sharedTimeout = 5 * time.Second
 
 // keyCooled applies a cooldown another replica gave a key, as if this replica's backend
 // had answered the key with that hint, and reports whether it knew the key.
-func (a *providerActor) keyCooled(m *keyCooled, now time.Time) bool {
-	h := a.health
-	if m.pool < 0 || m.pool >= len(h.rings) || !h.keyed[m.pool] || m.key < 0 || m.key >= h.rings[m.pool].Len() {
-		return false
-	}
-	h.rings[m.pool].RateLimited(m.key, m.d, now)
-	return true
+func (rl replicaLink) keyCooled(m *keyCooled, now time.Time) bool {
+	a := rl.a
+	return a.health.Cooled(m.pool, m.key, m.d, now)
 }
 
 // LeaseNotice tells the gateway that slots may have freed on some replica: in scopes, or
@@ -220,7 +217,7 @@ func (a *providerActor) keyCooled(m *keyCooled, now time.Time) bool {
 // shared state's events call it.
 func (g *Gateway) LeaseNotice(scopes []string) {
 	g.leaseGen.Add(1)
-	for _, s := range g.allSlots() {
+	for _, s := range g.slots.all() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
 			send(g.system.Root, pid, &leaseFreed{scopes: scopes})
 		}
@@ -234,14 +231,14 @@ func (g *Gateway) LeaseNotice(scopes []string) {
 func (g *Gateway) claim(c *call) LeaseClaim {
 	r := c.route
 	pv := &g.table.Load().provs[r.p].Provider
-	lanes, modelLanes := pv.Lanes, g.model(r.p, r.m).Lanes
+	lanes, modelLanes := pv.Lanes, g.table.Load().model(r.p, r.m).Lanes
 	if n := c.lanes[0]; n >= 1 && n < lanes { // learned lower: a cap across the replicas too
 		lanes = n
 	}
 	if n := c.lanes[1]; n >= 1 && n < modelLanes {
 		modelLanes = n
 	}
-	cl := LeaseClaim{Scopes: []LeaseScope{{Name: GatewayScope, Limit: g.limits().MaxRunning},
+	cl := LeaseClaim{Scopes: []LeaseScope{{Name: GatewayScope, Limit: g.caps.Load().limits.MaxRunning},
 		{Name: ProviderScope(pv.Name), Limit: lanes}, {Name: ModelScope(pv.Name, r.model), Limit: modelLanes}}}
 	if rl := pv.RateLimit; rl.RPM > 0 {
 		cl.Buckets = append(cl.Buckets, LeaseBucket{Name: RateScope(pv.Name), PerMinute: rl.RPM, Burst: rl.Burst, Cost: 1})
@@ -396,10 +393,11 @@ func (a *laneActor) leaseFailure(c *call, m *leased) error {
 
 // unleased puts a call the replicas had no room for back in its place, and blocks the
 // models of the scope that was full until a notice says a slot freed there.
-func (a *providerActor) unleased(ctx actor.Context, m *unleased) {
+func (rl replicaLink) unleased(ctx actor.Context, m *unleased) {
+	a := rl.a
 	now := a.g.now()
 	c := m.c
-	a.neutral(c, now) // it never ran: nothing to say of the provider's health (a probe lets the next go)
+	a.vitals.neutral(c, now) // it never ran: nothing to say of the provider's health (a probe lets the next go)
 	c.started, c.confirmed = time.Time{}, true
 	if !a.pol.Unstart(c.id, now) {
 		// Not running in the policy (a rebuild that did not see it meanwhile): it enters
@@ -419,9 +417,9 @@ func (a *providerActor) unleased(ctx actor.Context, m *unleased) {
 	case a.draining:
 		a.answerWaiting(c.id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
 	case keyRefused(m.busy, c):
-		a.restKey(c, m.busy.Wait, now) // the next grant takes another key, if one is ready
+		rl.restKey(c, m.busy.Wait, now) // the next grant takes another key, if one is ready
 	case a.g.leaseGen.Load() == m.gen:
-		a.block(m.busy, c)
+		rl.block(m.busy, c)
 	}
 	a.offer(ctx, now)
 }
@@ -436,7 +434,8 @@ type block struct {
 // block stops offering the models that scope refused: the call's own model for a model
 // scope, every model for the provider, the gateway or the provider's rate limit, and every
 // model when the shared state did not answer.
-func (a *providerActor) block(b *LeaseBusy, c *call) {
+func (rl replicaLink) block(b *LeaseBusy, c *call) {
+	a := rl.a
 	bl := block{scope: b.Scope}
 	if b.Scope == "" {
 		bl.scope = b.Bucket
@@ -458,7 +457,8 @@ func (a *providerActor) block(b *LeaseBusy, c *call) {
 }
 
 // leaseFreed offers again the models blocked on a scope that has a free slot now.
-func (a *providerActor) leaseFreed(ctx actor.Context, scopes []string) {
+func (rl replicaLink) leaseFreed(ctx actor.Context, scopes []string) {
+	a := rl.a
 	n := len(a.blocks)
 	for m, bl := range a.blocks {
 		if scopes == nil || slices.Contains(scopes, bl.scope) {
@@ -474,7 +474,8 @@ func (a *providerActor) leaseFreed(ctx actor.Context, scopes []string) {
 // blockedFor is how long the replicas' shared rate limit holds model m back from now, when
 // it is what does and its next tokens' time is known; 0 otherwise (a slot frees when some
 // replica's backend ends, which nobody can foresee).
-func (a *providerActor) blockedFor(m int, now time.Time) time.Duration {
+func (rl replicaLink) blockedFor(m int, now time.Time) time.Duration {
+	a := rl.a
 	if bl, ok := a.blocks[m]; ok && !bl.until.IsZero() {
 		return max(bl.until.Sub(now), 0)
 	}
@@ -482,15 +483,16 @@ func (a *providerActor) blockedFor(m int, now time.Time) time.Duration {
 }
 
 // blockedBy says in words what the replicas hold model m back with.
-func (a *providerActor) blockedBy(m int) string {
+func (rl replicaLink) blockedBy(m int) string {
+	a := rl.a
 	s := a.blocks[m].scope
 	switch {
 	case s == GatewayScope:
-		return fmt.Sprintf("the replicas sharing this gateway's limits run its max_running (%d) full", a.g.limits().MaxRunning)
+		return fmt.Sprintf("the replicas sharing this gateway's limits run its max_running (%d) full", a.g.caps.Load().limits.MaxRunning)
 	case s == ProviderScope(a.name):
 		return fmt.Sprintf("the replicas sharing this gateway's limits run all of provider %s's %d lanes", a.name, a.pv.Lanes)
 	case strings.HasPrefix(s, "model/"):
-		return fmt.Sprintf("the replicas sharing this gateway's limits run all of model %s/%s's model lanes", a.name, a.g.model(a.p, m).Name)
+		return fmt.Sprintf("the replicas sharing this gateway's limits run all of model %s/%s's model lanes", a.name, a.g.table.Load().model(a.p, m).Name)
 	case s == RateScope(a.name):
 		return fmt.Sprintf("provider %s's rate limit (rpm %d), shared by the replicas, holds requests back until its next token", a.name, a.pv.RateLimit.RPM)
 	case s == TokenScope(a.name):
@@ -498,3 +500,8 @@ func (a *providerActor) blockedBy(m int) string {
 	}
 	return "the replicas' shared state (Redis) did not answer in time"
 }
+
+// replicaLink is the provider actor's part with the other replicas (SPEC §17): its calls'
+// leases and the models blocked while the replicas have no room, the shared rpm/tpm buckets
+// of its keys, and the health it shares and takes (cooldowns, the breaker, learned lanes).
+type replicaLink struct{ a *providerActor }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/policy/capacity"
+	"github.com/tollgate/tollgate/actors/policy/health"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -46,9 +47,9 @@ func TestLanesSharedRead(t *testing.T) {
 	p := testProvider("p", newHeld(), "m")
 	p.Lanes = 4
 	g := newTestGateway(t, 8, 16, p)
-	a := newProviderActor(g, g.slot(0), p, p.Models)
+	a := newProviderActor(g, g.slots.at(0), p, p.Models)
 	now := g.now()
-	a.health = newHealth(p, p.Models, now)
+	a.health = health.New(healthSpec(p, p.Models), now)
 	a.pol = policy.NewProvider(a.spec())
 	for i, tc := range []struct {
 		lanes int
@@ -61,12 +62,12 @@ func TestLanesSharedRead(t *testing.T) {
 		{9, false, 4}, // clamped to the configured lanes
 		{1, false, 1}, // a notice, lower
 	} {
-		a.lanesShared(&lanesShared{scope: ProviderScope("p"), lanes: tc.lanes, from: "r2", lower: tc.read}, now)
-		if got := a.pol.EffectiveLanes(); got != tc.want || a.health.lanes.Effective() != tc.want {
-			t.Fatalf("step %d (%d lanes, read %v): effective %d (health %d), want %d", i, tc.lanes, tc.read, got, a.health.lanes.Effective(), tc.want)
+		a.peers.lanesShared(&lanesShared{scope: ProviderScope("p"), lanes: tc.lanes, from: "r2", lower: tc.read}, now)
+		if got := a.pol.EffectiveLanes(); got != tc.want || a.health.ProviderLanes() != tc.want {
+			t.Fatalf("step %d (%d lanes, read %v): effective %d (health %d), want %d", i, tc.lanes, tc.read, got, a.health.ProviderLanes(), tc.want)
 		}
 	}
-	if r := a.health.lanes.Snapshot(now).Reason; r != capacity.Shared {
+	if r := a.health.LanesSnapshot(-1, now).Reason; r != capacity.Shared {
 		t.Errorf("reason %q, want shared", r)
 	}
 }

@@ -25,13 +25,14 @@ import (
 // keyName is the shared name of key key of call c's pool when the replicas share its
 // key_rate_limit (KeyScope), or "" when they do not: no shared state, no key_rate_limit, or
 // a pool without real keys.
-func (a *providerActor) keyName(c *call, key int) string {
+func (rl replicaLink) keyName(c *call, key int) string {
+	a := rl.a
 	kr := a.pv.KeyRateLimit
 	if a.g.opts.Shared == nil || kr.RPM <= 0 && kr.TPM <= 0 {
 		return ""
 	}
 	pl, _ := a.pol.Keys(c.route.m)
-	if !a.health.keyed[pl] {
+	if !a.health.Keyed(pl) {
 		return ""
 	}
 	return KeyScope(a.name, pl, key)
@@ -55,7 +56,8 @@ func keyBuckets(kr RateLimit, key string, tokens int) []LeaseBucket {
 
 // sharedKeyLimit is what keysRefusal adds to say keys may rest for their key_rate_limit
 // shared by the replicas too (restKey), or "".
-func (a *providerActor) sharedKeyLimit() string {
+func (rl replicaLink) sharedKeyLimit() string {
+	a := rl.a
 	if kr := a.pv.KeyRateLimit; a.g.opts.Shared != nil && (kr.RPM > 0 || kr.TPM > 0) {
 		return fmt.Sprintf(" or at their key_rate_limit (rpm %d, tpm %d) shared by the replicas", kr.RPM, kr.TPM)
 	}
@@ -77,7 +79,8 @@ func keyRefused(b *LeaseBusy, c *call) bool {
 // restKey rests call c's key on this replica for wait, the time its shared bucket needs
 // for the call's tokens, so that the next grant picks another key; the calls no key can
 // serve in time are answered (keysChanged).
-func (a *providerActor) restKey(c *call, wait time.Duration, now time.Time) {
+func (rl replicaLink) restKey(c *call, wait time.Duration, now time.Time) {
+	a := rl.a
 	pl, ring := a.pol.Keys(c.route.m)
 	if c.key < 0 || c.key >= ring.Len() {
 		return
@@ -86,19 +89,20 @@ func (a *providerActor) restKey(c *call, wait time.Duration, now time.Time) {
 	ring.RateLimited(c.key, wait, now)
 	a.g.log.Debug().Str("provider", a.name).Str("model", c.route.id).Int("key", c.key).Dur("for", wait).
 		Msg("key at its key_rate_limit across the replicas: it rests until its bucket has the tokens")
-	a.keysChanged(pl, now)
+	a.vitals.keysChanged(pl, now)
 }
 
 // chargeRetry counts one more attempt of leased call c, on key, in the shared buckets: the
 // provider's it was charged and the retry key's own, which become the ones its usage
 // corrects.
-func (a *providerActor) chargeRetry(c *call, key int) {
+func (rl replicaLink) chargeRetry(c *call, key int) {
+	a := rl.a
 	if c.lease == nil {
 		// Not leased: no shared state, or a call of before the replicas shared it. (Not
 		// c.charged: a claim without buckets, no rate_limit, charged nothing yet.)
 		return
 	}
-	c.keyName = a.keyName(c, key)
+	c.keyName = rl.keyName(c, key)
 	var out []LeaseBucket
 	for _, b := range c.charged {
 		if !isKeyBucket(b.Name) {
@@ -107,19 +111,20 @@ func (a *providerActor) chargeRetry(c *call, key int) {
 	}
 	out = append(out, keyBuckets(a.pv.KeyRateLimit, c.keyName, c.tokens)...)
 	c.charged = out
-	a.adjustShared(charges(out))
+	rl.adjustShared(charges(out))
 }
 
 // chargeKey counts the key a leased batch member starts on in the shared buckets: its
 // leases were taken before its key was chosen (leaseBatch), so the key is counted, not
 // held back.
-func (a *providerActor) chargeKey(c *call) {
+func (rl replicaLink) chargeKey(c *call) {
+	a := rl.a
 	kb := keyBuckets(a.pv.KeyRateLimit, c.keyName, c.tokens)
 	if c.lease == nil || len(kb) == 0 {
 		return // not leased (see chargeRetry), or its key has no shared bucket
 	}
 	c.charged = append(c.charged, kb...)
-	a.adjustShared(charges(kb))
+	rl.adjustShared(charges(kb))
 }
 
 // charges are the adjustments that charge each of bs its cost once more.
@@ -134,7 +139,7 @@ func charges(bs []LeaseBucket) []adjustment {
 // correctShared replaces the estimate call c's last attempt charged to the shared tpm
 // buckets by the tokens the backend reported it used (none reported: the estimate stands).
 // It runs once per call: the charges are forgotten.
-func (a *providerActor) correctShared(c *call, used int) {
+func (rl replicaLink) correctShared(c *call, used int) {
 	bs := c.charged
 	c.charged = nil
 	if used <= 0 {
@@ -146,7 +151,7 @@ func (a *providerActor) correctShared(c *call, used int) {
 			adj = append(adj, adjustment{b: b, delta: used - b.Cost})
 		}
 	}
-	a.adjustShared(adj)
+	rl.adjustShared(adj)
 }
 
 // adjustment is one correction of a shared bucket.
@@ -156,7 +161,8 @@ type adjustment struct {
 }
 
 // adjustShared applies adj to the shared buckets off the actor's goroutine.
-func (a *providerActor) adjustShared(adj []adjustment) {
+func (rl replicaLink) adjustShared(adj []adjustment) {
+	a := rl.a
 	sh := a.g.opts.Shared
 	if sh == nil || len(adj) == 0 {
 		return

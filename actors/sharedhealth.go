@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/tollgate/tollgate/actors/policy/breaker"
-	"github.com/tollgate/tollgate/actors/policy/capacity"
 )
 
 // What the replicas share of a provider's health (SPEC §17): key cooldowns (shared.go),
@@ -78,7 +75,7 @@ func (g *Gateway) LanesLearned(scope string, lanes int, from string) {
 // force in the shared state: its replica's shared state answers again after an outage,
 // and whatever was announced meanwhile was not heard. It never blocks.
 func (g *Gateway) ReadShared() {
-	for _, s := range g.allSlots() {
+	for _, s := range g.slots.all() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
 			send(g.system.Root, pid, &readShared{})
 		}
@@ -97,27 +94,28 @@ func (g *Gateway) readSharedAtStart() {
 
 // readShared reads, off the actor's goroutine, what the replicas share of this provider's
 // health; the answers come back as the messages the events would have sent.
-func (a *providerActor) readShared() {
+func (rl replicaLink) readShared() {
+	a := rl.a
 	sh := a.g.opts.Shared
 	if sh == nil {
 		return
 	}
 	names := []string{BreakerScope(a.name)}
-	for pl, ring := range a.health.rings {
-		for k := range ring.Len() {
-			if a.health.keyed[pl] {
+	for pl := range a.health.Pools() {
+		for k := range a.health.Ring(pl).Len() {
+			if a.health.Keyed(pl) {
 				names = append(names, KeyScope(a.name, pl, k))
 			}
 		}
 	}
 	var scopes []string
-	if !a.fixed() {
+	if !a.vitals.fixed() {
 		scopes = append(scopes, ProviderScope(a.name))
-		for m := range a.health.models {
+		for _, m := range a.health.OwnKeys() {
 			scopes = append(scopes, ModelScope(a.name, a.models[m].Name))
 		}
 	}
-	g, self, name, push := a.g, a.self, a.name, a.rejoinCools(a.g.now())
+	g, self, name, push := a.g, a.self, a.name, rl.rejoinCools(a.g.now())
 	go func() { // exits after len(push)+2 round trips, bounded by sharedTimeout together
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
@@ -149,14 +147,16 @@ func (a *providerActor) readShared() {
 }
 
 // shareBreaker publishes that this provider's breaker opened for d.
-func (a *providerActor) shareBreaker(d time.Duration) {
+func (rl replicaLink) shareBreaker(d time.Duration) {
+	a := rl.a
 	name := BreakerScope(a.name)
-	a.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "breaker", name)
+	rl.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "breaker", name)
 }
 
 // share runs op against the shared state off the actor's goroutine; a failure (Redis
 // away) leaves the other replicas to their own rule.
-func (a *providerActor) share(op func(context.Context, Shared) error, what, name string) {
+func (rl replicaLink) share(op func(context.Context, Shared) error, what, name string) {
+	a := rl.a
 	sh := a.g.opts.Shared
 	if sh == nil {
 		return
@@ -171,37 +171,39 @@ func (a *providerActor) share(op func(context.Context, Shared) error, what, name
 	}()
 }
 
-// scopeLanes is the learning of scope: the provider's, or a model's with keys of its own
-// (m its index; -1 for the provider's); nil for a scope this provider does not learn.
-func (a *providerActor) scopeLanes(scope string) (l *capacity.Lanes, m int) {
+// scopeLanes is the scope of learned lanes named scope: the provider's (m -1), or a model's
+// with keys of its own (m its index); ok false for a scope this provider does not learn.
+func (rl replicaLink) scopeLanes(scope string) (m int, ok bool) {
+	a := rl.a
 	if scope == ProviderScope(a.name) {
-		return a.health.lanes, -1
+		return -1, true
 	}
-	for m, l := range a.health.models {
+	for _, m := range a.health.OwnKeys() {
 		if ModelScope(a.name, a.models[m].Name) == scope {
-			return l, m
+			return m, true
 		}
 	}
-	return nil, -1
+	return -1, false
 }
 
 // lanesShared adopts lanes another replica learned; during a rebuild only the health
 // takes them (the rebuild tells its policy at its end).
-func (a *providerActor) lanesShared(m *lanesShared, now time.Time) {
-	l, mi := a.scopeLanes(m.scope)
-	if l == nil {
+func (rl replicaLink) lanesShared(m *lanesShared, now time.Time) {
+	a := rl.a
+	mi, ok := rl.scopeLanes(m.scope)
+	if !ok {
 		return
 	}
 	if a.g.opts.Shared != nil {
-		a.lanesPub(m.scope).known = m.lanes // what the shared state holds: a rise replaces it
+		rl.lanesPub(m.scope).known = m.lanes // what the shared state holds: a rise replaces it
 	}
-	if m.lower && (m.lanes == 0 || m.lanes >= l.Effective()) { // 0: a read found none stored
-		if sn := l.Snapshot(now); sn.Effective < sn.Lanes && (m.lanes == 0 || m.lanes > sn.Effective) {
-			a.shareLanes(m.scope) // a cut the shared state does not hold (sharedrejoin.go)
+	if m.lower && (m.lanes == 0 || m.lanes >= a.health.LanesSnapshot(mi, now).Effective) { // 0: a read found none stored
+		if sn := a.health.LanesSnapshot(mi, now); sn.Effective < sn.Lanes && (m.lanes == 0 || m.lanes > sn.Effective) {
+			rl.shareLanes(m.scope) // a cut the shared state does not hold (sharedrejoin.go)
 		}
 		return
 	}
-	ch, changed := l.Adopt(m.lanes, now)
+	ch, changed := a.health.Adopt(mi, m.lanes, now)
 	if !changed {
 		return
 	}
@@ -225,17 +227,17 @@ func (a *providerActor) lanesShared(m *lanesShared, now time.Time) {
 
 // breakerShared opens the breaker until the time another replica's opened one probes,
 // unless it is open longer already; the waiting calls move on as when it opens here.
-func (a *providerActor) breakerShared(d time.Duration, now time.Time) {
-	h := a.health
-	was := h.breaker.State(now)
-	if !h.breaker.OpenedElsewhere(now, d) {
+func (rl replicaLink) breakerShared(d time.Duration, now time.Time) {
+	a := rl.a
+	changed, wasOpen := a.health.OpenedElsewhere(d, now)
+	if !changed {
 		return
 	}
-	// During a rebuild too, as failure() does: the calls waiting for it move to their
+	// During a rebuild too, as a failure here does: the calls waiting for it move to their
 	// fallbacks or get their 503 now, and the observer hears of the open.
-	if was == breaker.Open {
+	if wasOpen {
 		a.pol.SetStartCap(0)
 		return
 	}
-	a.opened(now, fmt.Sprintf("another replica's circuit breaker of provider %s opened", a.name))
+	a.vitals.opened(now, fmt.Sprintf("another replica's circuit breaker of provider %s opened", a.name))
 }

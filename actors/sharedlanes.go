@@ -24,7 +24,8 @@ type lanesPublished struct {
 }
 
 // lanesPub is scope's publishing state, made on first use.
-func (a *providerActor) lanesPub(scope string) *lanesPub {
+func (rl replicaLink) lanesPub(scope string) *lanesPub {
+	a := rl.a
 	if a.pubs == nil {
 		a.pubs = map[string]*lanesPub{}
 	}
@@ -38,26 +39,29 @@ func (a *providerActor) lanesPub(scope string) *lanesPub {
 
 // shareLanes publishes that scope's learned lanes changed, once the Learn in flight for
 // scope, if any, has answered.
-func (a *providerActor) shareLanes(scope string) {
+func (rl replicaLink) shareLanes(scope string) {
+	a := rl.a
 	if a.g.opts.Shared == nil {
 		return
 	}
-	p := a.lanesPub(scope)
+	p := rl.lanesPub(scope)
 	p.pending = true
 	if !p.busy {
-		a.publishLanes(scope, p)
+		rl.publishLanes(scope, p)
 	}
 }
 
 // publishLanes sends scope's current learned value to the shared state, off the actor's
 // goroutine, with the value last seen stored as the one a rise replaces.
-func (a *providerActor) publishLanes(scope string, p *lanesPub) {
-	l, _ := a.scopeLanes(scope)
+func (rl replicaLink) publishLanes(scope string, p *lanesPub) {
+	a := rl.a
+	m, ok := rl.scopeLanes(scope)
 	p.pending = false
-	if l == nil {
+	if !ok {
 		return // a reload removed the scope
 	}
-	sh, root, self, lanes, was := a.g.opts.Shared, a.g.system.Root, a.self, l.Effective(), p.known
+	lanes, _ := a.health.Lanes(m)
+	sh, root, self, was := a.g.opts.Shared, a.g.system.Root, a.self, p.known
 	p.busy = true
 	go func() { // exits after one round trip bounded by sharedTimeout; tells the actor its answer
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
@@ -70,18 +74,19 @@ func (a *providerActor) publishLanes(scope string, p *lanesPub) {
 // lanesPublished takes a Learn's answer: a refused rise adopts the stored, lower value on
 // the path a read takes (never loosening what was learned since), and the change learned
 // meanwhile, if any, goes next.
-func (a *providerActor) lanesPublished(m *lanesPublished, now time.Time) {
-	p := a.lanesPub(m.scope)
+func (rl replicaLink) lanesPublished(m *lanesPublished, now time.Time) {
+	a := rl.a
+	p := rl.lanesPub(m.scope)
 	p.busy = false
 	switch {
 	case m.err != nil:
 		a.g.log.Debug().Err(m.err).Str("name", m.scope).Msg("learned lanes not shared: the replicas' shared state did not take them")
 	case m.stored != m.sent:
-		a.lanesShared(&lanesShared{scope: m.scope, lanes: m.stored, from: "the shared state (a rise refused: another replica cut)", lower: true}, now)
+		rl.lanesShared(&lanesShared{scope: m.scope, lanes: m.stored, from: "the shared state (a rise refused: another replica cut)", lower: true}, now)
 	default:
 		p.known = m.stored
 	}
 	if p.pending {
-		a.publishLanes(m.scope, p)
+		rl.publishLanes(m.scope, p)
 	}
 }

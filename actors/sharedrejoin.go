@@ -18,16 +18,18 @@ import "time"
 
 // rejoinCools is, by shared name, how long each cooldown this provider has in force still
 // runs at now: its breaker's, if open, and its cooling keys'.
-func (a *providerActor) rejoinCools(now time.Time) map[string]time.Duration {
+func (rl replicaLink) rejoinCools(now time.Time) map[string]time.Duration {
+	a := rl.a
 	h := a.health
 	out := map[string]time.Duration{}
-	if d := h.breaker.RetryAfter(now); d > 0 {
+	if d := h.RetryAfter(now); d > 0 {
 		out[BreakerScope(a.name)] = d
 	}
-	for pl, ring := range h.rings {
-		if !h.keyed[pl] {
+	for pl := range h.Pools() {
+		if !h.Keyed(pl) {
 			continue
 		}
+		ring := h.Ring(pl)
 		for k := range ring.Len() {
 			if t, ok := ring.CoolsUntil(k); ok && t.After(now) {
 				out[KeyScope(a.name, pl, k)] = t.Sub(now)

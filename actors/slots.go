@@ -63,11 +63,14 @@ func (s *slot) enter() bool {
 
 func (s *slot) leave() { s.inflight.Add(-1) }
 
-// slot returns provider p's slot.
-func (g *Gateway) slot(p int) *slot { return (*g.slots.Load())[p] }
+// slotList is the providers by slot, replaced whole when a reload adds slots.
+type slotList struct{ atomic.Pointer[[]*slot] }
 
-// allSlots returns every slot, the retired ones included.
-func (g *Gateway) allSlots() []*slot { return *g.slots.Load() }
+// at returns provider p's slot.
+func (l *slotList) at(p int) *slot { return (*l.Load())[p] }
+
+// all returns every slot, the retired ones included.
+func (l *slotList) all() []*slot { return *l.Load() }
 
 // retireCheckEvery is how often a retired provider actor looks again whether calls are
 // still on their way to it (a window of nanoseconds: between Start's enter and leave).

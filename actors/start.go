@@ -63,7 +63,7 @@ func (g *Gateway) chain(model string, req *llm.Request) ([]route, error) {
 	t := g.table.Load()
 	r, ok := t.resolve(model, req)
 	if !ok {
-		return nil, g.notFound(model)
+		return nil, g.table.Load().notFound(model)
 	}
 	if err := r.refuses(req); err != nil {
 		return nil, err
@@ -134,12 +134,12 @@ func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *l
 func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 	sl := c.route.slot
 	if !sl.enter() {
-		return admitResult{}, g.notFound(c.route.id) // removed by a reload after Start looked it up
+		return admitResult{}, g.table.Load().notFound(c.route.id) // removed by a reload after Start looked it up
 	}
 	to := sl.pid.Load()
 	if to == nil { // published by a reload whose supervisor has not spawned it yet
 		sl.leave()
-		return admitResult{}, g.notFound(c.route.id)
+		return admitResult{}, g.table.Load().notFound(c.route.id)
 	}
 	send(g.system.Root, to, &arrive{c: c})
 	sl.leave()
@@ -148,13 +148,13 @@ func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 		return res, nil
 	case <-ctx.Done():
 		send(g.system.Root, to, &withdraw{c: c})
-		res := g.await(c) // every call is answered exactly once
+		res := c.await(g.stopped) // every call is answered exactly once
 		if res.stream != nil {
 			_ = res.stream.Close() // started as the client left: this gives the lanes back
 		}
 		return admitResult{queueWait: res.queueWait}, ctx.Err()
 	case <-g.stopped:
-		return g.await(c), nil
+		return c.await(g.stopped), nil
 	}
 }
 

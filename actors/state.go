@@ -127,19 +127,19 @@ func (a *providerActor) state() ProviderState {
 		return ps
 	}
 	now := a.g.now()
-	lanes := h.lanes.Snapshot(now)
+	lanes := h.LanesSnapshot(-1, now)
 	ps.EffectiveLanesReason, ps.EffectiveLanesSince = string(lanes.Reason), &lanes.Since
-	if h.keyed[0] {
-		ps.Keys = a.keyStates(h.rings[0], now)
+	if h.Keyed(0) {
+		ps.Keys = a.vitals.keyStates(h.Ring(0), now)
 	}
-	for m, pl := range h.pool {
+	for _, m := range h.OwnKeys() {
 		if m < len(ps.Models) {
-			ps.Models[m].Keys = a.keyStates(h.rings[pl], now)
-			ps.Models[m].EffectiveReason = string(h.models[m].Snapshot(now).Reason)
+			ps.Models[m].Keys = a.vitals.keyStates(h.Ring(h.Pool(m)), now)
+			ps.Models[m].EffectiveReason = string(h.LanesSnapshot(m, now).Reason)
 		}
 	}
-	b := &BreakerState{State: h.breaker.State(now).String(), RetryAfterMs: h.breaker.RetryAfter(now).Milliseconds()}
-	if s := h.breaker.Since(); !s.IsZero() {
+	b := &BreakerState{State: h.BreakerState(now).String(), RetryAfterMs: h.RetryAfter(now).Milliseconds()}
+	if s := h.BreakerSince(); !s.IsZero() {
 		b.Since = &s
 	}
 	ps.Breaker = b
@@ -159,7 +159,7 @@ const stateTimeout = 2 * time.Second
 // Shutdown it returns at once, and a provider that does not answer within stateTimeout is
 // shown as "unavailable".
 func (g *Gateway) State() AdminState {
-	t, lim := g.table.Load(), g.limits()
+	t, lim := g.table.Load(), g.caps.Load().limits
 	st := AdminState{MaxRunning: lim.MaxRunning, MaxAdmitted: lim.MaxAdmitted, Providers: []ProviderState{}}
 	// The providers served, and those a reload removed that still finish their calls.
 	at := map[int]int{} // slot → index in st.Providers

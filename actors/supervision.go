@@ -66,7 +66,7 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 	root := s.g.system.Root
 	name := "?"
 	if p >= 0 {
-		name = s.g.slot(p).name
+		name = s.g.slots.at(p).name
 	}
 	exhausted := providerBudget.spent(rs)
 	s.g.log.Error().Str("provider", name).Str("reason", fmt.Sprint(reason)).Str("message", fmt.Sprintf("%T", msg)).
@@ -74,7 +74,7 @@ func (s *supervisor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, c
 		Msg("provider actor failed; it rebuilt its state and resumes")
 	lose(msg, &loss{g: s.g, kind: faultProvider, child: child, p: p, name: name})
 	if exhausted && p >= 0 {
-		s.g.slot(p).down.Store(true)
+		s.g.slots.at(p).down.Store(true)
 		send(root, child, &failNow{})
 	}
 	sup.ResumeChildren(child)
@@ -125,7 +125,7 @@ func (sg *supervisorGuardian) HandleFailure(_ *actor.ActorSystem, sup actor.Supe
 	lose(msg, &loss{g: g, kind: faultSupervisor, child: child, p: -1, name: "?"})
 	if exhausted {
 		g.fail(fmt.Errorf("%w (%d times within %s): %v", errGatewayFailed, supervisorBudget.max+1, supervisorBudget.within, reason))
-		for _, sl := range g.allSlots() {
+		for _, sl := range g.slots.all() {
 			if pid := sl.pid.Load(); pid != nil && !sl.retired.Load() {
 				send(root, pid, &failNow{})
 			}

@@ -249,11 +249,11 @@ func TestRepeatedCrashTakesProviderOutOfService(t *testing.T) {
 					t.Fatalf("call %d: %v", i, o.err)
 				}
 				last = o.err
-				if g.slot(0).down.Load() {
+				if g.slots.at(0).down.Load() {
 					break
 				}
 			}
-			if !g.slot(0).down.Load() {
+			if !g.slots.at(0).down.Load() {
 				t.Fatalf("the provider is still in service after %d panics", g.FaultsFired())
 			}
 			if fired := g.FaultsFired(); fired > laneBudget.max+2 && fired > providerBudget.max+2 {

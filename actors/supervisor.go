@@ -48,7 +48,7 @@ type supervisor struct {
 
 func newSupervisor(g *Gateway, spawned chan<- []*actor.PID) *supervisor {
 	n := len(g.opts.Providers)
-	s := &supervisor{g: g, limits: g.limits(), spawned: spawned, out: make([]grants, n), retired: make([]bool, n)}
+	s := &supervisor{g: g, limits: g.caps.Load().limits, spawned: spawned, out: make([]grants, n), retired: make([]bool, n)}
 	s.disp = s.newDispatcher(n)
 	return s
 }
@@ -169,7 +169,7 @@ func (s *supervisor) unpark(ctx actor.Context) {
 }
 
 func (s *supervisor) spawnProviders(ctx actor.Context) {
-	slots := s.g.allSlots()
+	slots := s.g.slots.all()
 	for i, pv := range s.g.opts.Providers {
 		s.spawnProvider(ctx, slots[i], pv, pv.Models)
 	}

@@ -29,6 +29,10 @@ type Outcome struct {
 	TTFB      time.Duration // until the first byte of the answer; 0 when none was sent
 	Duration  time.Duration
 	Usage     llm.Usage
+	// Client is the client key's name ("" for the anonymous client) and CostUSD the call's
+	// cost from its model's price (0 without a ledger).
+	Client  string
+	CostUSD float64
 }
 
 // statusWriter remembers what a handler answered, for the access log. Flushes go straight to

@@ -44,6 +44,9 @@ func (s *Server) batch(bg BatchGateway) httprouter.Handle {
 		if aerr == nil {
 			models, req, aerr = parseBatch(body)
 		}
+		if aerr == nil {
+			prio, aerr = s.clientGate(r.Context(), rec, models, prio)
+		}
 		if aerr != nil {
 			rec.fail(*aerr)
 			aerr.write(w)
@@ -72,7 +75,7 @@ func (s *Server) batch(bg BatchGateway) httprouter.Handle {
 		parts = make([]record, len(members))
 		var providers []string
 		for i, m := range members {
-			parts[i] = record{id: rec.id, route: batchRoute, model: m.Model, servedBy: m.Model, provider: m.Provider,
+			parts[i] = record{id: rec.id, route: batchRoute, model: m.Model, servedBy: m.Model, provider: m.Provider, client: rec.client,
 				prio: prio, stream: req.Stream, start: rec.start, queue: m.QueueWait, attempts: m.Attempts}
 			rec.attempts += m.Attempts
 			if !slices.Contains(providers, m.Provider) {
@@ -102,6 +105,8 @@ func (s *Server) logBatch(rec *record, parts []record) {
 		rec.usage.CompletionTokens += p.usage.CompletionTokens
 		rec.usage.TotalTokens += p.usage.TotalTokens
 		p.clientGone = p.clientGone || rec.clientGone
+		s.account(p, p.finalStatus())
+		rec.cost += p.cost
 	}
 	_, duration := s.logLine(rec)
 	for i := range parts {

@@ -152,7 +152,11 @@ type record struct {
 	start                 time.Time
 	queue, ttfb           time.Duration
 	usage                 llm.Usage
-	span                  trace.Span // nil when not tracing
+	span                  trace.Span   // nil when not tracing
+	client                string       // the client key's name; "" for the anonymous client
+	asked                 llm.Priority // the class asked for, when the key's max_priority lowered it
+	lowered               bool
+	cost                  float64 // USD, from the ledger
 }
 
 // served records what the gateway said about the call.
@@ -176,6 +180,7 @@ func (s *Server) logChat(r *record) {
 		r.clientGone = false // the drain stopped the call and closes the connection (Stopping)
 		r.fail(toAPIError(&llm.Error{Kind: llm.KindDraining}, 0))
 	}
+	s.account(r, r.finalStatus())
 	status, duration := s.logLine(r)
 	endSpan(r.span, r, status)
 	s.observe(r, status, duration)
@@ -206,7 +211,10 @@ func (s *Server) logLine(r *record) (int, time.Duration) {
 		Int64("duration_ms", duration.Milliseconds()).
 		Int("tokens_in", r.usage.PromptTokens).Int("tokens_cached", r.usage.CachedTokens).Int("tokens_out", r.usage.CompletionTokens).
 		Int("attempts", r.attempts).Str("served_model", r.servedBy).Strs("fallbacks", r.fallbacks).
-		Bool("client_disconnect", r.clientGone)
+		Bool("client_disconnect", r.clientGone).Str("client", r.client).Float64("cost_usd", r.cost)
+	if r.lowered {
+		ev.Str("priority_asked", r.asked.String()) // the key's max_priority lowered it
+	}
 	if r.detail != "" {
 		ev.Str("error", r.detail)
 	}
@@ -224,5 +232,6 @@ func (s *Server) observe(r *record, status int, duration time.Duration) {
 		code = ""
 	}
 	s.opts.Observe(Outcome{Route: r.route, Model: r.servedBy, Provider: r.provider, Status: status, Code: code,
-		Attempts: r.attempts, QueueWait: r.queue, TTFB: r.ttfb, Duration: duration, Usage: r.usage})
+		Attempts: r.attempts, QueueWait: r.queue, TTFB: r.ttfb, Duration: duration, Usage: r.usage,
+		Client: r.client, CostUSD: r.cost})
 }

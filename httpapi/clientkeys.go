@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -120,6 +122,9 @@ func (s *Server) clientAuth(fail func(http.ResponseWriter, apiError), next httpr
 			return
 		}
 		if k, ok := s.resolve(r); ok {
+			if s.opts.Tenants != nil {
+				s.opts.Tenants.Used(k.Client.Name, s.opts.Now())
+			}
 			next(w, r.WithContext(withClientKey(r.Context(), k)), ps)
 			return
 		}
@@ -136,4 +141,61 @@ func refuseKey(w http.ResponseWriter, r *http.Request, fail func(http.ResponseWr
 	// x-should-retry: a wrong key stays wrong (SPEC §4); Claude Code otherwise retries it.
 	fail(w, apiError{status: http.StatusUnauthorized, code: "invalid_api_key", typ: "authentication_error",
 		message: msg, noRetry: true})
+}
+
+// clientGate applies a client key's own entry rules to a call for models at class prio
+// (SPEC §18): the key's model allowlist (403 model_not_allowed), its budget (402
+// budget_exceeded) and its highest class (a higher one is lowered, and the log line says
+// so). It returns the class the call gets.
+func (s *Server) clientGate(ctx context.Context, rec *record, models []string, prio llm.Priority) (llm.Priority, *apiError) {
+	k := clientKeyOf(ctx)
+	rec.client = k.Client.Name
+	if k.Client.Name == "" {
+		return prio, nil
+	}
+	for _, m := range models {
+		if !allowedModel(k.Models, m) {
+			return prio, &apiError{status: http.StatusForbidden, code: "model_not_allowed", typ: "permission_error", param: "model",
+				message: fmt.Sprintf("client key %s may not use model %s (its models: %s)", k.Client.Name, m, strings.Join(k.Models, ", ")), noRetry: true}
+		}
+	}
+	if t := s.opts.Tenants; t != nil {
+		now := s.opts.Now()
+		if spent, budget, resets := t.Spend(k.Client.Name, now); budget > 0 && spent >= budget {
+			return prio, &apiError{status: http.StatusPaymentRequired, code: "budget_exceeded", typ: "insufficient_quota", noRetry: true,
+				message: fmt.Sprintf("client key %s has spent $%.4f of its $%.2f budget; the period resets at %s",
+					k.Client.Name, spent, budget, resets.UTC().Format(time.RFC3339))}
+		}
+	}
+	if k.LimitPriority && prio < k.MaxPriority {
+		rec.asked, rec.lowered = prio, true
+		prio = k.MaxPriority
+	}
+	return prio, nil
+}
+
+// allowedModel reports whether model is one of patterns (exact, or a prefix ending in '*');
+// no patterns allow every model.
+func allowedModel(patterns []string, model string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if p == model || strings.HasSuffix(p, "*") && strings.HasPrefix(model, strings.TrimSuffix(p, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
+// account puts a finished call in the ledger (when there is one) and notes its cost for the
+// log line.
+func (s *Server) account(r *record, status int) {
+	if s.opts.Tenants == nil {
+		return
+	}
+	now := s.opts.Now()
+	r.cost = s.opts.Tenants.Record(LedgerEntry{At: now, RequestID: r.id, Key: r.client, Route: r.route,
+		Provider: r.provider, Model: r.model, ServedModel: r.servedBy, Usage: r.usage, Status: status, Code: r.code,
+		Attempts: r.attempts, QueueMs: r.queue.Milliseconds(), RunMs: max(0, now.Sub(r.start)-r.queue).Milliseconds()})
 }

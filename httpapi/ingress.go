@@ -63,6 +63,9 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, in *ingress, re
 	if aerr == nil {
 		p, aerr = in.parse(body, r)
 	}
+	if aerr == nil {
+		prio, aerr = s.clientGate(r.Context(), rec, []string{p.req.Model}, prio)
+	}
 	if aerr != nil {
 		invalidRequest(w, in, aerr, rec)
 		return nil, prio, false

@@ -58,8 +58,11 @@ type Options struct {
 	// Clients are the config's client keys (SPEC §18), each naming its client and limits;
 	// empty: the APIKeys, named key-1, key-2, … by position. Either one sets the other.
 	Clients []ClientKey
-	// Keys, when set, resolves the run-time client keys (the store's); nil: config keys only.
+	// Keys, when set, resolves the run-time client keys; nil: Tenants', else config keys only.
 	Keys KeyResolver
+	// Tenants, when set, keeps run-time keys, budgets and the spend ledger (SPEC §18) and
+	// serves the /admin/keys and /admin/usage routes.
+	Tenants Tenants
 	// Origins, with no APIKeys, refuses on every route a request whose Host or Origin it does
 	// not serve (403 forbidden_origin, SPEC §3), so that a web page cannot drive a gateway
 	// that has no keys. Nil: no such check (app.New always sets one). With APIKeys it is not
@@ -101,6 +104,26 @@ type Server struct {
 
 // New returns the handler with every route of SPEC §3 that exists so far.
 func New(opts Options) *Server {
+	opts = withDefaults(opts)
+	s := &Server{opts: opts, router: httprouter.New(), clients: newClientRing(opts.Clients)}
+	s.apiRoutes()
+	s.adminRoutes()
+	s.probeAndConsoleRoutes()
+	r := s.router
+	r.NotFound = s.loggedUnrouted(s.notFound)
+	r.MethodNotAllowed = s.loggedUnrouted(s.methodNotAllowed)
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		s.opts.Logger.Error().Interface("panic", v).Str("request_id", requestID(req.Context())).Str("path", clip(req.URL.Path, 200)).Msg("handler panic")
+		apiError{status: http.StatusInternalServerError, code: "internal_error", typ: "api_error",
+			message: "internal error"}.write(w)
+	}
+	s.handler = s.withRequestID(s.limits(s.router))
+	return s
+}
+
+// withDefaults fills the zero values Options documents, and derives the client keys from
+// the plain key list (or the reverse) when only one is given.
+func withDefaults(opts Options) Options {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 8 << 20
 	}
@@ -118,65 +141,77 @@ func New(opts Options) *Server {
 			opts.APIKeys = append(opts.APIKeys, k.Secret)
 		}
 	}
-	s := &Server{opts: opts, router: httprouter.New(), clients: newClientRing(opts.Clients)}
-	r := s.router
-	// Every route is registered with its access log (access.go): one log line per answer.
-	handle := func(method, path string, kind routeKind, h httprouter.Handle) {
-		r.Handle(method, path, s.logged(path, kind, h))
+	if opts.Keys == nil && opts.Tenants != nil {
+		opts.Keys = opts.Tenants
 	}
+	return opts
+}
+
+// handle registers a route with its access log (access.go): one log line per answer.
+func (s *Server) handle(method, path string, kind routeKind, h httprouter.Handle) {
+	s.router.Handle(method, path, s.logged(path, kind, h))
+}
+
+// apiRoutes are the client-facing routes, behind the client keys.
+func (s *Server) apiRoutes() {
+	handle := s.handle
 	handle("POST", chatAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(chatAPI))))
 	handle("POST", responsesAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(responsesAPI))))
 	handle("POST", embeddingsAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(embeddingsAPI))))
 	handle("POST", completionsAPI.route, routeModel, queueHeader(s.clientAuth(failOpenAI, s.serve(completionsAPI))))
 	handle("POST", messagesAPI.route, routeModel, anthropicID(queueHeader(s.clientAuth(failMessages, s.serve(messagesAPI)))))
-	if bg, ok := opts.Gateway.(BatchGateway); ok {
+	if bg, ok := s.opts.Gateway.(BatchGateway); ok {
 		handle("POST", batchRoute, routeModel, queueHeader(s.clientAuth(failOpenAI, s.batch(bg))))
 	}
 	handle("POST", "/v1/messages/count_tokens", routeInfo, anthropicID(s.clientAuth(failMessages, s.countTokens)))
 	handle("GET", "/v1/models", routeInfo, byClient(s.clientAuth(failOpenAI, s.listModels), s.clientAuth(failMessages, s.listModels)))
 	handle("GET", "/v1/models/*id", routeInfo, byClient(s.clientAuth(failOpenAI, s.getModel), s.clientAuth(failMessages, s.getModel)))
-	admin := s.opts.AdminKeys
+}
+
+// adminRoutes are the operator's routes, behind the admin keys (the client keys when no
+// admin keys are configured); /metrics may be public.
+func (s *Server) adminRoutes() {
+	opts := s.opts
+	admin := opts.AdminKeys
 	if len(admin) == 0 {
-		admin = s.opts.APIKeys
+		admin = opts.APIKeys
 	}
 	if opts.State != nil {
-		handle("GET", "/admin/state", routeInfo, byClient(s.auth(admin, s.state), s.authAs(admin, failMessages, s.state)))
+		s.handle("GET", "/admin/state", routeInfo, byClient(s.auth(admin, s.state), s.authAs(admin, failMessages, s.state)))
 	}
 	if opts.Reload != nil {
-		handle("POST", "/admin/reload", routeInfo, byClient(s.auth(admin, s.reload), s.authAs(admin, failMessages, s.reload)))
+		s.handle("POST", "/admin/reload", routeInfo, byClient(s.auth(admin, s.reload), s.authAs(admin, failMessages, s.reload)))
+	}
+	if opts.Tenants != nil {
+		s.adminKeyRoutes(s.handle, admin)
 	}
 	if opts.Metrics != nil {
 		metricsKeys := admin
 		if opts.MetricsPublic {
 			metricsKeys = nil
 		}
-		handle("GET", "/metrics", routeProbe, s.auth(metricsKeys, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		s.handle("GET", "/metrics", routeProbe, s.auth(metricsKeys, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 			opts.Metrics.ServeHTTP(w, r)
 		}))
 	}
-	handle("GET", "/healthz", routeProbe, s.healthz)
-	handle("GET", "/readyz", routeProbe, s.readyz)
+}
+
+// probeAndConsoleRoutes are the probes, the agents' connection check and the web console.
+func (s *Server) probeAndConsoleRoutes() {
+	s.handle("GET", "/healthz", routeProbe, s.healthz)
+	s.handle("GET", "/readyz", routeProbe, s.readyz)
 	// Claude Code's connection check before its first call: answered, and logged at debug.
-	handle("HEAD", "/api/hello", routeProbe, s.hello)
-	handle("GET", "/api/hello", routeProbe, s.hello)
-	r.NotFound = s.loggedUnrouted(s.notFound)
+	s.handle("HEAD", "/api/hello", routeProbe, s.hello)
+	s.handle("GET", "/api/hello", routeProbe, s.hello)
 	// The web console (SPEC §14) is static files calling the routes above; "/" leads to it
 	// (and the router's trailing-slash redirect takes "/ui" there).
 	console := ui.Handler(http.HandlerFunc(s.notFound))
 	serveConsole := func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) { console.ServeHTTP(w, req) }
-	handle("GET", ui.Prefix+"*file", routeAsset, serveConsole)
-	handle("HEAD", ui.Prefix+"*file", routeAsset, serveConsole)
-	handle("GET", "/", routeAsset, func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
+	s.handle("GET", ui.Prefix+"*file", routeAsset, serveConsole)
+	s.handle("HEAD", ui.Prefix+"*file", routeAsset, serveConsole)
+	s.handle("GET", "/", routeAsset, func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
 		http.Redirect(w, req, ui.Prefix, http.StatusFound)
 	})
-	r.MethodNotAllowed = s.loggedUnrouted(s.methodNotAllowed)
-	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
-		s.opts.Logger.Error().Interface("panic", v).Str("request_id", requestID(req.Context())).Str("path", clip(req.URL.Path, 200)).Msg("handler panic")
-		apiError{status: http.StatusInternalServerError, code: "internal_error", typ: "api_error",
-			message: "internal error"}.write(w)
-	}
-	s.handler = s.withRequestID(s.limits(s.router))
-	return s
 }
 
 // ServeHTTP tags the request with an id, applies the request limits (limits.go), then

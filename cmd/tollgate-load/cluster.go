@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -103,7 +104,7 @@ func (e *env) addReplicas(ctx context.Context, addr string, names ...string) ([]
 		if err != nil {
 			return out, err
 		}
-		a, err := app.New(ctx, cfg, app.Options{Logger: zerolog.Nop(), Backends: backends})
+		a, err := app.New(ctx, cfg, app.Options{Logger: zerolog.Nop(), Backends: backends, StateDir: filepath.Join(e.local.stateDir, name)})
 		if err != nil {
 			return out, fmt.Errorf("replica %s: %w", name, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -111,6 +112,7 @@ type local struct {
 	served   chan struct{}
 	urls     []string              // each backend's, in backends order
 	next     atomic.Pointer[setup] // what the next app.Reload reads (the reload scenario)
+	stateDir string                // the gateways' store files, removed with the backends
 }
 
 // urlsOf returns the backend URL of each of s's providers, by name.
@@ -201,7 +203,11 @@ func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
 		}
 		return parseSetup(*next, l.urlsOf(*next))
 	}
-	if l.app, err = app.New(ctx, cfg, app.Options{Logger: zerolog.Nop(), Backends: backends, Reload: reread}); err != nil {
+	if l.stateDir, err = os.MkdirTemp("", "tollgate-load-state-"); err != nil {
+		l.closeBackends()
+		return nil, err
+	}
+	if l.app, err = app.New(ctx, cfg, app.Options{Logger: zerolog.Nop(), Backends: backends, Reload: reread, StateDir: l.stateDir}); err != nil {
 		l.closeBackends()
 		return nil, fmt.Errorf("start gateway: %w", err)
 	}
@@ -300,6 +306,9 @@ func (l *local) closeBackends() {
 	for _, b := range l.backends {
 		b.tap.release()
 		b.http.Close()
+	}
+	if l.stateDir != "" {
+		_ = os.RemoveAll(l.stateDir)
 	}
 }
 

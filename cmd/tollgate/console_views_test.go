@@ -354,3 +354,50 @@ func TestConsoleRules(t *testing.T) {
 		t.Error("the English and Korean dictionaries have different keys")
 	}
 }
+
+// The usage view's pure rules: periods in UTC days, series ordered by total with the tail
+// folded into "others", the axis scale, and the key form's body.
+func TestConsoleUsageRules(t *testing.T) {
+	plain := heldFake("plain", nil, nil)
+	gw := startGateway(t, "providers: [{name: plain, kind: fake, models: [{id: echo}]}]", map[string]llm.Backend{"plain": plain})
+	p := openConsole(t, gw.URL, "en-US", "chat")
+	got := eval[string](p, `(async () => {
+		const { period, decimals } = await import('/ui/js/usage.js');
+		const { series, scale } = await import('/ui/js/chart.js');
+		const { limitsBody, unset } = await import('/ui/js/keys.js');
+		const now = Date.parse('2026-03-01T23:30:00Z');
+		const short = (p) => p && [p.days[0], p.days.at(-1), p.days.length, p.from, p.to].join(' ');
+		const rows = [];
+		for (let i = 0; i < 10; i++) rows.push({ key: 'k' + i, day: '2026-02-28', cost_usd: 10 - i });
+		rows.push({ key: 'k0', day: '2026-03-01', cost_usd: 1 }, { key: 'zero', day: '2026-03-01', cost_usd: 0 },
+			{ key: 'k1', day: '2025-01-01', cost_usd: 99 });
+		const s = series(rows, 'key', (r) => r.cost_usd, ['2026-02-28', '2026-03-01']);
+		let bad = '';
+		try { limitsBody({ weight: '0' }, false); } catch (e) { bad = e.field; }
+		return JSON.stringify({
+			p: [short(period('7d', now)), short(period('month', now)), short(period('lastmonth', now)), short(period('30d', now)),
+				short(period('custom', now, '2026-02-27', '2026-02-28')), period('custom', now, '2026-02-28', '2026-02-27')],
+			s: s.map((x) => [x.name, x.values.join('+')].join(':')),
+			scale: [scale(0), scale(0.7), scale(2.2), scale(4.1), scale(1000), scale(0.00011)].map((x) => x.max + '/' + x.steps),
+			decimals: [1, 2.5, 0.25, 0.5, 0.00005, 250].map(decimals),
+			create: limitsBody({ name: ' a ', weight: '', max_running: '2', 'rl.rpm': '', 'rl.tpm': '100', models: 'x/*, y/*',
+				max_priority: '', 'budget.usd': '1.5', 'budget.period': 'week' }, false),
+			edit: limitsBody({ weight: '3', models: ' ', 'budget.usd': '' }, true),
+			bad, half: (() => { try { limitsBody({ weight: '0.5' }, true); return ''; } catch (e) { return e.field; } })(),
+			unset: [null, undefined, 0, '', 1, 'normal'].map(unset),
+		});
+	})()`)
+	want := `{"p":["2026-02-23 2026-03-01 7 2026-02-23T00:00:00Z 2026-03-02T00:00:00Z",` +
+		`"2026-03-01 2026-03-01 1 2026-03-01T00:00:00Z 2026-03-02T00:00:00Z",` +
+		`"2026-02-01 2026-02-28 28 2026-02-01T00:00:00Z 2026-03-01T00:00:00Z",` +
+		`"2026-01-31 2026-03-01 30 2026-01-31T00:00:00Z 2026-03-02T00:00:00Z",` +
+		`"2026-02-27 2026-02-28 2 2026-02-27T00:00:00Z 2026-03-01T00:00:00Z",null],` +
+		`"s":["k0:10+1","k1:9+0","k2:8+0","k3:7+0","k4:6+0","k5:5+0","k6:4+0",":6+0"],` +
+		`"scale":["1/4","1/4","2.5/5","5/5","1000/4","0.0002/4"],"decimals":[0,1,2,1,5,0],` +
+		`"create":{"max_running":2,"rate_limit":{"tpm":100},"models":["x/*","y/*"],"budget":{"usd":1.5,"period":"week"},"name":"a"},` +
+		`"edit":{"weight":3,"max_running":null,"max_queued":null,"rate_limit":null,"models":null,"max_priority":null,"budget":null},` +
+		`"bad":"weight","half":"weight","unset":[true,true,true,true,false,false]}`
+	if got != want {
+		t.Errorf("usage rules:\n got %s\nwant %s", got, want)
+	}
+}

@@ -123,6 +123,37 @@ func drainTimings(t *testing.T, cfgYAML string, env func(string) (string, bool))
 	return cfg.DrainDelay.D(), cfg.DrainGrace.D()
 }
 
+// checkStoreWritable: a configuration with client keys needs a store (docs/tenants.md), and
+// the container's root filesystem is read-only, so the configuration must name a SQLite file
+// on a writable volume (or PostgreSQL).
+func checkStoreWritable(t *testing.T, cfgYAML string, c corev1.Container, pod corev1.PodSpec) {
+	t.Helper()
+	cfg, err := config.Parse("deploy config", []byte(cfgYAML), func(k string) (string, bool) { return "value-of-" + k, true })
+	if err != nil {
+		t.Fatalf("the deployed configuration: %v", err)
+	}
+	if len(cfg.Auth.APIKeys) == 0 {
+		return
+	}
+	switch {
+	case cfg.Store == nil:
+		t.Fatal("client keys and no store: the default under $HOME is not writable on a read-only root filesystem")
+	case cfg.Store.Postgres != "":
+		return
+	}
+	for _, vm := range c.VolumeMounts {
+		if vm.ReadOnly || filepath.Dir(cfg.Store.SQLite) != vm.MountPath {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == vm.Name && (v.EmptyDir != nil || v.PersistentVolumeClaim != nil) {
+				return
+			}
+		}
+	}
+	t.Errorf("store sqlite %s is not on a writable volume mounted at its directory", cfg.Store.SQLite)
+}
+
 func TestKubernetesManifest(t *testing.T) {
 	cm, dep, svc := readManifests(t)
 	pod := dep.Spec.Template.Spec
@@ -138,6 +169,7 @@ func TestKubernetesManifest(t *testing.T) {
 		env[e.Name] = "value-of-" + e.Name
 	}
 	delay, grace := drainTimings(t, cm.Data["tollgate.yaml"], func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	checkStoreWritable(t, cm.Data["tollgate.yaml"], c, pod)
 
 	// It is read from where the ConfigMap is mounted.
 	i := slices.Index(c.Args, "--config")
@@ -266,6 +298,10 @@ func TestSystemdUnit(t *testing.T) {
 	stop, err := time.ParseDuration(strings.Join(svc["TimeoutStopSec"], ""))
 	if need := delay + grace + finalWrite; err != nil || stop < need {
 		t.Errorf("TimeoutStopSec %q (%v): want at least %s (drain_delay %s + drain_grace %s + final writes %s)", svc["TimeoutStopSec"], err, need, delay, grace, finalWrite)
+	}
+	// The default store lives in $XDG_STATE_HOME/tollgate: the one writable directory.
+	if got := svc["StateDirectory"]; len(got) != 1 || got[0] != "tollgate" || !slices.Contains(svc["Environment"], "XDG_STATE_HOME=/var/lib") {
+		t.Errorf("StateDirectory %q, Environment %q: want tollgate and XDG_STATE_HOME=/var/lib, so the default store is writable", got, svc["Environment"])
 	}
 	if got := svc["DynamicUser"]; len(got) != 1 || got[0] != "yes" {
 		t.Errorf("DynamicUser %q: want yes (never root)", got)

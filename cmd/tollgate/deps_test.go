@@ -42,6 +42,10 @@ var layerRules = []layerRule{
 	{pkg: "httpapi", forbid: []string{"github.com/asynkron/protoactor-go"},
 		only: []string{"providers/llm", "providers/sse", "providers/route", "providers/wirejson"}},
 	{pkg: "actors/policy", only: []string{"providers/llm"}},
+	// A provider's health composes the pure rules beside it (keys, breaker, retry, learned
+	// lanes) and nothing else.
+	{pkg: "actors/policy/health", only: []string{"actors/policy/breaker", "actors/policy/capacity",
+		"actors/policy/keys", "actors/policy/retry", "providers/llm"}},
 	{pkg: "actors", only: []string{"actors/policy", "providers/llm", "providers/route"}},
 	{pkg: "cmd/internal/", forbid: []string{module + "cmd/internal/app"}},
 	// httpapi/guard parses the allowed hosts and origins with the standard library only, so
@@ -54,6 +58,9 @@ var layerRules = []layerRule{
 	{pkg: "cmd/internal/cluster", forbid: append([]string{module + "httpapi", module + "cmd/"}, adapters...)},
 	{pkg: "cmd/internal/telemetry", forbid: append([]string{module + "cmd/"}, adapters...)},
 	{pkg: "cmd/internal/fakellm", forbid: []string{module + "actors", module + "httpapi", module + "cmd/"}},
+	// The store implements httpapi.Tenants in httpapi's vocabulary; it knows nothing of actors.
+	{pkg: "cmd/internal/store", forbid: append([]string{module + "actors", module + "cmd/"}, adapters...),
+		except: []string{"cmd/internal/store/pgtest"}},
 }
 
 // covers reports whether rule r applies to module package rel.

@@ -37,7 +37,7 @@ providers:
 	// The non-reader's line reaches the log a moment after its handler writes it, as through
 	// a slow pipe: drain must still return only once it is written.
 	sink := slowSink{w: logs, match: `"request_id":"nonreader"`, delay: 300 * time.Millisecond}
-	a, err := app.New(context.Background(), cfg, app.Options{Logger: zerolog.New(sink)})
+	a, err := app.New(context.Background(), cfg, app.Options{Logger: zerolog.New(sink), StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

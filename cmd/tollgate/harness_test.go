@@ -48,6 +48,9 @@ func serveWrapped(t testing.TB, yaml string, o app.Options, wrap func(http.Handl
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	if o.StateDir == "" {
+		o.StateDir = t.TempDir() // a store of its own, never the user's state directory
+	}
 	a, err := app.New(context.Background(), cfg, o)
 	if err != nil {
 		t.Fatalf("app: %v", err)

@@ -13,18 +13,18 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// TestConsoleScreenshots writes the pictures of docs/ that README.md shows: the parallel chat
-// in English and Korean, and the lanes dashboard, in the middle of a fan-out with every card
-// state on screen. It runs when TOLLGATE_SCREENSHOTS names the folder to write to
+// TestConsoleScreenshots writes the pictures of docs/ that README.md and docs/console.md show:
+// the parallel chat in English and Korean, and the lanes dashboard, in the middle of a fan-out
+// with every card state on screen; and the client keys and usage pages in both languages. It runs when TOLLGATE_SCREENSHOTS names the folder to write to
 // (`make screenshots`), and fails if a picture could not be made.
 func TestConsoleScreenshots(t *testing.T) {
 	dir := os.Getenv("TOLLGATE_SCREENSHOTS")
 	if dir == "" {
 		t.Skip("TOLLGATE_SCREENSHOTS is not set; `make screenshots` sets it to docs/")
 	}
-	for _, shot := range []struct{ lang, parallel, lanes string }{
-		{"en-US", "console-parallel.png", "console-lanes.png"},
-		{"ko-KR", "console-parallel-ko.png", ""},
+	for _, shot := range []struct{ lang, parallel, lanes, keys, usage string }{
+		{"en-US", "console-parallel.png", "console-lanes.png", "console-keys.png", "console-usage.png"},
+		{"ko-KR", "console-parallel-ko.png", "", "console-keys-ko.png", "console-usage-ko.png"},
 	} {
 		t.Run(shot.lang, func(t *testing.T) {
 			p := screenshotScene(t, shot.lang)
@@ -36,6 +36,7 @@ func TestConsoleScreenshots(t *testing.T) {
 					 document.querySelector('[data-provider="local"] .queue')?.dataset.queued === '1'`)
 				save(t, p, filepath.Join(dir, shot.lanes))
 			}
+			tenantsScreenshots(t, shot.lang, filepath.Join(dir, shot.keys), filepath.Join(dir, shot.usage))
 		})
 	}
 }

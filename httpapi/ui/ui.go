@@ -1,7 +1,8 @@
 // Package ui is the web console of SPEC §14: plain HTML, CSS and JavaScript modules embedded in
 // the binary and served under /ui/, with no build step. The console is a client of the public
-// API like any other (/v1/models, /v1/chat/completions, /admin/state, same origin), so it has
-// no endpoint of its own and shows nothing another client could not see.
+// API like any other (/v1/models, /v1/chat/completions, /admin/state, and the admin keys and
+// usage of SPEC §18; same origin), so it has no endpoint of its own and shows nothing another
+// client with the same key could not see.
 //
 // Every answer carries a Content-Security-Policy that allows scripts, styles and connections
 // from this origin only, no inline script or style, no frames, and Trusted Types, under which

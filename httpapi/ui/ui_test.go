@@ -130,6 +130,8 @@ func TestNoInlineCodeNorHTMLSinks(t *testing.T) {
 			}
 		case strings.HasSuffix(name, ".js"):
 			checked++
+			// The SVG namespace is a name (createElementNS), never fetched.
+			src = strings.ReplaceAll(src, `'http://www.w3.org/2000/svg'`, "svgNamespace")
 			if m := forbiddenJS.FindString(src); m != "" {
 				t.Errorf("%s: %q: the console builds the DOM from text nodes only", name, m)
 			}

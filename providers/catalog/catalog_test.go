@@ -161,3 +161,26 @@ func FuzzLookup(f *testing.F) {
 		}
 	})
 }
+
+func TestListPrice(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		want  Price
+		ok    bool
+	}{
+		{"gpt-4.1", Price{2, 0.5, 8}, true},
+		{"gpt-4o-2024-08-06", Price{2.5, 1.25, 10}, true}, // a snapshot costs what its model does
+		{"claude-sonnet-4-5-20250929", Price{3, 0.3, 15}, true},
+		{"llama-3.3-70b-instruct", Price{}, false}, // open weights: the host sets the price
+		{"no-such-model", Price{}, false},
+	} {
+		if got, ok := ListPrice(tc.model); got != tc.want || ok != tc.ok {
+			t.Errorf("ListPrice(%q) = %v %v, want %v %v", tc.model, got, ok, tc.want, tc.ok)
+		}
+	}
+	for name := range prices {
+		if e, ok := Lookup(name); !ok || e.Name != name {
+			t.Errorf("priced model %q is not a catalog entry of that name", name)
+		}
+	}
+}

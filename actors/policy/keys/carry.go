@@ -15,3 +15,40 @@ func (r *Ring) Carry(old *Ring, from []int) {
 		}
 	}
 }
+
+// Clone returns a copy of r that shares nothing with it: a change to one never shows in the
+// other.
+func (r *Ring) Clone() *Ring {
+	c := &Ring{}
+	r.CopyTo(c)
+	return c
+}
+
+// CopyTo makes dst a copy of r that shares nothing with it, reusing dst's storage. Its owner
+// changes the copy and then swaps it in (*r, *dst = *dst, *r) to apply a change whole.
+func (r *Ring) CopyTo(dst *Ring) {
+	until, asides, pairs := dst.until[:0], dst.aside[:0], dst.pairs
+	*dst = *r
+	dst.until = append(until, r.until...)
+	for _, a := range r.aside {
+		asides = append(asides, a.clone())
+	}
+	dst.aside = asides
+	if pairs == nil {
+		pairs = make(map[pair]*aside, len(r.pairs))
+	}
+	clear(pairs)
+	for p, a := range r.pairs {
+		pairs[p] = a.clone()
+	}
+	dst.pairs = pairs
+}
+
+// clone copies a; nil stays nil.
+func (a *aside) clone() *aside {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	return &c
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/cmd/internal/config"
 	"github.com/tollgate/tollgate/cmd/internal/serve"
+	"github.com/tollgate/tollgate/cmd/internal/store"
 	"github.com/tollgate/tollgate/cmd/internal/telemetry"
 	"github.com/tollgate/tollgate/httpapi"
 	"github.com/tollgate/tollgate/httpapi/guard"
@@ -47,7 +48,8 @@ type App struct {
 	refresh  *refresher
 	drained  bool // Drain has begun: no reload starts refreshes again
 
-	shared *shared // the replicas' shared state (cluster.go); nil: alone
+	shared *shared      // the replicas' shared state (cluster.go); nil: alone
+	store  *store.Store // run-time client keys and the spend ledger (clients.go); nil: none
 }
 
 // Options tune New beyond the configuration. Zero values are fine.
@@ -73,6 +75,10 @@ type Options struct {
 	// Reload, when set, reads the configuration again for SIGHUP and POST /admin/reload
 	// (App.Reload); nil: POST /admin/reload answers that there is no file to re-read.
 	Reload func() (*config.Config, error)
+	// StateDir, when set, holds the default store's SQLite file (tollgate.db) for a
+	// configuration that needs a store and names none; empty: the user's state directory
+	// (store.DefaultPath). Tests and the load harness give each gateway its own.
+	StateDir string
 }
 
 // New builds the adapters, merges each HTTP provider's configured models with the
@@ -120,11 +126,24 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		}
 	}
 	a.Gateway, a.Metrics = g, m
+	a.config = cfg // the store's prices read it
+	if wantsStore(cfg) {
+		if a.store, err = a.openStore(ctx, cfg); err != nil && !storeOptional(cfg) {
+			_ = g.Shutdown(context.Background())
+			if a.shared != nil {
+				_ = a.shared.e.Close()
+			}
+			return nil, err
+		} else if err != nil {
+			o.Logger.Warn().Err(err).Msg("no store for the embedded default: run-time keys and the spend ledger are off")
+		}
+	}
 	ho := httpapi.Options{Origins: origins,
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
 		WriteTimeout: cfg.Limits.WriteTimeout.D(),
 		Clients:      clientKeys(cfg.Auth.APIKeys), AdminKeys: cfg.Auth.AdminKeys, Logger: o.Logger,
+		Tenants:       a.tenants(),
 		MetricsPublic: cfg.Metrics.Public, Tracer: o.Tracer, TraceContent: o.TraceContent, Reload: a.reloadRequest,
 	}
 	if m != nil {
@@ -314,6 +333,11 @@ func (a *App) shutdown() error {
 		// After the actors: every lease is released by now, and the peers' shares grow
 		// at once when this replica leaves the alive set.
 		err = errors.Join(err, a.shared.e.Close())
+	}
+	if a.store != nil {
+		// After the actors: every call has finished and been recorded; the ledger's buffer
+		// is written before the database closes.
+		err = errors.Join(err, a.store.Close(ctx))
 	}
 	return err
 }

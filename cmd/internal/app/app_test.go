@@ -112,7 +112,7 @@ func start(t *testing.T, b *backend, providerYAML string) *App {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), DiscoveryTimeout: 2 * time.Second})
+	a, err := New(context.Background(), cfg, Options{StateDir: t.TempDir(), Logger: zerolog.Nop(), DiscoveryTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}
@@ -215,7 +215,7 @@ func TestStartSurvivesAFailingList(t *testing.T) {
 				t.Fatal(err)
 			}
 			began := time.Now()
-			a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), DiscoveryTimeout: 200 * time.Millisecond})
+			a, err := New(context.Background(), cfg, Options{StateDir: t.TempDir(), Logger: zerolog.Nop(), DiscoveryTimeout: 200 * time.Millisecond})
 			if err != nil {
 				t.Fatalf("a failing list is fatal: %v", err)
 			}
@@ -325,7 +325,7 @@ func TestDrainStopsRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop()})
+	a, err := New(context.Background(), cfg, Options{StateDir: t.TempDir(), Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestListRetriedAfterAFailedStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs lockedLog
-	a, err := New(context.Background(), cfg, Options{Logger: zerolog.New(&logs), DiscoveryTimeout: time.Second, ListRetry: 10 * time.Millisecond})
+	a, err := New(context.Background(), cfg, Options{StateDir: t.TempDir(), Logger: zerolog.New(&logs), DiscoveryTimeout: time.Second, ListRetry: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,15 @@
 package app
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
 	"github.com/tollgate/tollgate/cmd/internal/config"
+	"github.com/tollgate/tollgate/cmd/internal/store"
 	"github.com/tollgate/tollgate/httpapi"
+	"github.com/tollgate/tollgate/providers/catalog"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -24,4 +31,94 @@ func clientKey(k *config.ClientKey) httpapi.ClientKey {
 	ck := httpapi.ClientKey{Secret: k.Key, Client: c, Models: k.Models}
 	ck.MaxPriority, ck.LimitPriority = k.Priority()
 	return ck
+}
+
+// keyLimits is a config key's limits as the store and the admin API show them.
+func keyLimits(k *config.ClientKey) httpapi.KeyLimits {
+	l := httpapi.KeyLimits{Weight: k.Weight, MaxRunning: k.MaxRunning, MaxQueued: k.MaxQueued, Models: k.Models,
+		MaxPriority: k.MaxPriority}
+	if k.RateLimit != nil {
+		l.RateLimit = httpapi.KeyRate{RPM: k.RateLimit.RPM, TPM: k.RateLimit.TPM}
+	}
+	if k.Budget != nil {
+		l.Budget = &httpapi.KeyBudget{USD: k.Budget.USD, Period: k.Budget.Period}
+	}
+	return l
+}
+
+// wantsStore reports whether the gateway keeps a store: one is configured, client keys are,
+// or it runs the embedded default (whose admin API can make keys).
+func wantsStore(cfg *config.Config) bool {
+	return cfg.Store != nil || len(cfg.Auth.APIKeys) > 0 || cfg.Source == config.DefaultSource
+}
+
+// storeOptional says the gateway may run without its store when the store cannot be opened:
+// only the embedded default, which names no store and no client keys, so that a machine or a
+// container without a writable state directory still starts (without run-time keys or a
+// ledger). A store the configuration asks for, by name or through its client keys, must open.
+func storeOptional(cfg *config.Config) bool {
+	return cfg.Source == config.DefaultSource && cfg.Store == nil && len(cfg.Auth.APIKeys) == 0
+}
+
+// openStore opens the configured store, or the default SQLite file: in Options.StateDir when
+// set, else under the user's state directory.
+func (a *App) openStore(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+	o := store.Options{Logger: a.log, Prices: a.price}
+	switch {
+	case cfg.Store != nil:
+		o.SQLite, o.Postgres = cfg.Store.SQLite, cfg.Store.Postgres
+	case a.opts.StateDir != "":
+		o.SQLite = filepath.Join(a.opts.StateDir, "tollgate.db")
+	default:
+		path, err := store.DefaultPath()
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		o.SQLite = path
+	}
+	for i := range cfg.Auth.APIKeys {
+		k := &cfg.Auth.APIKeys[i]
+		o.Config = append(o.Config, store.ConfigKey{Name: k.Name, KeyLimits: keyLimits(k)})
+	}
+	if a.Metrics != nil {
+		o.OnDrop = a.Metrics.LedgerDropped
+	}
+	return store.Open(ctx, o)
+}
+
+// price is a model id's price: the config's, else the catalog's list price for a cloud
+// model; CLIs, local servers and the fake cost nothing unless configured.
+func (a *App) price(model string) store.Price {
+	provider, id, _ := strings.Cut(model, "/")
+	cfg := a.Config()
+	for i := range cfg.Providers {
+		p := &cfg.Providers[i]
+		if p.Name != provider {
+			continue
+		}
+		for j := range p.Models {
+			if m := &p.Models[j]; m.ID == id && m.Price != nil {
+				pr := store.Price{Input: m.Price.Input, CachedInput: m.Price.Input, Output: m.Price.Output}
+				if m.Price.CachedInput != nil {
+					pr.CachedInput = *m.Price.CachedInput
+				}
+				return pr
+			}
+		}
+		if !config.IsHTTP(p.Kind) || p.Kind == "lmstudio" || p.Kind == "ollama" {
+			return store.Price{}
+		}
+		lp, _ := catalog.ListPrice(id)
+		return store.Price{Input: lp.Input, CachedInput: lp.CachedInput, Output: lp.Output}
+	}
+	return store.Price{}
+}
+
+// tenants is the store as the HTTP layer's Tenants, or nil (an untyped nil: no admin key
+// routes) without one.
+func (a *App) tenants() httpapi.Tenants {
+	if a.store == nil {
+		return nil
+	}
+	return a.store
 }

@@ -121,7 +121,7 @@ func startReplica(t *testing.T, addr, name, yaml string, backends map[string]llm
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), Backends: backends})
+	a, err := New(context.Background(), cfg, Options{StateDir: t.TempDir(), Logger: zerolog.Nop(), Backends: backends})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,7 +22,7 @@ import (
 func TestEmbeddedDefaultAnswersAgentNames(t *testing.T) {
 	cfg := config.Default(func(string) (string, bool) { return "", false },
 		func(string) (string, error) { return "", exec.ErrNotFound }, func(string) bool { return false })
-	a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop()})
+	a, err := New(context.Background(), cfg, Options{StateDir: t.TempDir(), Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,5 +52,34 @@ func TestEmbeddedDefaultAnswersAgentNames(t *testing.T) {
 	}
 	if err := a.Gateway.Resolve("llama3", &llm.Request{Model: "llama3"}); llm.KindOf(err) != llm.KindModelNotFound {
 		t.Errorf("llama3 on the embedded default: %v, want model_not_found", err)
+	}
+}
+
+// TestStoreOptionalOnlyForTheEmbeddedDefault: where no store can be opened (here the state
+// directory is a file), the embedded default starts without one, and a configuration with
+// client keys refuses to start.
+func TestStoreOptionalOnlyForTheEmbeddedDefault(t *testing.T) {
+	blocked := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(blocked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default(func(string) (string, bool) { return "", false },
+		func(string) (string, error) { return "", exec.ErrNotFound }, func(string) bool { return false })
+	a, err := New(context.Background(), cfg, Options{StateDir: blocked, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatalf("the embedded default without a writable state directory: %v", err)
+	}
+	drainAtEnd(t, a)
+	if a.tenants() != nil {
+		t.Error("the embedded default has a store although none could be opened")
+	}
+	keyed, err := config.Parse("keyed.yaml", []byte("auth: {api_keys: [{name: alice, key: sk-alice}]}\nproviders:\n  - {name: demo, kind: fake, models: [{id: echo}]}\n"),
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := New(context.Background(), keyed, Options{StateDir: blocked, Logger: zerolog.Nop()}); err == nil {
+		drainAtEnd(t, b)
+		t.Fatal("client keys without a store that opens: the gateway started")
 	}
 }

@@ -23,7 +23,7 @@ func startReloadable(t *testing.T, yaml string, next *string) *App {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(context.Background(), cfg, Options{Logger: zerolog.Nop(), DiscoveryTimeout: time.Second,
+	a, err := New(context.Background(), cfg, Options{StateDir: t.TempDir(), Logger: zerolog.Nop(), DiscoveryTimeout: time.Second,
 		Reload: func() (*config.Config, error) { return parse(*next) }})
 	if err != nil {
 		t.Fatal(err)

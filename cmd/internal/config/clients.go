@@ -91,6 +91,27 @@ func (k *ClientKey) Priority() (llm.Priority, bool) {
 	return p, err == nil
 }
 
+// Price is a model's price in USD per million tokens. CachedInput omitted → Input (prompt
+// tokens served from a cache cost what the others do).
+type Price struct {
+	Input       float64  `yaml:"input"`
+	CachedInput *float64 `yaml:"cached_input"`
+	Output      float64  `yaml:"output"`
+}
+
+// validatePrice checks a model's price.
+func validatePrice(pr *Price, path string, p *problems) {
+	if pr.Input < 0 {
+		p.add(path+".input", "must be 0 or more, got %v", pr.Input)
+	}
+	if pr.CachedInput != nil && *pr.CachedInput < 0 {
+		p.add(path+".cached_input", "must be 0 or more, got %v", *pr.CachedInput)
+	}
+	if pr.Output < 0 {
+		p.add(path+".output", "must be 0 or more, got %v", pr.Output)
+	}
+}
+
 // Store says where run-time client keys and the spend ledger are kept (SPEC §18): exactly
 // one of SQLite (a file path) and Postgres (a DSN).
 type Store struct {

@@ -241,6 +241,9 @@ type Model struct {
 	// Fallbacks are full model ids ("provider/model" or an alias) tried when this model
 	// cannot serve a request.
 	Fallbacks []string `yaml:"fallbacks"`
+	// Price is what the model costs in USD per million tokens, for the spend ledger and
+	// budgets (SPEC §18); nil: the catalog's list price for a known cloud model, else 0.
+	Price *Price `yaml:"price"`
 	// FallbackOn names the failures that send a call to Fallbacks: rate_limited,
 	// unavailable (provider down or circuit open), queue_full, queue_timeout. Omitted → all
 	// four (when Fallbacks is set; empty otherwise).

@@ -15,6 +15,9 @@ func validateModels(pr *Provider, path string, p *problems) {
 	for j := range pr.Models {
 		m := &pr.Models[j]
 		mp := fmt.Sprintf("%s.models[%d]", path, j)
+		if m.Price != nil {
+			validatePrice(m.Price, mp+".price", p)
+		}
 		switch {
 		case m.ID == "":
 			p.add(mp+".id", "required")

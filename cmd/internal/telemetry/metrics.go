@@ -46,6 +46,7 @@ type Metrics struct {
 	keysSetAside   *prometheus.CounterVec // provider, scope
 	keysRestored   *prometheus.CounterVec // provider, scope, by
 	state          *stateCollector
+	clients        *clientSeries
 
 	// Series resolved once per label set, so counting a request is map lookups and atomic
 	// adds: no label hashing, no allocation.
@@ -103,6 +104,8 @@ func NewMetrics(s Series, state func() actors.AdminState) *Metrics {
 	m.keysSetAside = counter("tollgate_keys_set_aside_total", "Keys the backend refused and the gateway set aside until a probe (SPEC §10), by scope: key (every model) or model (the key for one model).", "provider", "scope")
 	m.keysRestored = counter("tollgate_keys_restored_total", "Set-aside keys or (key, model) pairs back in use, by scope and by what restored them: probe or reload.", "provider", "scope", "by")
 	m.state = newStateCollector(state)
+	m.clients = newClientSeries()
+	m.reg.MustRegister(m.clients.collectors()...)
 	m.reg.MustRegister(m.requests, m.queueWait, m.ttfb, m.duration, m.tokens, m.rejections, m.upstreamErrors,
 		m.retries, m.fallbacks, m.lanesLearned, m.keysSetAside, m.keysRestored, m.state,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -144,6 +147,7 @@ func (m *Metrics) Register(c prometheus.Collector) { m.reg.MustRegister(c) }
 // Observe counts one answered model request (httpapi.Options.Observe).
 func (m *Metrics) Observe(o httpapi.Outcome) {
 	m.answer(o).Inc()
+	m.clients.observe(o)
 	switch {
 	case o.Code == "":
 	case o.Attempts == 0 && rejectionCodes[o.Code]: // a batch's refusal names no one model

@@ -88,3 +88,16 @@ export function models({ reload = false } = {}) {
   }
   return modelsPromise;
 }
+
+// admin sends one call to the admin API (SPEC §18) with the admin key and a JSON body (none
+// when body is undefined), and returns the decoded answer, throwing ApiError when refused.
+export async function admin(method, path, body) {
+  const init = { method, headers: headers('admin'), cache: 'no-store' };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, init);
+  if (!res.ok) throw await errorOf(res, 'admin');
+  return res.json();
+}

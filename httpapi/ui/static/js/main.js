@@ -1,4 +1,4 @@
-// The console's entry point: language, navigation between the four views (by URL hash, so
+// The console's entry point: language, navigation between the views (by URL hash, so
 // each has an address and Back works), and the key dialog shown when the gateway refuses a
 // call for its key.
 
@@ -9,13 +9,20 @@ import { mountChat } from './chat.js';
 import { mountParallel } from './parallel.js';
 import { mountLanes } from './lanes.js';
 import { mountModels } from './models.js';
+import { mountKeys } from './keys.js';
+import { mountUsage } from './usage.js';
 
-const views = ['chat', 'parallel', 'lanes', 'models'];
+const views = ['chat', 'parallel', 'lanes', 'models', 'keys', 'usage'];
 
 const chat = mountChat();
 const parallel = mountParallel();
 const lanes = mountLanes();
 const modelCards = mountModels();
+const clientKeys = mountKeys();
+const usage = mountUsage();
+// onDemand are the views that load when they are shown (and again when a key is given).
+const onDemand = { keys: clientKeys, usage };
+let current = '';
 
 // loadModels (re)reads /v1/models for every view that lists models.
 function loadModels(reload = false) {
@@ -25,7 +32,8 @@ function loadModels(reload = false) {
 
 function route() {
   const want = location.hash.slice(1);
-  const current = views.includes(want) ? want : views[0];
+  const was = current;
+  current = views.includes(want) ? want : views[0];
   for (const v of views) byId(`view-${v}`).hidden = v !== current;
   for (const a of document.querySelectorAll('nav a[data-view]')) {
     if (a.dataset.view === current) a.setAttribute('aria-current', 'page');
@@ -33,6 +41,7 @@ function route() {
   }
   if (current === 'lanes') lanes.show();
   else lanes.hide();
+  if (current !== was) onDemand[current]?.show();
   document.title = `${t(`nav.${current}`)} · ${t('app.title')}`;
 }
 
@@ -57,11 +66,10 @@ byId('key-form').addEventListener('submit', (ev) => {
   if (!key) return keyInput.focus();
   keys.set(asking, key);
   dialog.close();
-  if (asking === 'admin') lanes.resume();
-  else {
-    loadModels(true);
-    lanes.resume(); // /admin takes the API key when the gateway has no admin keys
-  }
+  if (asking !== 'admin') loadModels(true);
+  // /admin takes the API key too when the gateway has no admin keys.
+  lanes.resume();
+  onDemand[current]?.resume();
 });
 byId('key-cancel').addEventListener('click', () => dialog.close());
 byId('key-forget').addEventListener('click', () => {

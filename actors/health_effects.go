@@ -1,0 +1,85 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/actors/policy/health"
+)
+
+// recordHealth applies outcome o of call c to the provider's health and carries out what
+// health returns: the call's probes, the policy's start cap and lanes, the log, the
+// observer, the other replicas, and the waiting calls an open breaker or a key's change
+// sends on.
+func (ph providerHealth) recordHealth(c *call, o health.Outcome, now time.Time) health.Effects {
+	a := ph.a
+	eff := a.health.Record(o, now)
+	if eff.ProbeOver {
+		c.probe = false
+	}
+	if eff.KeyProbeOver {
+		c.keyProbe = false
+	}
+	if eff.SetCap {
+		a.pol.SetStartCap(eff.StartCap)
+	}
+	if l := eff.Lanes; l != nil {
+		ph.lanesLearned(c, l)
+	}
+	if k := eff.Cooled; k != nil {
+		a.peers.shareCooldown(k.Pool, k.Key, k.For)
+		a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Int("key", k.Key).
+			Dur("cooldown", k.For).Msg("key rate-limited: it rests for the backend's hint")
+	}
+	if k := eff.Key; k != nil {
+		ph.keyChange(c, k.Key, k.Change, now)
+	}
+	if eff.Recheck >= 0 {
+		ph.keysChanged(eff.Recheck, now)
+	}
+	if eff.Closed {
+		a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Msg("circuit breaker closed: the probe call succeeded")
+		if obs := a.g.opts.Observer; obs != nil {
+			obs.BreakerChanged(a.name, false)
+		}
+	}
+	if eff.Opened {
+		a.peers.shareBreaker(a.health.RetryAfter(now))
+		ph.opened(now, "repeated failures")
+	}
+	return eff
+}
+
+// lanesLearned tells the policy, the other replicas, the log and the observer of learned
+// lanes that changed for call c's scope.
+func (ph providerHealth) lanesLearned(c *call, l *health.LanesChange) {
+	a := ph.a
+	ch, scope, model := l.Change, ProviderScope(a.name), ""
+	if l.Model >= 0 {
+		a.pol.SetModelLanes(l.Model, ch.To)
+		scope, model = ModelScope(a.name, c.route.model), c.route.id
+	} else {
+		a.pol.SetEffectiveLanes(ch.To)
+	}
+	a.peers.shareLanes(scope)
+	a.g.log.Info().Str("provider", a.name).Str("model", model).Int("from", ch.From).Int("to", ch.To).
+		Str("reason", string(ch.Reason)).Str("signal", l.Signal).Msg("effective lanes changed")
+	if o := a.g.opts.Observer; o != nil && model == "" {
+		o.LanesLearned(a.name, ch.To, string(ch.Reason))
+	}
+}
+
+// opened applies a breaker that just opened, for why: nothing starts until its probe, and
+// the waiting calls go to their fallbacks or are answered 503 with the time to the probe.
+func (ph providerHealth) opened(now time.Time, why string) {
+	a := ph.a
+	a.pol.SetStartCap(0)
+	err := ph.circuitOpen(now)
+	a.g.log.Warn().Str("provider", a.name).Dur("open_for", a.health.RetryAfter(now)).Str("why", why).
+		Msg("circuit breaker open: nothing starts on this provider until its probe")
+	for id := range a.waiting {
+		a.answerWaiting(id, err, now) // to their fallbacks, or 503 with the time to the probe
+	}
+	if o := a.g.opts.Observer; o != nil {
+		o.BreakerChanged(a.name, true)
+	}
+}

@@ -1,0 +1,170 @@
+package actors
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// rebuildMode is the provider actor between a crash and the last of its lanes' reports: its
+// policy is new and does not yet know what runs, so it keeps the facts (arrivals,
+// withdrawals, freed lanes, health) and admits nothing until finish.
+type rebuildMode struct{ a *providerActor }
+
+// rebuild replaces the derived state after a crash: a new policy.Provider, to be filled
+// from the facts once every lane has reported what runs on it (rebuildMode.finish).
+func (a *providerActor) rebuild(ctx actor.Context) {
+	a.stopTimer()
+	a.offerQueued = false // an offerDue lost in the crash must not hold every later offer back
+	a.pol = policy.NewProvider(a.spec())
+	clear(a.blocks)
+	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
+		for _, c := range r.calls {
+			a.pol.Resume(c.member(c.route.m), c.started, c.key)
+		}
+	}
+	a.rebuilding = true
+	a.mode.Become(rebuildMode{a}.receive)
+	a.reported = make([]bool, len(a.lanes))
+	for m, l := range a.lanes {
+		if l == nil { // a removed model's lane, stopped once idle
+			a.reported[m] = true
+			continue
+		}
+		send(ctx, l, &reportRunning{})
+	}
+	if !slices.Contains(a.reported, false) {
+		rebuildMode{a}.finish(ctx)
+	}
+}
+
+// receive handles messages while the lanes' reports are awaited. Arrivals and withdrawals
+// change the facts; freed lanes are applied as they come (a lane reports before or after it
+// frees a call, in its own order, so the two never disagree); grants and verdicts are for
+// the old epoch and void. A crash here rebuilds again.
+func (r rebuildMode) receive(ctx actor.Context) {
+	a := r.a
+	defer a.recoverRebuild(ctx)
+	msg := ctx.Message()
+	a.g.faults.hit(faultProvider, a.name, "", msg)
+	a.g.faults.hit(faultRebuilding, a.name, "", msg)
+	now := a.g.now()
+	switch m := msg.(type) {
+	case *laneReport:
+		r.laneReport(ctx, m)
+	case *arrive:
+		r.arrive(m.c, now)
+	case *retryAsk:
+		m.answer(retryAnswer{}) // the rebuild does not know the call's state: no retry; its ending records it
+	case *withdraw:
+		if c := a.waiting[m.c.id]; c != nil {
+			delete(a.waiting, m.c.id)
+			c.answer(admitResult{err: c.ctx.Err(), queueWait: c.queueWait(now)})
+		}
+	case *freed:
+		a.finish(m.c, now)
+	case *unleased:
+		r.unleased(m.c, now)
+	case *resync:
+		a.sync = m.sync // answered when the rebuild ends
+	case *recall:
+		// The rebuilt policy holds no credit; the rebuild's end offers.
+	case offerDue:
+		a.offerQueued = false // the rebuild's end offers
+	case *drainAll:
+		a.draining = true
+	case *reserve:
+		why := &llm.Error{Kind: llm.KindBatchCapacity, Provider: a.name, RetryAfter: time.Second,
+			Message: "provider " + a.name + " is rebuilding its state after a fault; try again shortly"}
+		send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, why: why, o: a.pol.Offer(now)})
+	case *retire:
+		a.retiring = true
+		m.ack(a.p, nil) // the rebuild's offer looks whether it is idle already
+	default:
+		// What other replicas decided of the health is applied (the health is kept across
+		// the rebuild; its end tells the new policy); so are questions, reloads, settled
+		// batches and a retireCheck (sent only once the retired provider was idle, which
+		// nothing rebuilt changes: dropped here, nothing would stop the provider). Grants,
+		// wakes and lease notices are for the old epoch and policy: dropped.
+		a.receiveAlways(ctx, msg, false)
+	}
+}
+
+// laneReport applies one lane's report of what runs on it; the last one ends the rebuild.
+func (r rebuildMode) laneReport(ctx actor.Context, m *laneReport) {
+	a := r.a
+	if m.m < len(a.reported) && !a.reported[m.m] {
+		a.reported[m.m] = true
+		for _, c := range m.calls {
+			a.pol.Resume(c.member(m.m), c.started, c.key)
+		}
+	}
+	if !slices.Contains(a.reported, false) {
+		r.finish(ctx)
+	}
+}
+
+// arrive keeps a call to be queued when the rebuild ends; a capacity requeue gives the
+// refused call's lanes back at once.
+func (r rebuildMode) arrive(c *call, now time.Time) {
+	a := r.a
+	if old := c.requeueOf; old != nil {
+		a.pol.Finish(old.id, now)
+	}
+	c.entered = now
+	if c.deadline.IsZero() {
+		c.deadline = now.Add(a.pv.QueueTimeout)
+	}
+	a.waiting[c.id] = c
+}
+
+// unleased puts a call the replicas had no room for back to waiting: the rebuild requeues
+// it in arrival order (if a lane reported it running before it was handed back, that is
+// undone first).
+func (r rebuildMode) unleased(c *call, now time.Time) {
+	a := r.a
+	a.pol.Finish(c.id, now)
+	c.started, c.confirmed = time.Time{}, true
+	a.waiting[c.id] = c
+}
+
+// finish requeues the waiting calls in arrival order, starts a new epoch, and offers.
+func (r rebuildMode) finish(ctx actor.Context) {
+	a := r.a
+	now := a.g.now()
+	calls := make([]*call, 0, len(a.waiting))
+	for _, c := range a.waiting {
+		calls = append(calls, c)
+	}
+	slices.SortFunc(calls, func(x, y *call) int {
+		return cmp.Or(x.entered.Compare(y.entered), cmp.Compare(x.id, y.id))
+	})
+	for _, c := range calls {
+		if c.answered.Load() {
+			delete(a.waiting, c.id)
+			continue
+		}
+		ar := a.arrival(c)
+		ar.Reported = true // offered before the crash: it awaits only its verdict
+		if o, _ := a.pol.Enter(c.id, ar, now); o == policy.Rejected {
+			delete(a.waiting, c.id)
+		}
+	}
+	a.epoch++
+	a.pol.Rebuilt(now, a.epoch, a.sync)
+	a.vitals.applyHealth(now)
+	a.rebuilding = false
+	a.mode.Become(a.receiveNormal)
+	a.g.log.Warn().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
+		Msg("provider actor rebuilt its state after a crash")
+	if a.draining {
+		a.drain(ctx)
+		return
+	}
+	a.offer(ctx, now)
+}
