@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -144,9 +145,14 @@ type clientFreed struct{}
 // Sent again: an offer more changes nothing.
 func (m *clientFreed) lost(l *loss) { l.again(m) }
 
-// clientFreed tells every provider that client name has room under its max_running again.
-// The slots call it from the provider actor whose call stopped, so it only sends.
-func (g *Gateway) clientFreed(string) {
+// newClientSlots returns g's client slots, which tell every provider actor when a client at
+// its max_running has room again. The slots call that from the provider actor whose call
+// stopped, so it only sends.
+func newClientSlots(g *Gateway) *policy.Slots {
+	return policy.NewSlots(func(string) { tellClientFreed(g) })
+}
+
+func tellClientFreed(g *Gateway) {
 	for _, s := range g.slots.all() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
 			send(g.system.Root, pid, &clientFreed{})

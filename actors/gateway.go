@@ -207,7 +207,7 @@ func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 	}
 	g := &Gateway{opts: opts, now: opts.Now, log: opts.Logger, idle: make(chan struct{}), stopped: make(chan struct{}),
 		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...)}
-	g.running = policy.NewSlots(g.clientFreed)
+	g.running = newClientSlots(g)
 	slots := make([]*slot, len(opts.Providers))
 	for p, pv := range opts.Providers {
 		slots[p] = &slot{p: p, name: pv.Name}
