@@ -320,7 +320,10 @@ func (bp batchPart) reserve(ctx actor.Context, m *reserve) {
 	// The start cap follows the breaker, whose period may have ended since it was last set:
 	// an open breaker turns half-open with time alone.
 	a.pol.SetStartCap(a.health.StartCap(now))
-	res, blocker, ok := a.pol.Reserve(members, now)
+	// The wait a batch refused for lanes is told (batchRefusal's, before what only other
+	// blockers add): its second try after it keeps the lanes for it.
+	wait := max(a.g.RetryAfter(), a.pol.RetryAfter(batchTokens(m.calls), now))
+	res, blocker, ok := a.pol.Reserve(members, wait, now)
 	var why *llm.Error
 	if ok {
 		for i, c := range m.calls {

@@ -34,6 +34,7 @@ import (
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/actors/policy/tokens"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 	routepkg "github.com/tollgate/tollgate/providers/route"
 )
@@ -56,7 +57,7 @@ type Options struct {
 	// Shared, when set, is the state this gateway shares with other replicas (SPEC §17,
 	// shared.go): every call takes its leases there too before its backend is opened.
 	// Nil: the gateway is alone.
-	Shared Shared
+	Shared replicas.Shared
 }
 
 // Provider is one backend with its lanes and queue. Lanes, QueueLength and the timeouts

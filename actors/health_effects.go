@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/actors/policy/health"
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // recordHealth applies outcome o of call c to the provider's health and carries out what
@@ -53,10 +54,10 @@ func (ph providerHealth) recordHealth(c *call, o health.Outcome, now time.Time) 
 // lanes that changed for call c's scope.
 func (ph providerHealth) lanesLearned(c *call, l *health.LanesChange) {
 	a := ph.a
-	ch, scope, model := l.Change, ProviderScope(a.name), ""
+	ch, scope, model := l.Change, replicas.ProviderScope(a.name), ""
 	if l.Model >= 0 {
 		a.pol.SetModelLanes(l.Model, ch.To)
-		scope, model = ModelScope(a.name, c.route.model), c.route.id
+		scope, model = replicas.ModelScope(a.name, c.route.model), c.route.id
 	} else {
 		a.pol.SetEffectiveLanes(ch.To)
 	}

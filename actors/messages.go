@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -66,7 +67,7 @@ type call struct {
 	// With several replicas (shared.go): lease is the call's hold on the replicas' shared
 	// limits once it has one, and leasing cancels its acquire while that is under way; both
 	// are its lane actor's (a batch's members come with their leases from StartBatch).
-	lease   Lease
+	lease   replicas.Lease
 	leasing context.CancelCauseFunc
 	// lanes are its provider's and its model's effective lanes when it was granted: what
 	// its leases claim, so that lanes learned lower hold across the replicas too.
@@ -75,7 +76,7 @@ type call struct {
 	// provider actor's: set at its start and each retry), and charged the shared buckets
 	// its leases and retries charged, for the correction from its usage (sharedbuckets.go).
 	keyName string
-	charged []LeaseBucket
+	charged []replicas.Bucket
 }
 
 // ending is how a started call ended, for its provider's health and learned lanes.

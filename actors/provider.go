@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/policy/health"
+	"github.com/tollgate/tollgate/actors/policy/keys"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -105,19 +106,19 @@ func newProviderActor(g *Gateway, s *slot, pv Provider, models []Model) *provide
 }
 
 // spec is the provider's admission configuration with the models served now and the key
-// rings its health keeps.
+// rings its health keeps (policySpec).
 func (a *providerActor) spec() policy.ProviderSpec {
-	pv := a.pv
-	models := a.models
-	ps := policy.ProviderSpec{Name: pv.Name, Lanes: pv.Lanes, QueueLength: pv.QueueLength,
-		QueueTimeout: pv.QueueTimeout, RPM: pv.RateLimit.RPM, TPM: pv.RateLimit.TPM, Burst: pv.RateLimit.Burst,
-		Models: make([]policy.ModelSpec, len(models)), Clients: a.g.running}
-	for pl := range a.health.Pools() {
-		ps.Keys = append(ps.Keys, policy.KeyPool{Ring: a.health.Ring(pl), Limit: pv.KeyRateLimit})
+	h := a.health
+	rings := make([]*keys.Ring, h.Pools())
+	for pl := range rings {
+		rings[pl] = h.Ring(pl)
 	}
-	for i, m := range models {
-		ps.Models[i] = policy.ModelSpec{Name: m.Name, Lanes: m.Lanes, Keys: a.health.Pool(i)}
+	pool := map[int]int{}
+	for _, m := range h.OwnKeys() {
+		pool[m] = h.Pool(m)
 	}
+	ps := policySpec(&a.pv, a.models, rings, pool)
+	ps.Clients = a.g.running
 	return ps
 }
 

@@ -5,19 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// Several replicas (SPEC §17). With Options.Shared set, the local policy stays the first
-// gate and the replicas' shared state the second: a call the supervisor granted takes its
-// leases — max_running, its provider's lanes, its model's lanes, its provider's rpm and
+// Several replicas (SPEC §17). The contract with the other replicas (the Shared interface,
+// claims, scope names) is actors/replicas. With Options.Shared set, the local policy stays
+// the first gate and the replicas' shared state the second: a call the supervisor granted
+// takes its leases — max_running, its provider's lanes, its model's lanes, its provider's rpm and
 // tpm and its key's key_rate_limit, all in one atomic step — before its backend is
 // opened. The lane actor asks for them off its goroutine and hears the answer as a
 // message, so no actor ever waits on Redis. When
@@ -28,150 +29,19 @@ import (
 // as any wait for a lane does. The leases are released once the backend has stopped, as
 // the local lanes are.
 
-// Shared is the replicas' shared state. Its methods are called off the actors' goroutines.
-type Shared interface {
-	// Acquire takes every claim's scopes and buckets, all claims or none, in one atomic
-	// step: one claim per call, a batch's members together. It answers *LeaseBusy when
-	// something has no room (nothing was taken), or ctx's error when ctx ends first.
-	Acquire(ctx context.Context, claims []LeaseClaim) ([]Lease, error)
-	// Health is this replica's view of the cluster now; it never waits for Redis.
-	Health() SharedHealth
-	// Occupancy is, per scope, how many calls each replica runs in it, cluster-wide.
-	Occupancy(ctx context.Context, scopes []string) (map[string]map[string]int, error)
-	// Cool makes the shared cooldown name (KeyScope, BreakerScope) last at least d from
-	// now, never shorter, and tells every other replica (Gateway.Cooled). An error (Redis
-	// away) leaves each replica to its own rule.
-	Cool(ctx context.Context, name string, d time.Duration) error
-	// Cooldowns is how long each of names still cools; a name absent is not cooling.
-	Cooldowns(ctx context.Context, names []string) (map[string]time.Duration, error)
-	// Adjust corrects an earlier charge of bucket b by delta tokens: a tpm estimate
-	// replaced by the usage, or a retry's request counted (b.Cost is ignored).
-	Adjust(ctx context.Context, b LeaseBucket, delta int) error
-	// Learn records that scope (ProviderScope, ModelScope) takes lanes lanes and tells every
-	// other replica (Gateway.LanesLearned); Learned reads what is recorded. A value lower
-	// than the stored one always replaces it; a higher one only while the stored value is
-	// still was (what this replica last saw stored; 0: none). It returns the value stored
-	// after: lanes, or the stored one that refused it.
-	Learn(ctx context.Context, scope string, lanes, was int) (stored int, err error)
-	Learned(ctx context.Context, scopes []string) (map[string]int, error)
-}
-
-// Lease is one call's hold on its scopes, renewed while held.
-type Lease interface {
-	// Release gives the slots back cluster-wide. It is idempotent and bounded by one
-	// round trip to the shared state.
-	Release()
-}
-
-// LeaseClaim is what one call needs: a slot in every scope and its tokens in every bucket.
-type LeaseClaim struct {
-	Scopes  []LeaseScope
-	Buckets []LeaseBucket
-}
-
-// LeaseScope is one limit shared by the replicas: its name (GatewayScope, ProviderScope,
-// ModelScope) and the configured number of slots.
-type LeaseScope struct {
-	Name  string
-	Limit int
-}
-
-// LeaseBucket is one shared rate limit: the rule of actors/policy/tokens (capacity Burst,
-// 0 meaning tokens.DefaultBurst), charged Cost.
-type LeaseBucket struct {
-	Name                   string
-	PerMinute, Burst, Cost int
-}
-
-// LeaseBusy is Acquire's answer when the replicas have no room now: Scope is full, or
-// Bucket lacks tokens for Wait. With neither set the shared state could not decide (Redis
-// did not answer, Err says why); a later notice says when to try again.
-type LeaseBusy struct {
-	Scope, Bucket string
-	Wait          time.Duration
-	Err           error
-}
-
-func (b *LeaseBusy) Error() string {
-	switch {
-	case b.Scope != "":
-		return "the replicas run " + b.Scope + " full"
-	case b.Bucket != "":
-		return fmt.Sprintf("the replicas' rate limit %s has no tokens for %s", b.Bucket, b.Wait)
-	}
-	return fmt.Sprintf("the replicas' shared state did not answer: %v", b.Err)
-}
-
-func (b *LeaseBusy) Unwrap() error { return b.Err }
-
-// SharedHealth is /admin/state's "cluster" object.
-type SharedHealth struct {
-	Replica       string `json:"replica"`
-	ReplicasAlive int    `json:"replicas_alive"`
-	// Redis is "ok" while the shared state answers, "down" while this replica runs on
-	// its share of every limit.
-	Redis string `json:"redis"`
-	// Phase is the rule in force: shared, holding, settling, fallback or rejoining
-	// (docs/architecture.md, "Without Redis").
-	Phase string `json:"phase"`
-	// RunningCluster is what every replica runs (the max_running scope), and
-	// RunningByReplica who runs it; both absent when the shared state did not answer.
-	RunningCluster   *int           `json:"running_cluster,omitempty"`
-	RunningByReplica map[string]int `json:"running_by_replica,omitempty"`
-}
-
-// The scopes' names, as every replica must spell them.
-const GatewayScope = "gateway"
-
-// ProviderScope is the scope of provider p's lanes.
-func ProviderScope(p string) string { return "provider/" + p }
-
-// ModelScope is the scope of model m's model lanes on provider p.
-func ModelScope(p, m string) string { return "model/" + p + "/" + m }
-
-// RateScope is the bucket of provider p's rpm, TokenScope of its tpm.
-func RateScope(p string) string { return "rpm/" + p }
-
-// TokenScope: see RateScope.
-func TokenScope(p string) string { return "tpm/" + p }
-
-// KeyRateScope is the bucket of key key's rpm (key a KeyScope), KeyTokenScope of its tpm:
-// the key's key_rate_limit, shared by the replicas.
-func KeyRateScope(key string) string { return "rpm/" + key }
-
-// KeyTokenScope: see KeyRateScope.
-func KeyTokenScope(key string) string { return "tpm/" + key }
-
-// BreakerScope is the shared cooldown that says provider p's circuit breaker is open.
-func BreakerScope(p string) string { return "breaker/" + p }
-
-// KeyScope is the shared cooldown of key k (its index in the configuration) of key pool pl
-// (0: the provider's keys, then the models' own, in model order) of provider p. Replicas
-// share a key's cooldown only if they list the provider's keys in the same order.
-func KeyScope(p string, pl, k int) string { return fmt.Sprintf("key/%s/%d/%d", p, pl, k) }
-
 // Cooled tells the gateway that another replica rested something for d more: a key its
-// backend rate-limited (KeyScope), which cools here too, or a provider whose circuit
-// breaker opened (BreakerScope), which opens here too until the same time. Unknown names
-// are ignored. It never blocks; the shared state's events, and the reads a provider makes
+// backend rate-limited (replicas.KeyScope), which cools here too, or a provider whose
+// circuit breaker opened (replicas.BreakerScope), which opens here too until the same time.
+// Unknown names are ignored. It never blocks; the shared state's events, and the reads a provider makes
 // when it starts or its replica rejoins, call it.
 func (g *Gateway) Cooled(name string, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	if p, ok := strings.CutPrefix(name, "breaker/"); ok {
-		g.sendProvider(p, &breakerShared{d: d})
-		return
-	}
-	rest, ok := strings.CutPrefix(name, "key/")
-	parts := strings.Split(rest, "/")
-	if !ok || len(parts) != 3 {
-		return
-	}
-	pl, err1 := strconv.Atoi(parts[1])
-	k, err2 := strconv.Atoi(parts[2])
-	if err1 == nil && err2 == nil {
-		g.sendProvider(parts[0], &keyCooled{pool: pl, key: k, d: d})
+	cd, ok := replicas.ParseCooldown(name)
+	switch {
+	case d <= 0 || !ok:
+	case cd.Breaker:
+		g.sendProvider(cd.Provider, &breakerShared{d: d})
+	default:
+		g.sendProvider(cd.Provider, &keyCooled{pool: cd.Pool, key: cd.Key, d: d})
 	}
 }
 
@@ -196,8 +66,8 @@ func (rl replicaLink) shareCooldown(pl, k int, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	name := KeyScope(a.name, pl, k)
-	rl.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "key cooldown", name)
+	name := replicas.KeyScope(a.name, pl, k)
+	rl.share(func(ctx context.Context, sh replicas.Shared) error { _, err := sh.Cool(ctx, name, d); return err }, "key cooldown", name)
 }
 
 // sharedTimeout bounds one call the actors make to the shared state beside a call's leases
@@ -228,7 +98,7 @@ func (g *Gateway) LeaseNotice(scopes []string) {
 // provider's lanes and of its model's lanes (as this replica learned them, when lower:
 // each replica's learning caps the whole cluster), and its provider's rate_limit (a
 // request of rpm, its estimated tokens of tpm), and its key's key_rate_limit alike.
-func (g *Gateway) claim(c *call) LeaseClaim {
+func (g *Gateway) claim(c *call) replicas.Claim {
 	r := c.route
 	pv := &g.table.Load().provs[r.p].Provider
 	lanes, modelLanes := pv.Lanes, g.table.Load().model(r.p, r.m).Lanes
@@ -238,13 +108,13 @@ func (g *Gateway) claim(c *call) LeaseClaim {
 	if n := c.lanes[1]; n >= 1 && n < modelLanes {
 		modelLanes = n
 	}
-	cl := LeaseClaim{Scopes: []LeaseScope{{Name: GatewayScope, Limit: g.caps.Load().limits.MaxRunning},
-		{Name: ProviderScope(pv.Name), Limit: lanes}, {Name: ModelScope(pv.Name, r.model), Limit: modelLanes}}}
+	cl := replicas.Claim{Scopes: []replicas.Scope{{Name: replicas.GatewayScope, Limit: g.caps.Load().limits.MaxRunning},
+		{Name: replicas.ProviderScope(pv.Name), Limit: lanes}, {Name: replicas.ModelScope(pv.Name, r.model), Limit: modelLanes}}}
 	if rl := pv.RateLimit; rl.RPM > 0 {
-		cl.Buckets = append(cl.Buckets, LeaseBucket{Name: RateScope(pv.Name), PerMinute: rl.RPM, Burst: rl.Burst, Cost: 1})
+		cl.Buckets = append(cl.Buckets, replicas.Bucket{Name: replicas.RateScope(pv.Name), PerMinute: rl.RPM, Burst: rl.Burst, Cost: 1})
 	}
 	if rl := pv.RateLimit; rl.TPM > 0 && c.tokens > 0 {
-		cl.Buckets = append(cl.Buckets, LeaseBucket{Name: TokenScope(pv.Name), PerMinute: rl.TPM, Cost: c.tokens})
+		cl.Buckets = append(cl.Buckets, replicas.Bucket{Name: replicas.TokenScope(pv.Name), PerMinute: rl.TPM, Cost: c.tokens})
 	}
 	cl.Buckets = append(cl.Buckets, keyBuckets(pv.KeyRateLimit, c.keyName, c.tokens)...)
 	return cl
@@ -260,12 +130,12 @@ func (g *Gateway) leaseBatch(ctx context.Context, b *batchCall) error {
 	if sh == nil {
 		return nil
 	}
-	claims := make([]LeaseClaim, len(b.members))
+	claims := make([]replicas.Claim, len(b.members))
 	for i, c := range b.members {
 		claims[i] = g.claim(c)
 	}
 	ls, err := sh.Acquire(ctx, claims)
-	var busy *LeaseBusy
+	var busy *replicas.Busy
 	switch {
 	case errors.As(err, &busy):
 		wait := max(g.caps.Load().retryAfter, busy.Wait)
@@ -296,19 +166,19 @@ func unleaseBatch(b *batchCall) {
 // leased, from a lane's acquire goroutine to the lane: what the shared state answered.
 type leased struct {
 	c     *call
-	lease Lease
+	lease replicas.Lease
 	err   error
 	cause error // why the acquire's context ended, if it did
 	gen   uint64
 	// charged are the buckets the lease charged, kept by the call once it starts.
-	charged []LeaseBucket
+	charged []replicas.Bucket
 }
 
 // unleased, from a lane to its provider: the replicas have no room for call c now; put it
 // back in its place and block what was full, unless a notice came since gen.
 type unleased struct {
 	c    *call
-	busy *LeaseBusy
+	busy *replicas.Busy
 	gen  uint64
 }
 
@@ -326,11 +196,11 @@ func (a *laneActor) acquire(ctx actor.Context, c *call) {
 	lctx, cancel := context.WithCancelCause(c.ctx)
 	c.leasing = cancel
 	gen := a.g.leaseGen.Load()
-	claims := []LeaseClaim{a.g.claim(c)}
+	claims := []replicas.Claim{a.g.claim(c)}
 	root, self, sh := a.g.system.Root, ctx.Self(), a.g.opts.Shared
 	go func() { // exits when Acquire returns: one bounded round trip, or lctx's end
 		m := &leased{c: c, gen: gen, charged: claims[0].Buckets}
-		var ls []Lease
+		var ls []replicas.Lease
 		if ls, m.err = sh.Acquire(lctx, claims); m.err == nil {
 			m.lease = ls[0]
 		}
@@ -355,7 +225,7 @@ func (a *laneActor) leased(ctx actor.Context, m *leased) {
 	c.leasing(context.Canceled) // frees the context; a no-op after a cancellation
 	c.leasing = nil
 	_, mine := a.running[c.id]
-	var busy *LeaseBusy
+	var busy *replicas.Busy
 	switch {
 	case mine && m.err == nil && m.cause == nil && !c.answered.Load():
 		c.lease, c.charged = m.lease, m.charged
@@ -434,7 +304,7 @@ type block struct {
 // block stops offering the models that scope refused: the call's own model for a model
 // scope, every model for the provider, the gateway or the provider's rate limit, and every
 // model when the shared state did not answer.
-func (rl replicaLink) block(b *LeaseBusy, c *call) {
+func (rl replicaLink) block(b *replicas.Busy, c *call) {
 	a := rl.a
 	bl := block{scope: b.Scope}
 	if b.Scope == "" {
@@ -444,7 +314,7 @@ func (rl replicaLink) block(b *LeaseBusy, c *call) {
 		bl.until = a.g.now().Add(b.Wait)
 	}
 	for m := range a.models {
-		if bl.scope != ModelScope(a.name, c.route.model) || m == c.route.m {
+		if bl.scope != replicas.ModelScope(a.name, c.route.model) || m == c.route.m {
 			a.pol.Block(m)
 			a.blocks[m] = bl
 		}
@@ -487,15 +357,15 @@ func (rl replicaLink) blockedBy(m int) string {
 	a := rl.a
 	s := a.blocks[m].scope
 	switch {
-	case s == GatewayScope:
+	case s == replicas.GatewayScope:
 		return fmt.Sprintf("the replicas sharing this gateway's limits run its max_running (%d) full", a.g.caps.Load().limits.MaxRunning)
-	case s == ProviderScope(a.name):
+	case s == replicas.ProviderScope(a.name):
 		return fmt.Sprintf("the replicas sharing this gateway's limits run all of provider %s's %d lanes", a.name, a.pv.Lanes)
 	case strings.HasPrefix(s, "model/"):
 		return fmt.Sprintf("the replicas sharing this gateway's limits run all of model %s/%s's model lanes", a.name, a.g.table.Load().model(a.p, m).Name)
-	case s == RateScope(a.name):
+	case s == replicas.RateScope(a.name):
 		return fmt.Sprintf("provider %s's rate limit (rpm %d), shared by the replicas, holds requests back until its next token", a.name, a.pv.RateLimit.RPM)
-	case s == TokenScope(a.name):
+	case s == replicas.TokenScope(a.name):
 		return fmt.Sprintf("provider %s's rate limit (tpm %d), shared by the replicas, holds requests back until it has their tokens", a.name, a.pv.RateLimit.TPM)
 	}
 	return "the replicas' shared state (Redis) did not answer in time"

@@ -7,6 +7,7 @@ import (
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/policy/capacity"
 	"github.com/tollgate/tollgate/actors/policy/health"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -19,14 +20,14 @@ func TestClaim(t *testing.T) {
 	p.RateLimit = RateLimit{RPM: 60, TPM: 6000, Burst: 5}
 	g := newTestGateway(t, 8, 16, p)
 	r, _ := g.table.Load().lookup("p/m")
-	scopes := func(lanes, model int) []LeaseScope {
-		return []LeaseScope{{GatewayScope, 8}, {ProviderScope("p"), lanes}, {ModelScope("p", "m"), model}}
+	scopes := func(lanes, model int) []replicas.Scope {
+		return []replicas.Scope{{Name: replicas.GatewayScope, Limit: 8}, {Name: replicas.ProviderScope("p"), Limit: lanes}, {Name: replicas.ModelScope("p", "m"), Limit: model}}
 	}
-	buckets := []LeaseBucket{{Name: RateScope("p"), PerMinute: 60, Burst: 5, Cost: 1}, {Name: TokenScope("p"), PerMinute: 6000, Cost: 120}}
+	buckets := []replicas.Bucket{{Name: replicas.RateScope("p"), PerMinute: 60, Burst: 5, Cost: 1}, {Name: replicas.TokenScope("p"), PerMinute: 6000, Cost: 120}}
 	for _, tc := range []struct {
 		name  string
 		lanes [2]int
-		want  []LeaseScope
+		want  []replicas.Scope
 	}{
 		{"configured", [2]int{}, scopes(4, 3)},
 		{"learned lower", [2]int{2, 1}, scopes(2, 1)},
@@ -62,7 +63,7 @@ func TestLanesSharedRead(t *testing.T) {
 		{9, false, 4}, // clamped to the configured lanes
 		{1, false, 1}, // a notice, lower
 	} {
-		a.peers.lanesShared(&lanesShared{scope: ProviderScope("p"), lanes: tc.lanes, from: "r2", lower: tc.read}, now)
+		a.peers.lanesShared(&lanesShared{scope: replicas.ProviderScope("p"), lanes: tc.lanes, from: "r2", lower: tc.read}, now)
 		if got := a.pol.EffectiveLanes(); got != tc.want || a.health.ProviderLanes() != tc.want {
 			t.Fatalf("step %d (%d lanes, read %v): effective %d (health %d), want %d", i, tc.lanes, tc.read, got, a.health.ProviderLanes(), tc.want)
 		}
@@ -80,9 +81,9 @@ func TestClaimKeyBuckets(t *testing.T) {
 	p.KeyRateLimit = RateLimit{RPM: 30, TPM: 3000, Burst: 2}
 	g := newTestGateway(t, 8, 16, p)
 	r, _ := g.table.Load().lookup("p/m")
-	key := KeyScope("p", 0, 1)
+	key := replicas.KeyScope("p", 0, 1)
 	c := &call{route: r, tokens: 120, keyName: key, prio: llm.Interactive}
-	want := []LeaseBucket{{Name: RateScope("p"), PerMinute: 60, Cost: 1},
+	want := []replicas.Bucket{{Name: replicas.RateScope("p"), PerMinute: 60, Cost: 1},
 		{Name: "rpm/key/p/0/1", PerMinute: 30, Burst: 2, Cost: 1}, {Name: "tpm/key/p/0/1", PerMinute: 3000, Cost: 120}}
 	if got := g.claim(c).Buckets; !reflect.DeepEqual(got, want) {
 		t.Errorf("buckets %+v, want %+v", got, want)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // The replicas' rate-limit buckets beyond a call's first acquire (SPEC §10, §17). A call's
@@ -23,7 +25,7 @@ import (
 // queue_timeout.
 
 // keyName is the shared name of key key of call c's pool when the replicas share its
-// key_rate_limit (KeyScope), or "" when they do not: no shared state, no key_rate_limit, or
+// key_rate_limit (replicas.KeyScope), or "" when they do not: no shared state, no key_rate_limit, or
 // a pool without real keys.
 func (rl replicaLink) keyName(c *call, key int) string {
 	a := rl.a
@@ -35,21 +37,21 @@ func (rl replicaLink) keyName(c *call, key int) string {
 	if !a.health.Keyed(pl) {
 		return ""
 	}
-	return KeyScope(a.name, pl, key)
+	return replicas.KeyScope(a.name, pl, key)
 }
 
-// keyBuckets are the shared buckets of key key (a KeyScope; "" has none) under rate limit
+// keyBuckets are the shared buckets of key key (a replicas.KeyScope; "" has none) under rate limit
 // kr, charged for one request estimated at tokens.
-func keyBuckets(kr RateLimit, key string, tokens int) []LeaseBucket {
+func keyBuckets(kr RateLimit, key string, tokens int) []replicas.Bucket {
 	if key == "" {
 		return nil
 	}
-	var bs []LeaseBucket
+	var bs []replicas.Bucket
 	if kr.RPM > 0 {
-		bs = append(bs, LeaseBucket{Name: KeyRateScope(key), PerMinute: kr.RPM, Burst: kr.Burst, Cost: 1})
+		bs = append(bs, replicas.Bucket{Name: replicas.KeyRateScope(key), PerMinute: kr.RPM, Burst: kr.Burst, Cost: 1})
 	}
 	if kr.TPM > 0 && tokens > 0 {
-		bs = append(bs, LeaseBucket{Name: KeyTokenScope(key), PerMinute: kr.TPM, Cost: tokens})
+		bs = append(bs, replicas.Bucket{Name: replicas.KeyTokenScope(key), PerMinute: kr.TPM, Cost: tokens})
 	}
 	return bs
 }
@@ -64,16 +66,16 @@ func (rl replicaLink) sharedKeyLimit() string {
 	return ""
 }
 
-// isKeyBucket reports whether bucket name is a key's (KeyRateScope, KeyTokenScope).
+// isKeyBucket reports whether bucket name is a key's (replicas.KeyRateScope, replicas.KeyTokenScope).
 func isKeyBucket(name string) bool {
 	return strings.HasPrefix(name, "rpm/key/") || strings.HasPrefix(name, "tpm/key/")
 }
 
 // keyRefused reports whether the replicas refused call c because its key's shared bucket
 // has no tokens now.
-func keyRefused(b *LeaseBusy, c *call) bool {
+func keyRefused(b *replicas.Busy, c *call) bool {
 	return c.keyName != "" && b.Scope == "" &&
-		(b.Bucket == KeyRateScope(c.keyName) || b.Bucket == KeyTokenScope(c.keyName))
+		(b.Bucket == replicas.KeyRateScope(c.keyName) || b.Bucket == replicas.KeyTokenScope(c.keyName))
 }
 
 // restKey rests call c's key on this replica for wait, the time its shared bucket needs
@@ -103,7 +105,7 @@ func (rl replicaLink) chargeRetry(c *call, key int) {
 		return
 	}
 	c.keyName = rl.keyName(c, key)
-	var out []LeaseBucket
+	var out []replicas.Bucket
 	for _, b := range c.charged {
 		if !isKeyBucket(b.Name) {
 			out = append(out, b)
@@ -128,7 +130,7 @@ func (rl replicaLink) chargeKey(c *call) {
 }
 
 // charges are the adjustments that charge each of bs its cost once more.
-func charges(bs []LeaseBucket) []adjustment {
+func charges(bs []replicas.Bucket) []adjustment {
 	adj := make([]adjustment, len(bs))
 	for i, b := range bs {
 		adj[i] = adjustment{b: b, delta: b.Cost}
@@ -156,7 +158,7 @@ func (rl replicaLink) correctShared(c *call, used int) {
 
 // adjustment is one correction of a shared bucket.
 type adjustment struct {
-	b     LeaseBucket
+	b     replicas.Bucket
 	delta int
 }
 

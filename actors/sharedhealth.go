@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // What the replicas share of a provider's health (SPEC §17): key cooldowns (shared.go),
@@ -42,7 +44,7 @@ import (
 // breakerShared, from Cooled to a provider actor: another replica's breaker opened for d.
 type breakerShared struct{ d time.Duration }
 
-// lanesShared, to a provider actor: scope (ProviderScope, ModelScope) takes lanes, as
+// lanesShared, to a provider actor: scope (replicas.ProviderScope, replicas.ModelScope) takes lanes, as
 // another replica learned (from names it, for the log). lower: taken only if lower than
 // what this replica has (a read, not a notice: see readShared); a read that found nothing
 // stored has lanes 0.
@@ -100,19 +102,19 @@ func (rl replicaLink) readShared() {
 	if sh == nil {
 		return
 	}
-	names := []string{BreakerScope(a.name)}
+	names := []string{replicas.BreakerScope(a.name)}
 	for pl := range a.health.Pools() {
 		for k := range a.health.Ring(pl).Len() {
 			if a.health.Keyed(pl) {
-				names = append(names, KeyScope(a.name, pl, k))
+				names = append(names, replicas.KeyScope(a.name, pl, k))
 			}
 		}
 	}
 	var scopes []string
 	if !a.vitals.fixed() {
-		scopes = append(scopes, ProviderScope(a.name))
+		scopes = append(scopes, replicas.ProviderScope(a.name))
 		for _, m := range a.health.OwnKeys() {
-			scopes = append(scopes, ModelScope(a.name, a.models[m].Name))
+			scopes = append(scopes, replicas.ModelScope(a.name, a.models[m].Name))
 		}
 	}
 	g, self, name, push := a.g, a.self, a.name, rl.rejoinCools(a.g.now())
@@ -120,7 +122,7 @@ func (rl replicaLink) readShared() {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
 		for n, d := range push { // before the read: what this replica decided unheard (sharedrejoin.go)
-			if err := sh.Cool(ctx, n, d); err != nil {
+			if _, err := sh.Cool(ctx, n, d); err != nil {
 				g.log.Debug().Err(err).Str("name", n).Msg("cooldown not pushed: the replicas' shared state did not take it")
 			}
 		}
@@ -149,13 +151,13 @@ func (rl replicaLink) readShared() {
 // shareBreaker publishes that this provider's breaker opened for d.
 func (rl replicaLink) shareBreaker(d time.Duration) {
 	a := rl.a
-	name := BreakerScope(a.name)
-	rl.share(func(ctx context.Context, sh Shared) error { return sh.Cool(ctx, name, d) }, "breaker", name)
+	name := replicas.BreakerScope(a.name)
+	rl.share(func(ctx context.Context, sh replicas.Shared) error { _, err := sh.Cool(ctx, name, d); return err }, "breaker", name)
 }
 
 // share runs op against the shared state off the actor's goroutine; a failure (Redis
 // away) leaves the other replicas to their own rule.
-func (rl replicaLink) share(op func(context.Context, Shared) error, what, name string) {
+func (rl replicaLink) share(op func(context.Context, replicas.Shared) error, what, name string) {
 	a := rl.a
 	sh := a.g.opts.Shared
 	if sh == nil {
@@ -175,11 +177,11 @@ func (rl replicaLink) share(op func(context.Context, Shared) error, what, name s
 // with keys of its own (m its index); ok false for a scope this provider does not learn.
 func (rl replicaLink) scopeLanes(scope string) (m int, ok bool) {
 	a := rl.a
-	if scope == ProviderScope(a.name) {
+	if scope == replicas.ProviderScope(a.name) {
 		return -1, true
 	}
 	for _, m := range a.health.OwnKeys() {
-		if ModelScope(a.name, a.models[m].Name) == scope {
+		if replicas.ModelScope(a.name, a.models[m].Name) == scope {
 			return m, true
 		}
 	}

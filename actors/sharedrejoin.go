@@ -1,6 +1,10 @@
 package actors
 
-import "time"
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/actors/replicas"
+)
 
 // What a replica pushes to the shared state before it reads it (readShared): while Redis
 // was away (or before this provider read it) its decisions were not published, and a read
@@ -23,7 +27,7 @@ func (rl replicaLink) rejoinCools(now time.Time) map[string]time.Duration {
 	h := a.health
 	out := map[string]time.Duration{}
 	if d := h.RetryAfter(now); d > 0 {
-		out[BreakerScope(a.name)] = d
+		out[replicas.BreakerScope(a.name)] = d
 	}
 	for pl := range h.Pools() {
 		if !h.Keyed(pl) {
@@ -32,7 +36,7 @@ func (rl replicaLink) rejoinCools(now time.Time) map[string]time.Duration {
 		ring := h.Ring(pl)
 		for k := range ring.Len() {
 			if t, ok := ring.CoolsUntil(k); ok && t.After(now) {
-				out[KeyScope(a.name, pl, k)] = t.Sub(now)
+				out[replicas.KeyScope(a.name, pl, k)] = t.Sub(now)
 			}
 		}
 	}

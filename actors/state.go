@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/policy/keys"
 	"github.com/tollgate/tollgate/actors/policy/tokens"
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // AdminState is the /admin/state document (SPEC §7).
@@ -20,7 +21,7 @@ type AdminState struct {
 	MaxAdmitted int             `json:"max_admitted"`
 	Providers   []ProviderState `json:"providers"`
 	// Cluster is the replicas' shared state (SPEC §17); absent when the gateway is alone.
-	Cluster *SharedHealth `json:"cluster,omitempty"`
+	Cluster *replicas.Health `json:"cluster,omitempty"`
 }
 
 // ProviderState is one provider's lanes and queue, and its health (SPEC §7, §10, §11).
@@ -209,11 +210,11 @@ func (g *Gateway) withCluster(st AdminState) AdminState {
 	}
 	h := sh.Health()
 	st.Cluster = &h
-	scopes := []string{GatewayScope}
+	scopes := []string{replicas.GatewayScope}
 	for _, p := range st.Providers {
-		scopes = append(scopes, ProviderScope(p.Name))
+		scopes = append(scopes, replicas.ProviderScope(p.Name))
 		for _, m := range p.Models {
-			scopes = append(scopes, ModelScope(p.Name, strings.TrimPrefix(m.ID, p.Name+"/")))
+			scopes = append(scopes, replicas.ModelScope(p.Name, strings.TrimPrefix(m.ID, p.Name+"/")))
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
@@ -229,13 +230,13 @@ func (g *Gateway) withCluster(st AdminState) AdminState {
 		}
 		return &n, occ[scope]
 	}
-	h.RunningCluster, h.RunningByReplica = sum(GatewayScope)
+	h.RunningCluster, h.RunningByReplica = sum(replicas.GatewayScope)
 	for i := range st.Providers {
 		p := &st.Providers[i]
-		p.RunningCluster, p.RunningByReplica = sum(ProviderScope(p.Name))
+		p.RunningCluster, p.RunningByReplica = sum(replicas.ProviderScope(p.Name))
 		for j := range p.Models {
 			m := &p.Models[j]
-			m.RunningCluster, _ = sum(ModelScope(p.Name, strings.TrimPrefix(m.ID, p.Name+"/")))
+			m.RunningCluster, _ = sum(replicas.ModelScope(p.Name, strings.TrimPrefix(m.ID, p.Name+"/")))
 		}
 	}
 	return st

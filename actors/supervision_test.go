@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -171,9 +172,9 @@ func pull(t *testing.T, g *Gateway, trigger string, c1 *heldCall, hang func()) (
 			t.Errorf("/admin/state during the crash: %+v, want provider p restarting", st.Providers)
 		}
 	case "cooled":
-		g.Cooled(KeyScope("p", 0, 0), 10*time.Millisecond)
+		g.Cooled(replicas.KeyScope("p", 0, 0), 10*time.Millisecond)
 	case "learned":
-		g.LanesLearned(ProviderScope("p"), 2, "r2")
+		g.LanesLearned(replicas.ProviderScope("p"), 2, "r2")
 	case "read":
 		g.ReadShared()
 	case "add":

@@ -90,7 +90,7 @@ func TestReserve(t *testing.T) {
 				tc.before(p)
 			}
 			was, wasOffer := p.Snapshot(), p.Offer(t0)
-			r, b, ok := p.Reserve(tc.members, t0)
+			r, b, ok := p.Reserve(tc.members, time.Second, t0)
 			if ok != tc.ok || b != tc.want {
 				t.Fatalf("Reserve = %v %v, want %v %v", b, ok, tc.want, tc.ok)
 			}
@@ -127,7 +127,7 @@ func TestRelease(t *testing.T) {
 
 	p := NewProvider(spec)
 	before := p.limiter
-	r, _, ok := p.Reserve(batch, t0)
+	r, _, ok := p.Reserve(batch, time.Second, t0)
 	if !ok {
 		t.Fatal("reserve refused")
 	}
@@ -151,7 +151,7 @@ func TestRelease(t *testing.T) {
 
 	// A token taken in between: the batch's stay spent.
 	p = NewProvider(spec)
-	r, _, _ = p.Reserve(batch, t0)
+	r, _, _ = p.Reserve(batch, time.Second, t0)
 	p.Resume(Member{ID: 3, Model: 0, Class: N}, t0.Add(time.Second), 0)
 	p.limiter.Take(0, t0.Add(time.Second))
 	spent := p.limiter
@@ -164,7 +164,7 @@ func TestRelease(t *testing.T) {
 	keyed := spec
 	keyed.RPM, keyed.Keys = 0, []KeyPool{{Ring: keys.New(3, keys.Config{})}}
 	p = NewProvider(keyed)
-	r, _, _ = p.Reserve(batch, t0)
+	r, _, _ = p.Reserve(batch, time.Second, t0)
 	if !reflect.DeepEqual(r.Keys, []int{0, 1}) {
 		t.Fatalf("keys %v, want [0 1]", r.Keys)
 	}

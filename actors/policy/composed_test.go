@@ -710,7 +710,7 @@ func (h *composed) Batch(members []batchMember, class llm.Priority, now time.Tim
 	reserved := map[int]*Reservation{}
 	blocker, ok := BlockedElsewhere, true
 	for _, p := range order {
-		r, b, pok := h.ps[p].Reserve(by[p], now)
+		r, b, pok := h.ps[p].Reserve(by[p], time.Second, now)
 		if pok {
 			reserved[p] = &r
 		} else if ok {

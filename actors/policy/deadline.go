@@ -18,7 +18,7 @@ func (p *Provider) Expire(now time.Time, buf []ID) []ID {
 // without any call, or its earliest queue deadline if that has come: the deadline, or the
 // time a limiter that holds back queued work lanes would let start has room for it (the
 // rate limiter's tokens for the request it stopped at, a key's cooldown ending or its bucket
-// refilling for the request its pool stopped at). A limiter the simulated starts alone
+// refilling for the request its pool stopped at), or the end of lanes kept for a batch. A limiter the simulated starts alone
 // overfill changes only with another start, and wakes nothing. ok is false when only a call
 // (Arrive, Finish, ...) can change anything. The provider does not know the gateway's global
 // cap, so it may wake for tokens that the cap then keeps unused: such a wake changes no
@@ -29,6 +29,9 @@ func (p *Provider) NextWake(now time.Time) (t time.Time, ok bool) {
 		return t, false
 	}
 	t, ok = p.q.entries[p.q.deadlines.head].deadline, true
+	if h := &p.batchHold; h.holdingFor(now) && h.until.Before(t) {
+		t = h.until // the lanes kept for a batch go back to the queue
+	}
 	if !limited(p.limiter, p.pools, now) {
 		return t, ok
 	}

@@ -77,6 +77,10 @@
 // then counts them, so the dispatcher gives back the provider's share of the hold (Unhold).
 // If any provider refused, the others free their members (Provider.Release), with their
 // tokens when the limiter took none since. A batch never waits and never causes a verdict.
+// One bounded exception to "never passes a queue": a batch refused for lanes twice, the
+// second time after its Retry-After (Reserve's retryAfter), has its lanes kept for it, and passes
+// the waiting requests of its class and below, which meanwhile start only on lanes beyond
+// it (batchhold.go).
 //
 // # Dispatch order
 //

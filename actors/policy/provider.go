@@ -32,7 +32,8 @@ type Provider struct {
 	offers      uint64 // offers made; each entry knows the one that first reported it
 	credit      int    // the ceiling of the credit held (credit.go); 0: none
 
-	sim simulation // Offer's and Grant's scratch space
+	sim       simulation // Offer's and Grant's scratch space
+	batchHold batchHold  // the batch lanes are kept for (batchhold.go)
 }
 
 type model struct {

@@ -120,8 +120,13 @@ func (q *queue) dequeue(e int32) {
 }
 
 // running counts entry e as running without charging its client: a batch member or a
-// request restored after a crash, which took no turn from a queue.
-func (q *queue) running(e int32) { q.clients[q.entries[e].client].running++ }
+// request restored after a crash, which took no turn from a queue. With slots it also
+// takes a slot of its client's max_running whatever the cap: the batch rule admits a batch
+// whole.
+func (q *queue) running(e int32, slots *Slots) {
+	q.clients[q.entries[e].client].running++
+	q.claim(e, slots, true)
+}
 
 // started counts queued entry e as running and charges its client for the start.
 func (q *queue) started(e int32) {

@@ -42,9 +42,16 @@ type limiterState struct {
 // the rate limiter and the keys cover them all, and no waiting request of the provider could
 // start (a batch never passes a queue). When they started it returns their Reservation and
 // ok true: they are then running, as Finish, Lookup and Snapshot see them. Otherwise it
-// returns what held them back and ok false, changing nothing. A member id already known, or
-// an unknown model or class, refuses the whole batch with BlockedElsewhere.
-func (p *Provider) Reserve(members []Member, now time.Time) (Reservation, Blocker, bool) {
+// returns what held them back and ok false, changing nothing but its count of the batch's
+// refusals: retryAfter is the wait the refused batch is told, and a second refusal for lanes
+// after it keeps the lanes for the batch (batchhold.go). A member id already known, or an
+// unknown model or class, refuses the whole batch with BlockedElsewhere.
+func (p *Provider) Reserve(members []Member, retryAfter time.Duration, now time.Time) (res Reservation, b Blocker, ok bool) {
+	defer func() {
+		if !ok {
+			p.batchHold.refused(members, len(p.models), b, retryAfter, now) // a second try may keep the lanes
+		}
+	}()
 	need := make(map[int]int, len(members))
 	for _, mb := range members {
 		if !p.restorable(mb.ID, mb.Model, mb.Class) {
@@ -52,14 +59,17 @@ func (p *Provider) Reserve(members []Member, now time.Time) (Reservation, Blocke
 		}
 		need[mb.Model]++
 	}
+	// Lanes kept for another batch are not theirs; the batch they are kept for passes the
+	// waiting requests of its class and below, which may take only the lanes beyond it.
+	keptLanes, keptModels, mine := p.batchHold.keptFrom(members, len(p.models), now)
 	switch {
 	case p.startCap >= 0 && p.startCap < len(members):
 		return Reservation{}, BlockedByStartCap, false
-	case p.eff-p.running < len(members):
+	case p.eff-p.running-keptLanes < len(members):
 		return Reservation{}, BlockedByLanes, false
 	}
 	for m, n := range need {
-		if md := &p.models[m]; md.eff-md.running < n {
+		if md := &p.models[m]; md.eff-md.running-kept(keptModels, m) < n {
 			return Reservation{}, BlockedByModelLanes, false
 		}
 	}
@@ -73,8 +83,11 @@ func (p *Provider) Reserve(members []Member, now time.Time) (Reservation, Blocke
 	if !keysFor(p.pools, p.models, members, now) {
 		return Reservation{}, BlockedByKeys, false
 	}
-	if p.sim.play(p, now, -1); p.sim.avail != [llm.NumPriorities]int{} {
+	if p.sim.play(p, now, -1); p.sim.waitsAbove(p.batchHold.passes(mine)) {
 		return Reservation{}, BlockedByQueue, false
+	}
+	if mine {
+		p.batchHold = batchHold{} // it starts now: nothing is kept any more
 	}
 	r := Reservation{Members: make([]ID, len(members)), Keys: make([]int, len(members)), before: limiters(p, members)}
 	for i, mb := range members {
@@ -82,8 +95,7 @@ func (p *Provider) Reserve(members []Member, now time.Time) (Reservation, Blocke
 			state: running, arrived: now, started: now, deadline: now.Add(p.timeout), cost: max(mb.Tokens, 0)})
 		p.running++
 		p.models[mb.Model].running++
-		p.q.running(e)
-		p.q.claim(e, p.slots, true) // the batch rule admits the batch whole: its members count, uncapped
+		p.q.running(e, p.slots)
 		if p.startCap > 0 {
 			p.startCap--
 		}

@@ -34,6 +34,9 @@ type simulation struct {
 	// behind it wait, the pool's other models do not.
 	held     []bool
 	heldCost []int
+	// keep, per model: the model lanes kept for a batch from the class being simulated
+	// (batchhold.go); nil: none.
+	keep []int
 }
 
 // simPool is one key pool in the simulation.
@@ -76,9 +79,12 @@ func (s *simulation) play(p *Provider, now time.Time, want int) int32 {
 	}
 	s.rooms(p)
 	if !limited(p.limiter, p.pools, now) && !p.q.capped(p.slots) {
-		return s.lanes(p, free, want)
+		return s.lanes(p, free, want, now)
 	}
 	for c := range llm.NumPriorities {
+		if free = s.keepLanes(&p.batchHold, c, free, now); free <= 0 {
+			return none
+		}
 		if p.q.byClass[c] == 0 {
 			if c == want {
 				return none
@@ -106,6 +112,7 @@ func (s *simulation) reset(p *Provider, now time.Time) int {
 	}
 	s.held, s.heldCost = s.held[:n], s.heldCost[:n]
 	clear(s.held)
+	s.keep = nil
 	s.run = s.run[:0]
 	for i := range p.models {
 		s.run = append(s.run, p.models[i].running)
@@ -219,8 +226,11 @@ func (s *simulation) pick(p *Provider) (k, m int) {
 // only when the free lanes run out within a class, and then only to a grant of that class,
 // which picks as play does. The walk of the queue that play makes otherwise cost O(queue)
 // per offer, and offers come with every arrival.
-func (s *simulation) lanes(p *Provider, free, want int) int32 {
+func (s *simulation) lanes(p *Provider, free, want int, now time.Time) int32 {
 	for c := range llm.NumPriorities {
+		if free = s.keepLanes(&p.batchHold, c, free, now); free <= 0 {
+			return none
+		}
 		if c == want {
 			if p.q.byClass[c] == 0 {
 				return none
@@ -239,7 +249,7 @@ func (s *simulation) lanes(p *Provider, free, want int) int32 {
 			if md.blocked {
 				continue
 			}
-			k := min(p.q.byModel[i][c], md.eff-s.run[i], free)
+			k := min(p.q.byModel[i][c], md.eff-s.run[i]-kept(s.keep, i), free)
 			if k <= 0 {
 				continue
 			}
@@ -251,6 +261,20 @@ func (s *simulation) lanes(p *Provider, free, want int) int32 {
 		}
 	}
 	return none
+}
+
+// keepLanes is the free lanes of class c, given free for the classes above it: from the
+// class lanes are kept for a batch on (h, batchhold.go), those lanes and its model lanes
+// (s.keep) are taken out, once.
+func (s *simulation) keepLanes(h *batchHold, c, free int, now time.Time) int {
+	if s.keep != nil {
+		return free
+	}
+	if lanes, models := h.keptFor(c, now); models != nil {
+		s.keep = models
+		return free - lanes
+	}
+	return free
 }
 
 // resetPools starts the simulation's view of the key pools afresh.
@@ -338,7 +362,7 @@ func (s *simulation) pickModel(p *Provider, k int) int {
 	for i := range p.models {
 		md := &p.models[i]
 		h := cur[i]
-		if h == none || s.run[i] >= md.eff || s.pools[md.pool].blocked || md.blocked || s.held[i] {
+		if h == none || s.run[i]+kept(s.keep, i) >= md.eff || s.pools[md.pool].blocked || md.blocked || s.held[i] {
 			continue
 		}
 		if best < 0 || s.run[i] < s.run[best] || (s.run[i] == s.run[best] && p.q.before(byModel, h, cur[best])) {

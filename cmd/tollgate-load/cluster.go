@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/cmd/internal/app"
 	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 	"github.com/tollgate/tollgate/cmd/internal/serve"
@@ -64,7 +65,7 @@ func clusterLoad(ctx context.Context, o runOpts) []*result {
 		for _, rp := range reps {
 			envs = append(envs, rp.env)
 		}
-		if !allCluster(ctx, envs, 10*time.Second, func(c *actors.SharedHealth) bool { return c.ReplicasAlive == 3 && c.Phase == "shared" }) {
+		if !allCluster(ctx, envs, 10*time.Second, func(c *replicas.Health) bool { return c.ReplicasAlive == 3 && c.Phase == "shared" }) {
 			r.breach("the three replicas never all saw each other")
 			return
 		}
@@ -135,7 +136,7 @@ func closeReplicas(reps []*replica) {
 }
 
 // allCluster polls every replica's /admin/state until cond holds for all of them.
-func allCluster(ctx context.Context, envs []*env, within time.Duration, cond func(*actors.SharedHealth) bool) bool {
+func allCluster(ctx context.Context, envs []*env, within time.Duration, cond func(*replicas.Health) bool) bool {
 	for _, e := range envs {
 		if _, err := e.waitState(ctx, within, func(st actors.AdminState) bool { return st.Cluster != nil && cond(st.Cluster) }); err != nil {
 			return false
@@ -176,7 +177,7 @@ func clusterOutage(ctx context.Context, envs []*env, rs *redistest.Server, r *re
 	pause(ctx, 500*time.Millisecond)
 	rs.Stop()
 	lost := time.Now()
-	if !allCluster(ctx, envs, 10*time.Second, func(c *actors.SharedHealth) bool { return c.Redis == "down" }) {
+	if !allCluster(ctx, envs, 10*time.Second, func(c *replicas.Health) bool { return c.Redis == "down" }) {
 		r.breach("the replicas never noticed Redis stopped")
 	}
 	r.Figures["outage_noticed_ms"] = ms(time.Since(lost))
@@ -185,7 +186,7 @@ func clusterOutage(ctx context.Context, envs []*env, rs *redistest.Server, r *re
 		r.breach("restart redis-server: %v", err)
 	}
 	back := time.Now()
-	if !allCluster(ctx, envs, 15*time.Second, func(c *actors.SharedHealth) bool { return c.Phase == "shared" && c.ReplicasAlive == 3 }) {
+	if !allCluster(ctx, envs, 15*time.Second, func(c *replicas.Health) bool { return c.Phase == "shared" && c.ReplicasAlive == 3 }) {
 		r.breach("the replicas never came back to shared leases")
 	}
 	r.Figures["shared_again_ms"] = ms(time.Since(back))
@@ -252,7 +253,7 @@ func busyReplicas(ctx context.Context, envs []*env, clients int) (stop func() (o
 // each must serve it on its share within lease_ttl (1 s) + 1 s of the loss, not wait for
 // Redis (SPEC §17: never a stall of the whole cluster). Redis is started again after.
 func clusterQuietOutage(ctx context.Context, envs []*env, rs *redistest.Server, r *result) {
-	if !allCluster(ctx, envs, 10*time.Second, func(c *actors.SharedHealth) bool { return c.Phase == "shared" }) {
+	if !allCluster(ctx, envs, 10*time.Second, func(c *replicas.Health) bool { return c.Phase == "shared" }) {
 		r.breach("quiet outage: the replicas were not all on shared leases before it")
 		return
 	}
@@ -283,7 +284,7 @@ func clusterQuietOutage(ctx context.Context, envs []*env, rs *redistest.Server, 
 	if err := rs.Restart(); err != nil {
 		r.breach("restart redis-server: %v", err)
 	}
-	if !allCluster(ctx, envs, 15*time.Second, func(c *actors.SharedHealth) bool { return c.Phase == "shared" && c.ReplicasAlive == 3 }) {
+	if !allCluster(ctx, envs, 15*time.Second, func(c *replicas.Health) bool { return c.Phase == "shared" && c.ReplicasAlive == 3 }) {
 		r.breach("the replicas never came back to shared leases after the quiet outage")
 	}
 }

@@ -30,8 +30,8 @@ type layerRule struct {
 }
 
 // layerRules keep the arrows pointing one way: cmd → httpapi, actors, providers/*; httpapi →
-// providers/llm, providers/sse, providers/route; actors → actors/policy, providers/llm,
-// providers/route; providers/* → providers/llm and each other, never the gateway's serving or
+// providers/llm, providers/sse, providers/route; actors → actors/policy, actors/replicas,
+// providers/llm, providers/route; providers/* → providers/llm and each other, never the gateway's serving or
 // actor code. providers/route (the SPEC §12 matcher: a request and its X-Gateway-Task header
 // in, a model id out) is open to both sides so whichever resolves a route can, without either
 // importing the other. Under cmd/internal only app wires the parts together: the others import
@@ -42,11 +42,14 @@ var layerRules = []layerRule{
 	{pkg: "httpapi", forbid: []string{"github.com/asynkron/protoactor-go"},
 		only: []string{"providers/llm", "providers/sse", "providers/route", "providers/wirejson"}},
 	{pkg: "actors/policy", only: []string{"providers/llm"}},
+	// actors/replicas is the contract between the actors and the replicas' shared state:
+	// standard library only, so cmd/internal/cluster implements it without importing actors.
+	{pkg: "actors/replicas", only: []string{}},
 	// A provider's health composes the pure rules beside it (keys, breaker, retry, learned
 	// lanes) and nothing else.
 	{pkg: "actors/policy/health", only: []string{"actors/policy/breaker", "actors/policy/capacity",
 		"actors/policy/keys", "actors/policy/retry", "providers/llm"}},
-	{pkg: "actors", only: []string{"actors/policy", "providers/llm", "providers/route"}},
+	{pkg: "actors", only: []string{"actors/policy", "actors/replicas", "providers/llm", "providers/route"}},
 	{pkg: "cmd/internal/", forbid: []string{module + "cmd/internal/app"}},
 	// httpapi/guard parses the allowed hosts and origins with the standard library only, so
 	// config refuses a bad entry exactly as the check would read it.
@@ -55,7 +58,9 @@ var layerRules = []layerRule{
 	{pkg: "cmd/internal/config", forbid: []string{module + "actors", module + "httpapi", module + "cmd/"},
 		except: []string{"httpapi/guard"}},
 	{pkg: "cmd/internal/serve", only: []string{}},
-	{pkg: "cmd/internal/cluster", forbid: append([]string{module + "httpapi", module + "cmd/"}, adapters...)},
+	// cmd/internal/cluster implements actors/replicas without the actor system.
+	{pkg: "cmd/internal/cluster", forbid: append([]string{module + "httpapi", module + "cmd/", module + "actors"}, adapters...),
+		except: []string{"actors/policy/tokens", "actors/replicas"}},
 	{pkg: "cmd/internal/telemetry", forbid: append([]string{module + "cmd/"}, adapters...)},
 	{pkg: "cmd/internal/fakellm", forbid: []string{module + "actors", module + "httpapi", module + "cmd/"}},
 	// The store implements httpapi.Tenants in httpapi's vocabulary; it knows nothing of actors.
@@ -164,6 +169,11 @@ func TestLayerRules(t *testing.T) {
 		{"actors", module + "providers/openai", true},
 		{"actors", module + "actors/policy/keys", false},
 		{"actors/policy", module + "actors", true},
+		{"actors/replicas", module + "actors/policy/tokens", true},
+		{"actors/replicas", module + "providers/llm", true},
+		{"actors", module + "actors/replicas", false},
+		{"cmd/internal/cluster", module + "actors/replicas", false},
+		{"cmd/internal/cluster", module + "actors", true},
 		{"cmd/internal/config", module + "actors", true},
 		{"cmd/internal/config", module + "cmd/internal/serve", true},
 		{"cmd/internal/config", module + "providers/route", false},

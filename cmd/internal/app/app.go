@@ -98,26 +98,48 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := a.startGateway(ctx, cfg, b); err != nil {
+		return nil, err
+	}
+	a.config = cfg // the store's prices read it
+	if err := a.attachStore(ctx, cfg); err != nil {
+		_ = a.Gateway.Shutdown(context.Background())
+		if a.shared != nil {
+			_ = a.shared.e.Close()
+		}
+		return nil, err
+	}
+	a.server = httpapi.New(a.httpOptions(cfg, origins))
+	a.Handler = a.server
+	a.config, a.backends = cfg, b.backends
+	a.refresh = startRefresh(a.Gateway, b.listers, b.known, o)
+	return a, nil
+}
+
+// startGateway starts the actor system on what build made, with the metrics it reports to
+// and, with cluster:, the replica engine; it sets a.Gateway and a.Metrics.
+func (a *App) startGateway(ctx context.Context, cfg *config.Config, b *built) error {
 	// The metrics exist before the gateway, which tells them of retries, fallbacks, breakers
 	// and learned lanes; they read its state at each scrape, which only comes once it runs.
 	var g *actors.Gateway
 	var m *telemetry.Metrics
-	if !o.NoMetrics {
+	if !a.opts.NoMetrics {
 		m = telemetry.NewMetrics(series(cfg), func() actors.AdminState { return g.State() })
 		b.gopts.Observer = m
 	}
 	if cfg.Cluster != nil {
-		if a.shared, err = newShared(ctx, cfg, o.Logger); err != nil {
-			return nil, err
+		var err error
+		if a.shared, err = newShared(ctx, cfg, a.log); err != nil {
+			return err
 		}
-		b.gopts.Shared = a.shared
+		b.gopts.Shared = a.shared.e
 	}
-	g, err = actors.New(b.gopts)
+	g, err := actors.New(b.gopts)
 	if err != nil {
 		if a.shared != nil {
 			_ = a.shared.e.Close()
 		}
-		return nil, fmt.Errorf("start gateway: %w", err)
+		return fmt.Errorf("start gateway: %w", err)
 	}
 	if a.shared != nil {
 		a.shared.setGateway(g)
@@ -126,18 +148,30 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 		}
 	}
 	a.Gateway, a.Metrics = g, m
-	a.config = cfg // the store's prices read it
-	if wantsStore(cfg) {
-		if a.store, err = a.openStore(ctx, cfg); err != nil && !storeOptional(cfg) {
-			_ = g.Shutdown(context.Background())
-			if a.shared != nil {
-				_ = a.shared.e.Close()
-			}
-			return nil, err
-		} else if err != nil {
-			o.Logger.Warn().Err(err).Msg("no store for the embedded default: run-time keys and the spend ledger are off")
-		}
+	return nil
+}
+
+// attachStore opens the store the configuration needs (storeOptional says when failing to
+// is only a warning).
+func (a *App) attachStore(ctx context.Context, cfg *config.Config) error {
+	if !wantsStore(cfg) {
+		return nil
 	}
+	st, err := a.openStore(ctx, cfg)
+	switch {
+	case err == nil:
+		a.store = st
+	case storeOptional(cfg):
+		a.log.Warn().Err(err).Msg("no store for the embedded default: run-time keys and the spend ledger are off")
+	default:
+		return err
+	}
+	return nil
+}
+
+// httpOptions are the HTTP layer's options for cfg, over the running gateway.
+func (a *App) httpOptions(cfg *config.Config, origins *guard.Policy) httpapi.Options {
+	g, m, o := a.Gateway, a.Metrics, a.opts
 	ho := httpapi.Options{Origins: origins,
 		Gateway: g, State: func() any { return g.State() }, MaxBodyBytes: cfg.Limits.MaxBodyBytes,
 		BodyTimeout: cfg.Limits.BodyTimeout.D(), MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
@@ -149,11 +183,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	if m != nil {
 		ho.Metrics, ho.Observe = m.Handler(), m.Observe
 	}
-	a.server = httpapi.New(ho)
-	a.Handler = a.server
-	a.config, a.backends = cfg, b.backends
-	a.refresh = startRefresh(g, b.listers, b.known, o)
-	return a, nil
+	return ho
 }
 
 // Config is the configuration in force: New's, or the last reload's.

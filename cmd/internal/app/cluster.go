@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -16,8 +15,9 @@ import (
 	"github.com/tollgate/tollgate/cmd/internal/config"
 )
 
-// shared adapts the lease engine (cmd/internal/cluster) to the actors' Shared interface:
-// actors must not import a Redis client, so the two meet here.
+// shared is this replica's lease engine (cmd/internal/cluster), which the gateway drives as
+// its replicas.Shared, and the way its events reach the gateway: actors must not import a
+// Redis client, and the engine knows no actor, so the events meet the gateway here.
 type shared struct {
 	e       *cluster.Engine
 	replica string
@@ -97,61 +97,7 @@ func (s *shared) notify(ev cluster.Event) {
 // last seen away, g reads the shared state, as at a rejoin.
 func (s *shared) setGateway(g *actors.Gateway) {
 	s.gw.Store(g)
-	if up := s.e.Health().Redis; up && !s.redis.Swap(true) {
+	if up := s.e.Status().Redis; up && !s.redis.Swap(true) {
 		g.ReadShared()
 	}
-}
-
-func (s *shared) Cool(ctx context.Context, name string, d time.Duration) error {
-	_, err := s.e.Cool(ctx, name, d)
-	return err
-}
-
-func (s *shared) Cooldowns(ctx context.Context, names []string) (map[string]time.Duration, error) {
-	return s.e.Cooldowns(ctx, names)
-}
-
-func (s *shared) Adjust(ctx context.Context, b actors.LeaseBucket, delta int) error {
-	return s.e.Adjust(ctx, cluster.Bucket{Name: b.Name, PerMinute: b.PerMinute, Burst: b.Burst, Cost: max(b.Cost, 1)}, delta)
-}
-
-func (s *shared) Learn(ctx context.Context, scope string, lanes, was int) (int, error) {
-	return s.e.Learn(ctx, scope, lanes, was)
-}
-
-func (s *shared) Learned(ctx context.Context, scopes []string) (map[string]int, error) {
-	return s.e.Learned(ctx, scopes)
-}
-
-func (s *shared) Acquire(ctx context.Context, claims []actors.LeaseClaim) ([]actors.Lease, error) {
-	cs := make([]cluster.Claim, len(claims))
-	for i, c := range claims {
-		for _, sc := range c.Scopes {
-			cs[i].Scopes = append(cs[i].Scopes, cluster.Scope{Name: sc.Name, Limit: sc.Limit})
-		}
-		for _, b := range c.Buckets {
-			cs[i].Buckets = append(cs[i].Buckets, cluster.Bucket{Name: b.Name, PerMinute: b.PerMinute, Burst: b.Burst, Cost: b.Cost})
-		}
-	}
-	ls, err := s.e.AcquireAll(ctx, cs)
-	if busy, ok := errors.AsType[*cluster.Busy](err); ok {
-		return nil, &actors.LeaseBusy{Scope: busy.Scope, Bucket: busy.Bucket, Wait: busy.Wait, Err: busy.Err}
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make([]actors.Lease, len(ls))
-	for i, l := range ls {
-		out[i] = l
-	}
-	return out, nil
-}
-
-func (s *shared) Health() actors.SharedHealth {
-	h := s.e.Health()
-	return actors.SharedHealth{Replica: h.Replica, ReplicasAlive: h.ReplicasAlive, Redis: h.RedisState(), Phase: h.Phase.String()}
-}
-
-func (s *shared) Occupancy(ctx context.Context, scopes []string) (map[string]map[string]int, error) {
-	return s.e.Occupancy(ctx, scopes)
 }

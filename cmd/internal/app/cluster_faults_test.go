@@ -36,7 +36,7 @@ func TestCrashWithLeases(t *testing.T) {
 	} {
 		t.Run(f.Actor+"/"+f.On, func(t *testing.T) {
 			b := newHeldBackend(30 * time.Millisecond)
-			apps := replicas(t, 2, 2, "30s", b)
+			apps := startReplicas(t, 2, 2, "30s", b)
 			if err := apps[0].Gateway.InjectFault(f); err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 	"github.com/tollgate/tollgate/cmd/internal/config"
 	"github.com/tollgate/tollgate/providers/llm"
@@ -73,7 +74,7 @@ func TestLanesRiseRefusedAfterCut(t *testing.T) {
 
 // gatedLearn holds each Learn until release closes, recording its lanes and was.
 type gatedLearn struct {
-	*shared
+	replicas.Shared
 	calls   chan [2]int
 	release chan struct{}
 }
@@ -85,7 +86,7 @@ func (g *gatedLearn) Learn(ctx context.Context, scope string, lanes, was int) (i
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	return g.shared.Learn(ctx, scope, lanes, was)
+	return g.Shared.Learn(ctx, scope, lanes, was)
 }
 
 // TestLanesPublishedInOrder: a replica learns 3 lanes, then 2, while the Learn of 3 has
@@ -99,8 +100,8 @@ func TestLanesPublishedInOrder(t *testing.T) {
 	s := redistest.Start(t)
 	var gl *gatedLearn
 	g, sh := gatewayOf(t, s.Addr(), "providers: [{name: demo, kind: fake, lanes: 4, queue_length: 10, queue_timeout: 30s, models: [{id: echo}]}]\n",
-		map[string]llm.Backend{"demo": b}, func(sh *shared) actors.Shared {
-			gl = &gatedLearn{shared: sh, calls: make(chan [2]int, 8), release: make(chan struct{})}
+		map[string]llm.Backend{"demo": b}, func(sh *shared) replicas.Shared {
+			gl = &gatedLearn{Shared: sh.e, calls: make(chan [2]int, 8), release: make(chan struct{})}
 			return gl
 		})
 	released := false
@@ -149,7 +150,7 @@ func TestLanesPublishedInOrder(t *testing.T) {
 // the redis-server at addr, its shared state wrap(the real one) (nil: the real one), and
 // stops both when the test ends. The engine's events reach the gateway once the caller
 // calls setGateway.
-func gatewayOf(t *testing.T, addr, yaml string, backends map[string]llm.Backend, wrap func(*shared) actors.Shared) (*actors.Gateway, *shared) {
+func gatewayOf(t *testing.T, addr, yaml string, backends map[string]llm.Backend, wrap func(*shared) replicas.Shared) (*actors.Gateway, *shared) {
 	t.Helper()
 	yaml += fmt.Sprintf("cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: r1}\n", addr)
 	cfg, err := config.Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
@@ -166,7 +167,7 @@ func gatewayOf(t *testing.T, addr, yaml string, backends map[string]llm.Backend,
 	if err != nil {
 		t.Fatal(err)
 	}
-	built.gopts.Shared = sh
+	built.gopts.Shared = sh.e
 	if wrap != nil {
 		built.gopts.Shared = wrap(sh)
 	}

@@ -79,9 +79,9 @@ func (s *heldStream) Close() error {
 	return nil
 }
 
-// replicas starts n gateways sharing one real redis-server, each with provider demo
+// startReplicas starts n gateways sharing one real redis-server, each with provider demo
 // (lanes lanes) in front of b, and waits until each sees the others.
-func replicas(t *testing.T, n, lanes int, queueTimeout string, b *heldBackend) []*App {
+func startReplicas(t *testing.T, n, lanes int, queueTimeout string, b *heldBackend) []*App {
 	t.Helper()
 	return replicasOf(t, n, fmt.Sprintf("limits: {max_running: 8}\nproviders: [{name: demo, kind: fake, lanes: %d, queue_length: 40, queue_timeout: %s, models: [{id: echo}]}]\n",
 		lanes, queueTimeout), map[string]llm.Backend{"demo": b})
@@ -149,7 +149,7 @@ func callModel(ctx context.Context, a *App, model string) error {
 // provider's lanes at once on the backend they share, and every call is served.
 func TestReplicasShareLanes(t *testing.T) {
 	b := newHeldBackend(20 * time.Millisecond)
-	apps := replicas(t, 2, 2, "30s", b)
+	apps := startReplicas(t, 2, 2, "30s", b)
 	var wg sync.WaitGroup
 	var failed atomic.Int32
 	for i := range 24 {
@@ -171,7 +171,7 @@ func TestReplicasShareLanes(t *testing.T) {
 // starts it.
 func TestHangUpFreesAnotherReplicasCall(t *testing.T) {
 	b := newHeldBackend(0)
-	apps := replicas(t, 2, 2, "30s", b)
+	apps := startReplicas(t, 2, 2, "30s", b)
 	ctx, hangUp := context.WithCancel(context.Background())
 	defer hangUp()
 	var wg sync.WaitGroup
@@ -212,7 +212,7 @@ func TestHangUpFreesAnotherReplicasCall(t *testing.T) {
 // with a Retry-After.
 func TestReplicaQueueTimeout(t *testing.T) {
 	b := newHeldBackend(0)
-	apps := replicas(t, 2, 1, "500ms", b)
+	apps := startReplicas(t, 2, 1, "500ms", b)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer close(b.gate) // first: the call ends, then it is waited for
@@ -234,7 +234,7 @@ func TestReplicaQueueTimeout(t *testing.T) {
 // taking nothing; with both free it starts whole.
 func TestReplicaBatch(t *testing.T) {
 	b := newHeldBackend(0)
-	apps := replicas(t, 2, 2, "30s", b)
+	apps := startReplicas(t, 2, 2, "30s", b)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	gate := b.gate

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // The multi-process tests run this test binary again as a replica (childMain, from
@@ -53,7 +55,7 @@ func childMain() int {
 	switch os.Getenv(childEnv) {
 	case "hold":
 		for range claim.Scopes[0].Limit {
-			if _, err := e.Acquire(context.Background(), claim); err != nil {
+			if _, err := e.acquireOne(context.Background(), claim); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1
 			}
@@ -64,14 +66,15 @@ func childMain() int {
 	case "hammer":
 		d, _ := time.ParseDuration(os.Getenv(childFor))
 		meter := os.Getenv(childMeter)
-		names := strings.Join(claim.names(), ",")
+		scopes, _ := scopesOf(&claim)
+		names := strings.Join(scopes, ",")
 		end := time.Now().Add(d)
 		var wg sync.WaitGroup
 		for g := range 4 {
 			wg.Go(func() {
 				r := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(g)))
 				for time.Now().Before(end) {
-					l, err := e.Acquire(context.Background(), claim)
+					l, err := e.acquireOne(context.Background(), claim)
 					if err != nil {
 						work(time.Millisecond)
 						continue
@@ -97,8 +100,8 @@ func get(url string) {
 	}
 }
 
-func parseChildClaim(s string) (Claim, error) {
-	var c Claim
+func parseChildClaim(s string) (replicas.Claim, error) {
+	var c replicas.Claim
 	scopes, bucket, _ := strings.Cut(s, ";")
 	for _, sc := range strings.Split(scopes, ",") {
 		if sc == "" {
@@ -109,7 +112,7 @@ func parseChildClaim(s string) (Claim, error) {
 		if err != nil {
 			return c, fmt.Errorf("claim %q: %w", s, err)
 		}
-		c.Scopes = append(c.Scopes, Scope{Name: name, Limit: n})
+		c.Scopes = append(c.Scopes, replicas.Scope{Name: name, Limit: n})
 	}
 	if bucket != "" {
 		f := strings.Split(bucket, ":")
@@ -121,7 +124,7 @@ func parseChildClaim(s string) (Claim, error) {
 		if err := errors.Join(err1, err2); err != nil {
 			return c, err
 		}
-		c.Buckets = append(c.Buckets, Bucket{Name: f[0], PerMinute: pm, Burst: burst, Cost: 1})
+		c.Buckets = append(c.Buckets, replicas.Bucket{Name: f[0], PerMinute: pm, Burst: burst, Cost: 1})
 	}
 	return c, nil
 }
@@ -238,9 +241,9 @@ func TestKilledReplicaGivesBack(t *testing.T) {
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "held\n" {
 		t.Fatalf("child: %q, %v", line, err)
 	}
-	c := Claim{Scopes: []Scope{{Name: "p/cli", Limit: 2}}}
-	var busy *Busy
-	if _, err := e.Acquire(context.Background(), c); !errors.As(err, &busy) {
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/cli", Limit: 2}}}
+	var busy *replicas.Busy
+	if _, err := e.acquireOne(context.Background(), c); !errors.As(err, &busy) {
 		t.Fatalf("the other replica's slots were not counted: %v", err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -248,15 +251,15 @@ func TestKilledReplicaGivesBack(t *testing.T) {
 	}
 	killed := time.Now()
 	eventually(t, testTTL+time.Second, "the killed replica's slots back", func() bool {
-		_, err := e.Acquire(context.Background(), c)
+		_, err := e.acquireOne(context.Background(), c)
 		return err == nil
 	})
 	t.Logf("slots back %s after SIGKILL (lease_ttl %s)", time.Since(killed).Round(time.Millisecond), testTTL)
-	if _, err := e.Acquire(context.Background(), c); !errors.As(err, &busy) {
+	if _, err := e.acquireOne(context.Background(), c); !errors.As(err, &busy) {
 		t.Fatalf("the silent replica's share (1 of 2) was not kept free: %v", err)
 	}
 	eventually(t, testTTL+2*testTTL+time.Second, "the killed replica's share back", func() bool {
-		_, err := e.Acquire(context.Background(), c)
+		_, err := e.acquireOne(context.Background(), c)
 		return err == nil
 	})
 	if d := time.Since(killed); d < testTTL+2*testTTL-testTTL/2 {

@@ -33,7 +33,7 @@ type Options struct {
 	// TLS, when not nil, connects with TLS using it; nil connects in plain text.
 	TLS *tls.Config
 	// Replica names this process among the replicas sharing the Redis. Required; two
-	// processes must not share one (the engine reports it in Health.DuplicateName).
+	// processes must not share one (the engine reports it in Status.DuplicateName).
 	Replica string
 	// LeaseTTL is how long a lease lives unrenewed: a replica that dies gives its slots
 	// back within it. Required, at least 50ms; leases are renewed every LeaseTTL/5.
@@ -132,7 +132,7 @@ type Engine struct {
 	pending   []entry           // ended calls whose entries may still be in Redis
 	folds     []fold            // outage tokens to charge to the shared buckets
 	local     map[string]*localBucket
-	health    Health
+	status    Status
 	closed    bool
 	queued    []Event // notified by unlock, never under the lock
 
@@ -187,7 +187,7 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	// Until Redis first answers, this replica knows no peer and no earlier call: it starts
 	// on its shares with alive = 1, and its first heartbeat is a rejoin.
 	e.out = &outage{since: o.Now(), ttl: t.ttl, maxRun: o.MaxRun, alive: 1, blind: true}
-	e.health = Health{Replica: o.Replica, Phase: Alone, ReplicasAlive: 1, Since: o.Now()}
+	e.status = Status{Replica: o.Replica, Phase: Alone, ReplicasAlive: 1, Since: o.Now()}
 	if err := e.firstBeat(ctx); err != nil {
 		e.log.Error().Err(err).Msg("cluster: Redis unreachable at start: this replica knows no other, " +
 			"and enforces its whole limits (alive = 1) until Redis answers")
@@ -402,7 +402,7 @@ func (e *Engine) phaseLocked(now time.Time) Phase {
 
 // setPhaseLocked records p in the health state; a change is logged and notified.
 func (e *Engine) setPhaseLocked(p Phase, cause error) {
-	h := &e.health
+	h := &e.status
 	h.Redis = e.out == nil || !e.rejoined.IsZero()
 	if cause != nil {
 		h.LastError = cause.Error()
@@ -449,7 +449,7 @@ var phaseLine = map[Phase]string{
 // takes over, from what this replica holds now.
 func (e *Engine) lostLocked(cause error) {
 	if e.out != nil && e.rejoined.IsZero() {
-		e.health.LastError = cause.Error()
+		e.status.LastError = cause.Error()
 		return // already away
 	}
 	e.newOutageLocked()
@@ -474,7 +474,7 @@ func (e *Engine) newOutageLocked() {
 		servesFrom: e.execBound.Add(e.t.silent + e.t.margin)}
 	e.rejoined = time.Time{}
 	e.local = map[string]*localBucket{}
-	e.health.Outages++
+	e.status.Outages++
 	e.excessLocked(now)
 }
 
@@ -484,6 +484,18 @@ func (e *Engine) newOutageLocked() {
 // interval and one round trip before now). The limits are those its calls claimed.
 func (e *Engine) excessLocked(now time.Time) {
 	since := now.Add(-(e.t.heartbeat + e.t.tick + 2*e.t.op))
+	total, by := e.beyondSharesLocked(since, e.out.share)
+	if total == 0 {
+		return
+	}
+	e.status.OutageExcess += uint64(total)
+	e.log.Warn().Dict("scopes", by).Int("calls", total).Msg("cluster: Redis lost with calls beyond this replica's " +
+		"shares that the other replicas may not have seen: a scope may run over its limit by these until they end")
+}
+
+// beyondSharesLocked counts, per scope, this replica's running calls beyond share(limit)
+// that started at or after since (possibleExcess), the limits being those its calls claimed.
+func (e *Engine) beyondSharesLocked(since time.Time, share func(limit int) int) (total int, by *zerolog.Event) {
 	starts, limits := map[string][]time.Time{}, map[string]int{}
 	for _, l := range e.leases {
 		for i, s := range l.scopes {
@@ -491,17 +503,12 @@ func (e *Engine) excessLocked(now time.Time) {
 			limits[s] = l.limits[i]
 		}
 	}
-	total, by := 0, zerolog.Dict()
+	by = zerolog.Dict()
 	for s, st := range starts {
-		if n := possibleExcess(e.running[s], e.out.share(limits[s]), st, since); n > 0 {
+		if n := possibleExcess(e.running[s], share(limits[s]), st, since); n > 0 {
 			total += n
 			by = by.Int(s, n)
 		}
 	}
-	if total == 0 {
-		return
-	}
-	e.health.OutageExcess += uint64(total)
-	e.log.Warn().Dict("scopes", by).Int("calls", total).Msg("cluster: Redis lost with calls beyond this replica's " +
-		"shares that the other replicas may not have seen: a scope may run over its limit by these until they end")
+	return total, by
 }

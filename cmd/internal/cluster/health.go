@@ -4,10 +4,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
-// Health is the engine's state, for /admin/state's "cluster" object and /metrics.
-type Health struct {
+// Status is the engine's state, for /metrics; Health is the part /admin/state shows.
+type Status struct {
 	Replica string
 	Phase   Phase
 	// Redis is true while Redis answers (Shared, Rejoining): /admin/state's "redis": "ok".
@@ -28,20 +30,23 @@ type Health struct {
 	DuplicateName bool
 }
 
-// RedisState is "ok" or "down", as /admin/state shows it.
-func (h Health) RedisState() string {
-	if h.Redis {
-		return "ok"
-	}
-	return "down"
-}
-
-// Health returns the engine's state now.
-func (e *Engine) Health() Health {
+// Status returns the engine's state now.
+func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	h := e.health
+	h := e.status
 	h.Phase = e.phaseLocked(e.now())
+	return h
+}
+
+// Health is the engine's state now as /admin/state's "cluster" object shows it (the
+// running counts are the gateway's to add, from Occupancy).
+func (e *Engine) Health() replicas.Health {
+	st := e.Status()
+	h := replicas.Health{Replica: st.Replica, ReplicasAlive: st.ReplicasAlive, Redis: "down", Phase: st.Phase.String()}
+	if st.Redis {
+		h.Redis = "ok"
+	}
 	return h
 }
 
@@ -67,7 +72,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
-	h := c.e.Health()
+	h := c.e.Status()
 	b := func(v bool) float64 {
 		if v {
 			return 1

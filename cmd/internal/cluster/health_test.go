@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TestCollectorSeries: /metrics shows the engine's Health, the outage excess among it.
+// TestCollectorSeries: /metrics shows the engine's Status, the outage excess among it.
 func TestCollectorSeries(t *testing.T) {
-	e := &Engine{o: Options{Now: time.Now}, health: Health{Redis: true, ReplicasAlive: 3, Outages: 2, LostLeases: 1, OutageExcess: 4}}
+	e := &Engine{o: Options{Now: time.Now}, status: Status{Redis: true, ReplicasAlive: 3, Outages: 2, LostLeases: 1, OutageExcess: 4}}
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(e.Collector()); err != nil {
 		t.Fatal(err)

@@ -36,53 +36,19 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 		return false, nil
 	}
 	e.beating = true
-	adopt := e.out != nil && e.rejoined.IsZero()
-	snap := make([]*Lease, 0, len(e.leases))
-	groups := map[string][]string{}
-	for _, l := range e.leases {
-		snap = append(snap, l)
-		for _, s := range l.scopes {
-			groups[s] = append(groups[s], l.member)
-		}
-	}
-	sent := e.now()
-	notAfter := e.notAfterLocked(sent)
+	p := e.planBeatLocked()
 	e.mu.Unlock()
 
-	res, err := e.beat(ctx, groups, !adopt, notAfter)
+	res, err := e.beat(ctx, p.groups, !p.adopt, p.notAfter)
 
 	e.mu.Lock()
 	e.beating = false
 	if err != nil {
-		if !adopt && !unsent(err) {
-			// It may have run in Redis until it was given up (not after its deadline).
-			e.execBound = laterOf(e.execBound, sent.Add(e.t.op+e.lateByLocked()))
-		}
-		if !ended(ctx) {
-			e.lostLocked(err)
-		}
+		e.beatFailedLocked(ctx, p, err)
 		e.unlock()
 		return false, err
 	}
-	for _, l := range snap {
-		if e.leases[l.member] == l {
-			l.valid = sent.Add(e.t.ttl - e.t.margin)
-		}
-	}
-	switch {
-	case adopt && e.unregisteredLocked():
-		again = true // calls started during the adoption: adopt them too
-	case adopt:
-		e.rejoined = e.now()
-		e.foldLocked()
-		e.announced = false
-		again = true // now the heartbeat
-	default:
-		e.beatenLocked(res, sent)
-	}
-	if !adopt || !again {
-		e.setPhaseLocked(e.phaseLocked(e.now()), nil)
-	}
+	again = e.beatAnsweredLocked(p, res)
 	// What ended is removed from Redis only once Redis counts every call this replica
 	// runs: until the rejoin, the outage rule lets new calls reuse the slots of ended ones
 	// (Holding), which their entries still cover.
@@ -95,6 +61,67 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	e.unlock()
 	e.flush(ctx, pending, folds)
 	return again, nil
+}
+
+// beatPlan is what one heartbeat sends: this replica's leases at the time, by scope.
+type beatPlan struct {
+	adopt    bool     // away: register the calls the outage rule started, say nothing of being alive
+	snap     []*Lease // the leases the heartbeat renews
+	groups   map[string][]string
+	sent     time.Time
+	notAfter int64 // the server-clock deadline (notAfterLocked)
+}
+
+// planBeatLocked takes the snapshot one heartbeat sends.
+func (e *Engine) planBeatLocked() beatPlan {
+	p := beatPlan{adopt: e.out != nil && e.rejoined.IsZero(), snap: make([]*Lease, 0, len(e.leases)), groups: map[string][]string{}}
+	for _, l := range e.leases {
+		p.snap = append(p.snap, l)
+		for _, s := range l.scopes {
+			p.groups[s] = append(p.groups[s], l.member)
+		}
+	}
+	p.sent = e.now()
+	p.notAfter = e.notAfterLocked(p.sent)
+	return p
+}
+
+// beatFailedLocked records a heartbeat that got no answer: Redis is lost, unless the
+// caller's ctx ended first.
+func (e *Engine) beatFailedLocked(ctx context.Context, p beatPlan, err error) {
+	if !p.adopt && !unsent(err) {
+		// It may have run in Redis until it was given up (not after its deadline).
+		e.execBound = laterOf(e.execBound, p.sent.Add(e.t.op+e.lateByLocked()))
+	}
+	if !ended(ctx) {
+		e.lostLocked(err)
+	}
+}
+
+// beatAnsweredLocked records what an answered heartbeat did: its leases renewed, and
+// either the adoption's next step or the heartbeat's findings. again: another heartbeat
+// must follow at once.
+func (e *Engine) beatAnsweredLocked(p beatPlan, res beatResult) (again bool) {
+	for _, l := range p.snap {
+		if e.leases[l.member] == l {
+			l.valid = p.sent.Add(e.t.ttl - e.t.margin)
+		}
+	}
+	switch {
+	case p.adopt && e.unregisteredLocked():
+		again = true // calls started during the adoption: adopt them too
+	case p.adopt:
+		e.rejoined = e.now()
+		e.foldLocked()
+		e.announced = false
+		again = true // now the heartbeat
+	default:
+		e.beatenLocked(res, p.sent)
+	}
+	if !p.adopt || !again {
+		e.setPhaseLocked(e.phaseLocked(e.now()), nil)
+	}
+	return again
 }
 
 // beatenLocked records a heartbeat sent at sent that Redis answered with res: when it
@@ -112,7 +139,7 @@ func (e *Engine) beatenLocked(res beatResult, sent time.Time) {
 	}
 	e.announced = true
 	if res.added > 0 && e.out == nil {
-		e.health.LostLeases += uint64(res.added)
+		e.status.LostLeases += uint64(res.added)
 		e.log.Warn().Int64("entries", res.added).Msg("cluster: leases had expired unrenewed and were counted again")
 	}
 	if !e.rejoined.IsZero() && e.rejoinDoneLocked() {
@@ -164,7 +191,7 @@ func laterOf(a, b time.Time) time.Time {
 // (the acquire script refuses every replica whose heartbeat is gone meanwhile).
 func (e *Engine) forgottenLocked() {
 	e.log.Error().Msg("cluster: Redis lost its data (restarted?): calls registered again, waiting for the other replicas")
-	e.health.LastError = "Redis lost this replica's heartbeat"
+	e.status.LastError = "Redis lost this replica's heartbeat"
 	e.newOutageLocked()
 	e.rejoined = e.now()
 }
@@ -182,15 +209,47 @@ func (e *Engine) unregisteredLocked() bool {
 // seenLocked records what a heartbeat saw: the replicas alive and their heartbeats' ages,
 // and whether another process uses this replica's name.
 func (e *Engine) seenLocked(res beatResult) {
+	e.silencedLocked(res.ages)
 	e.known, e.ages = res.names, res.ages
-	e.health.ReplicasAlive = len(res.names)
-	dup := res.previous != "" && res.previous != e.incarnation && e.health.Beats > 0
-	if dup && !e.health.DuplicateName {
+	e.status.ReplicasAlive = len(res.names)
+	dup := res.previous != "" && res.previous != e.incarnation && e.status.Beats > 0
+	if dup && !e.status.DuplicateName {
 		e.log.Error().Msg("cluster: another process heartbeats with this replica's name: " +
 			"replicas are undercounted; give each its own cluster.replica")
 	}
-	e.health.DuplicateName = dup
-	e.health.Beats++
+	e.status.DuplicateName = dup
+	e.status.Beats++
+}
+
+// silencedLocked counts, for each peer whose heartbeat turned silent since the last
+// heartbeat (ages, older than timings.silent now, younger before), this replica's calls
+// beyond its share that the peer's last view may not show: that peer may be cut off and
+// serving on its shares from that view, and Redis kept its share free only from now. They
+// are counted as outage excess and logged, as this replica's own calls are when it loses
+// Redis. On the outage rule itself this replica runs within its shares already.
+func (e *Engine) silencedLocked(ages map[string]time.Duration) {
+	if e.out != nil {
+		return
+	}
+	now := e.now()
+	for name, age := range ages {
+		was, seen := e.ages[name]
+		if name == e.o.Replica || !seen || was >= e.t.silent || age < e.t.silent {
+			continue
+		}
+		// The peer's last heartbeat, on this replica's clock, less an acquire's round trip
+		// (a call started a moment before may have reached Redis after it) and the drift.
+		since := now.Add(-(age + e.beatRTT + e.t.op + e.t.margin))
+		known, self := e.known, e.o.Replica
+		total, by := e.beyondSharesLocked(since, func(limit int) int { return shareOf(limit, known, self) })
+		if total == 0 {
+			continue
+		}
+		e.status.OutageExcess += uint64(total)
+		e.log.Warn().Str("peer", name).Dict("scopes", by).Int("calls", total).Msg("cluster: a replica's heartbeat " +
+			"went silent (cut off?) while this one runs calls beyond its shares that its last view may not show: " +
+			"a scope may run over its limit by these until they end")
+	}
 }
 
 // rejoinDoneLocked reports whether every peer seen alive before the outage has a fresh

@@ -72,7 +72,7 @@ const (
 	// Poll: nothing was heard, but a notice may have been lost (Redis away, a dropped
 	// subscription): try the heads of line again anyway. Sent every poll interval.
 	Poll EventKind = "poll"
-	// Changed: this replica's phase changed (Health has the new one).
+	// Changed: this replica's phase changed (Status has the new one).
 	Changed EventKind = "changed"
 	// Resubscribed: this replica's subscription to the notices dropped and is made again
 	// (Redis itself may never have been away): what was announced meanwhile was not
@@ -90,7 +90,7 @@ type Event struct {
 	Name    string        // Cooled: the cooldown; Learned: the scope
 	For     time.Duration // Cooled
 	Lanes   int           // Learned
-	Redis   bool          // Changed: Redis answers in the new phase (Health.Redis)
+	Redis   bool          // Changed: Redis answers in the new phase (Status.Redis)
 }
 
 // wireEvent is an Event as the scripts publish it (lua/*.lua): JSON, durations in ms.

@@ -9,29 +9,11 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/actors/policy/tokens"
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
-// Scope is one limit a call needs a slot of: a provider's lanes, a model's lanes, the
-// gateway's max_running. Names are the caller's ("gateway", "provider/codex", ...); Limit
-// is the configured (or learned) number of slots, at least 1. Replicas that pass
-// different limits for one scope each enforce their own.
-type Scope struct {
-	Name  string
-	Limit int
-}
-
-// Bucket is one rate limit a call is charged on: a provider's or a key's rpm or tpm
-// bucket, as actors/policy/tokens defines it (capacity Burst, zero meaning
-// tokens.DefaultBurst; a charge above the capacity waits for a full bucket and leaves it
-// in debt). Cost is the call's charge; 0 charges nothing.
-type Bucket struct {
-	Name      string
-	PerMinute int
-	Burst     int
-	Cost      int
-}
-
-func (b *Bucket) capacity() int {
+// capacity is bucket b's capacity, as tokens reads Burst.
+func capacity(b *replicas.Bucket) int {
 	if b.Burst > 0 {
 		return b.Burst
 	}
@@ -41,14 +23,8 @@ func (b *Bucket) capacity() int {
 // maxCost bounds one charge, as tokens does.
 const maxCost = 1 << 27
 
-// Claim is everything one call needs to start: a slot in every scope and its tokens in
-// every bucket, taken all at once or not at all.
-type Claim struct {
-	Scopes  []Scope
-	Buckets []Bucket
-}
-
-func (c *Claim) check() error {
+// checkClaim says what is wrong with claim c, if anything.
+func checkClaim(c *replicas.Claim) error {
 	if len(c.Scopes) == 0 && len(c.Buckets) == 0 {
 		return errors.New("cluster: a claim needs a scope or a bucket")
 	}
@@ -66,59 +42,39 @@ func (c *Claim) check() error {
 		seen[s.Name] = true
 	}
 	for _, b := range c.Buckets {
-		switch err := checkName("bucket", b.Name); {
-		case err != nil:
-			return fmt.Errorf("cluster: %w", err)
-		case b.PerMinute < 1 || b.Burst < 0 || b.Cost < 0 || b.Cost > maxCost:
-			return fmt.Errorf("cluster: bucket %s: per minute must be ≥ 1, burst ≥ 0, cost in [0, %d]; got %d, %d, %d",
-				b.Name, maxCost, b.PerMinute, b.Burst, b.Cost)
+		if err := checkBucket(&b); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (c *Claim) limits() []int {
-	out := make([]int, len(c.Scopes))
-	for i, s := range c.Scopes {
-		out[i] = s.Limit
+// checkBucket says what is wrong with bucket b, if anything.
+func checkBucket(b *replicas.Bucket) error {
+	if err := checkName("bucket", b.Name); err != nil {
+		return fmt.Errorf("cluster: %w", err)
 	}
-	return out
-}
-
-func (c *Claim) names() []string {
-	out := make([]string, len(c.Scopes))
-	for i, s := range c.Scopes {
-		out[i] = s.Name
+	if b.PerMinute < 1 || b.Burst < 0 || b.Cost < 0 || b.Cost > maxCost {
+		return fmt.Errorf("cluster: bucket %s: per minute must be ≥ 1, burst ≥ 0, cost in [0, %d]; got %d, %d, %d",
+			b.Name, maxCost, b.PerMinute, b.Burst, b.Cost)
 	}
-	return out
+	return nil
 }
 
-// Busy is Acquire's answer when a scope has no free slot or a bucket not the tokens yet.
-// The call should keep its place in its queue and try again on the next Freed (or Poll)
-// event; nothing was taken.
-//
-// With neither Scope nor Bucket set, Redis did not answer (Err says how) and nothing could
-// be decided: the heartbeat decides at once whether Redis is away, and the next event
-// (Changed, or Poll) is the time to try again.
-type Busy struct {
-	Scope  string        // the full scope, or ""
-	Bucket string        // the bucket short of tokens, or ""
-	Wait   time.Duration // for a bucket: until it has the tokens, if nothing else takes them
-	Phase  Phase         // the rule that refused: Shared when Redis did
-	Err    error         // why nothing could be decided, when Scope and Bucket are ""
-}
-
-func (b *Busy) Error() string {
-	switch {
-	case b.Scope != "":
-		return fmt.Sprintf("cluster: scope %s full (%s)", b.Scope, b.Phase)
-	case b.Bucket != "":
-		return fmt.Sprintf("cluster: bucket %s short of tokens for %s (%s)", b.Bucket, b.Wait, b.Phase)
+// scopesOf is claim c's scopes' names and limits.
+func scopesOf(c *replicas.Claim) (names []string, limits []int) {
+	for _, s := range c.Scopes {
+		names, limits = append(names, s.Name), append(limits, s.Limit)
 	}
-	return fmt.Sprintf("cluster: undecided, Redis did not answer (%s): %v", b.Phase, b.Err)
+	return names, limits
 }
 
-func (b *Busy) Unwrap() error { return b.Err }
+// The answer to a claim with no room is a *replicas.Busy: the call keeps its place in its
+// queue and tries again on the next Freed (or Poll) event; nothing was taken. Its Phase is
+// the rule that refused (Shared when Redis did). With neither Scope nor Bucket set, Redis
+// did not answer (Err says how) and nothing could be decided: the heartbeat decides at
+// once whether Redis is away, and the next event (Changed, or Poll) is the time to try
+// again.
 
 // Lease is one call's hold on its scopes, renewed by the engine while it is held.
 type Lease struct {
@@ -129,23 +85,27 @@ type Lease struct {
 	released atomic.Bool
 }
 
-// Acquire takes every scope and bucket of c for one call, all or none. It answers a
-// *Busy error when some scope or bucket has no room (nothing taken), ctx's error when ctx
-// ends first, ErrClosed after Close, or an error naming what is wrong with c. With Redis
-// away it decides by the outage rule alone, at once; a Redis that stops answering during
-// the call costs at most one round trip's bound.
-func (e *Engine) Acquire(ctx context.Context, c Claim) (*Lease, error) {
-	ls, err := e.AcquireAll(ctx, []Claim{c})
+// Acquire takes every scope and bucket of every claim, all or none: one lease per claim
+// (a batch's members start together or not at all), every claim's slots and tokens taken in
+// one atomic step. Claims naming one scope must give it one limit. It answers a
+// *replicas.Busy when some scope or bucket has no room (nothing taken), ctx's error when
+// ctx ends first, ErrClosed after Close, or an error naming what is wrong with a claim.
+// With Redis away it decides by the outage rule alone, at once; a Redis that stops
+// answering during the call costs at most one round trip's bound.
+func (e *Engine) Acquire(ctx context.Context, cs []replicas.Claim) ([]replicas.Lease, error) {
+	ls, err := e.acquireAll(ctx, cs)
 	if err != nil {
 		return nil, err
 	}
-	return ls[0], nil
+	out := make([]replicas.Lease, len(ls))
+	for i, l := range ls {
+		out[i] = l
+	}
+	return out, nil
 }
 
-// AcquireAll is Acquire for several calls that start together or not at all (a batch's
-// members): one lease per claim, every claim's slots and tokens taken in one atomic step
-// or none. Claims naming one scope must give it one limit.
-func (e *Engine) AcquireAll(ctx context.Context, cs []Claim) ([]*Lease, error) {
+// acquireAll is Acquire, answering the engine's own leases.
+func (e *Engine) acquireAll(ctx context.Context, cs []replicas.Claim) ([]*Lease, error) {
 	t, err := newTally(cs)
 	if err != nil {
 		return nil, err
@@ -162,16 +122,12 @@ func (e *Engine) AcquireAll(ctx context.Context, cs []Claim) ([]*Lease, error) {
 	// outage rule of concurrent calls sees them; undone if Redis refuses.
 	charged := e.out != nil
 	if charged {
-		if busy := e.outageTakeLocked(t, e.now()); busy != nil {
+		ls, busy, decided := e.outageAcquireLocked(t)
+		if decided {
 			e.unlock()
-			return nil, busy
-		}
-		if e.rejoined.IsZero() { // away: the outage rule alone
-			ls := make([]*Lease, len(cs))
-			for i := range cs {
-				ls[i] = e.addLeaseLocked(&cs[i], time.Time{})
+			if busy != nil {
+				return nil, busy
 			}
-			e.unlock()
 			return ls, nil
 		}
 	} else {
@@ -187,52 +143,77 @@ func (e *Engine) AcquireAll(ctx context.Context, cs []Claim) ([]*Lease, error) {
 	busy, err := e.acquire(ctx, members, t)
 	e.mu.Lock()
 	defer e.unlock()
-	switch {
-	case err == nil && busy == nil:
-		ls := make([]*Lease, len(cs))
-		for i := range cs {
-			ls[i] = &Lease{e: e, entry: entry{member: members[i], scopes: cs[i].names(), valid: sent.Add(e.t.ttl - e.t.margin)},
-				limits: cs[i].limits(), started: sent}
-			e.leases[members[i]] = ls[i]
-		}
-		return ls, nil
-	case err == nil:
+	if err != nil {
+		return nil, e.failedLocked(ctx, t, members, charged, err)
+	}
+	if busy != nil {
 		e.undoLocked(t, charged)
 		return nil, busy
 	}
+	ls := make([]*Lease, len(cs))
+	for i := range cs {
+		names, limits := scopesOf(&cs[i])
+		ls[i] = &Lease{e: e, entry: entry{member: members[i], scopes: names, valid: sent.Add(e.t.ttl - e.t.margin)},
+			limits: limits, started: sent}
+		e.leases[members[i]] = ls[i]
+	}
+	return ls, nil
+}
+
+// outageAcquireLocked decides t by the outage rule, counting and charging what it takes:
+// while Redis is away that decides (decided, with the leases or what was full); while this
+// replica rejoins, a call the rule lets through still takes its leases in Redis.
+func (e *Engine) outageAcquireLocked(t *tally) (ls []*Lease, busy *replicas.Busy, decided bool) {
+	if busy := e.outageTakeLocked(t, e.now()); busy != nil {
+		return nil, busy, true
+	}
+	if !e.rejoined.IsZero() {
+		return nil, nil, false
+	}
+	ls = make([]*Lease, len(t.claims))
+	for i := range t.claims {
+		ls[i] = e.addLeaseLocked(&t.claims[i], time.Time{})
+	}
+	return ls, nil, true
+}
+
+// failedLocked undoes what acquireAll counted when its round trip failed with err, and
+// says why: ctx's end, or a Busy that leaves the verdict to the heartbeat.
+func (e *Engine) failedLocked(ctx context.Context, t *tally, members []string, charged bool, err error) error {
 	e.undoLocked(t, charged)
 	// The script may have run: its entries are released with the pending ones (and
 	// expire within lease_ttl if that never happens); they are not counted as held.
-	for i := range cs {
-		e.pending = append(e.pending, entry{member: members[i], scopes: cs[i].names()})
+	for i := range t.claims {
+		names, _ := scopesOf(&t.claims[i])
+		e.pending = append(e.pending, entry{member: members[i], scopes: names})
 	}
 	if ended(ctx) {
-		return nil, cmp.Or(context.Cause(ctx), context.DeadlineExceeded)
+		return cmp.Or(context.Cause(ctx), context.DeadlineExceeded)
 	}
 	// Whether Redis is away is the heartbeat's to decide, at once: this call waits for
 	// the verdict like one refused.
 	e.kickLoop()
-	e.health.LastError = err.Error()
-	return nil, &Busy{Phase: e.phaseLocked(e.now()), Err: err}
+	e.status.LastError = err.Error()
+	return &replicas.Busy{Phase: e.phaseLocked(e.now()).String(), Err: err}
 }
 
 // tally is what claims taken together need: per scope, its limit and which claims (by
 // index) take a slot in it; per bucket, the sum of their costs.
 type tally struct {
-	claims  []Claim
-	scopes  []Scope // in first-seen order
-	in      [][]int // per scope: the claims in it
-	buckets []Bucket
+	claims  []replicas.Claim
+	scopes  []replicas.Scope // in first-seen order
+	in      [][]int          // per scope: the claims in it
+	buckets []replicas.Bucket
 }
 
-func newTally(cs []Claim) (*tally, error) {
+func newTally(cs []replicas.Claim) (*tally, error) {
 	if len(cs) == 0 {
 		return nil, errors.New("cluster: acquire needs a claim")
 	}
 	t := &tally{claims: cs}
 	sx, bx := map[string]int{}, map[string]int{}
 	for i := range cs {
-		if err := cs[i].check(); err != nil {
+		if err := checkClaim(&cs[i]); err != nil {
 			return nil, err
 		}
 		for _, s := range cs[i].Scopes {
@@ -252,7 +233,7 @@ func newTally(cs []Claim) (*tally, error) {
 			case !ok:
 				bx[b.Name] = len(t.buckets)
 				t.buckets = append(t.buckets, b)
-			case t.buckets[x].PerMinute != b.PerMinute || t.buckets[x].capacity() != b.capacity():
+			case t.buckets[x].PerMinute != b.PerMinute || capacity(&t.buckets[x]) != capacity(&b):
 				return nil, fmt.Errorf("cluster: bucket %s claimed with two rates", b.Name)
 			default:
 				t.buckets[x].Cost = min(t.buckets[x].Cost+b.Cost, maxCost)
@@ -265,7 +246,8 @@ func newTally(cs []Claim) (*tally, error) {
 // count adds d to this replica's running count of every claim's scopes.
 func (t *tally) count(e *Engine, d int) {
 	for i := range t.claims {
-		e.countLocked(t.claims[i].names(), d)
+		names, _ := scopesOf(&t.claims[i])
+		e.countLocked(names, d)
 	}
 }
 
@@ -274,7 +256,7 @@ var errForgotten = errors.New("cluster: acquire: this replica has no heartbeat i
 
 // acquire runs the acquire script for the leases members, one per claim of t: nil, nil
 // when everything was taken.
-func (e *Engine) acquire(ctx context.Context, members []string, t *tally) (*Busy, error) {
+func (e *Engine) acquire(ctx context.Context, members []string, t *tally) (*replicas.Busy, error) {
 	keys := make([]string, 0, len(t.scopes)+len(t.buckets)+1)
 	args := []any{e.t.ttl.Milliseconds(), len(members), len(t.scopes), len(t.buckets), e.ks.events(), e.o.Replica,
 		e.t.silent.Milliseconds(), e.t.horizon.Milliseconds()}
@@ -290,7 +272,7 @@ func (e *Engine) acquire(ctx context.Context, members []string, t *tally) (*Busy
 	}
 	for _, b := range t.buckets {
 		keys = append(keys, e.ks.bucket(b.Name))
-		args = append(args, b.PerMinute, b.capacity(), b.Cost)
+		args = append(args, b.PerMinute, capacity(&b), b.Cost)
 	}
 	keys = append(keys, e.ks.replicas(), e.ks.scopes())
 	ctx, cancel := context.WithTimeout(ctx, e.t.op)
@@ -302,9 +284,9 @@ func (e *Engine) acquire(ctx context.Context, members []string, t *tally) (*Busy
 	case len(res) == 1 && res[0] == 1:
 		return nil, nil
 	case len(res) == 4 && res[1] == 1 && res[2] >= 1 && int(res[2]) <= len(t.scopes):
-		return &Busy{Scope: t.scopes[res[2]-1].Name, Phase: Shared}, nil
+		return &replicas.Busy{Scope: t.scopes[res[2]-1].Name, Phase: Shared.String()}, nil
 	case len(res) == 4 && res[1] == 2 && res[2] >= 1 && int(res[2]) <= len(t.buckets):
-		return &Busy{Bucket: t.buckets[res[2]-1].Name, Wait: time.Duration(res[3]) * time.Millisecond, Phase: Shared}, nil
+		return &replicas.Busy{Bucket: t.buckets[res[2]-1].Name, Wait: time.Duration(res[3]) * time.Millisecond, Phase: Shared.String()}, nil
 	case len(res) == 4 && res[1] == 3:
 		return nil, errForgotten
 	}
@@ -319,7 +301,7 @@ func (e *Engine) countLocked(scopes []string, d int) {
 	}
 }
 
-// undoLocked takes back what AcquireAll counted, and what it charged to the outage shares
+// undoLocked takes back what acquireAll counted, and what it charged to the outage shares
 // (charged), before Redis refused.
 func (e *Engine) undoLocked(t *tally, charged bool) {
 	t.count(e, -1)
@@ -335,10 +317,11 @@ func (e *Engine) undoLocked(t *tally, charged bool) {
 }
 
 // addLeaseLocked records a call started by the outage rule (already counted).
-func (e *Engine) addLeaseLocked(c *Claim, valid time.Time) *Lease {
+func (e *Engine) addLeaseLocked(c *replicas.Claim, valid time.Time) *Lease {
 	e.seq++
 	m := member(e.o.Replica, e.incarnation, e.seq)
-	l := &Lease{e: e, entry: entry{member: m, scopes: c.names(), valid: valid}, limits: c.limits(), started: e.now()}
+	names, limits := scopesOf(c)
+	l := &Lease{e: e, entry: entry{member: m, scopes: names, valid: valid}, limits: limits, started: e.now()}
 	e.leases[m] = l
 	return l
 }
@@ -346,19 +329,19 @@ func (e *Engine) addLeaseLocked(c *Claim, valid time.Time) *Lease {
 // outageTakeLocked applies the outage rule to t at now: when every scope and bucket has
 // room for all its claims it counts them as running and charges their tokens; otherwise
 // it takes nothing and says what is full.
-func (e *Engine) outageTakeLocked(t *tally, now time.Time) *Busy {
-	phase := e.phaseLocked(now)
+func (e *Engine) outageTakeLocked(t *tally, now time.Time) *replicas.Busy {
+	phase := e.phaseLocked(now).String()
 	for x, s := range t.scopes {
 		if e.running[s.Name]+len(t.in[x]) > e.out.allowed(s.Name, s.Limit, now) {
-			return &Busy{Scope: s.Name, Phase: phase}
+			return &replicas.Busy{Scope: s.Name, Phase: phase}
 		}
 	}
 	if from := e.out.tokensFrom(); len(t.buckets) > 0 && now.Before(from) {
-		return &Busy{Bucket: t.buckets[0].Name, Wait: from.Sub(now), Phase: phase}
+		return &replicas.Busy{Bucket: t.buckets[0].Name, Wait: from.Sub(now), Phase: phase}
 	}
 	for _, b := range t.buckets {
 		if w := e.localBucketLocked(&b, now).b.Wait(b.Cost, now); w > 0 {
-			return &Busy{Bucket: b.Name, Wait: w, Phase: phase}
+			return &replicas.Busy{Bucket: b.Name, Wait: w, Phase: phase}
 		}
 	}
 	for _, b := range t.buckets {
@@ -376,11 +359,11 @@ type localBucket struct {
 
 // localBucketLocked is b's outage share: the rate and capacity divided by the replicas
 // seen alive (at least 1 each), starting empty, since the shared bucket may have been.
-func (e *Engine) localBucketLocked(b *Bucket, now time.Time) *localBucket {
+func (e *Engine) localBucketLocked(b *replicas.Bucket, now time.Time) *localBucket {
 	if lb := e.local[b.Name]; lb != nil {
 		return lb
 	}
-	lb := &localBucket{b: tokens.New(Share(b.PerMinute, e.out.alive), Share(b.capacity(), e.out.alive)), perMinute: b.PerMinute}
+	lb := &localBucket{b: tokens.New(Share(b.PerMinute, e.out.alive), Share(capacity(b), e.out.alive)), perMinute: b.PerMinute}
 	lb.b.Take(lb.b.Capacity(), now)
 	e.local[b.Name] = lb
 	return lb
@@ -418,7 +401,7 @@ func (l *Lease) Release() {
 	if err := e.release(ctx, []entry{en}); err != nil {
 		e.mu.Lock()
 		e.pending = append(e.pending, en)
-		e.health.LastError = err.Error()
+		e.status.LastError = err.Error()
 		e.mu.Unlock()
 		e.kickLoop()
 	}

@@ -8,23 +8,25 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // TestAcquireUpToTheLimit: a scope gives out exactly its limit across replicas, the next
-// claim is Busy naming it, and a release frees one slot (twice released, still one).
+// claim is replicas.Busy naming it, and a release frees one slot (twice released, still one).
 func TestAcquireUpToTheLimit(t *testing.T) {
 	s := startRedis(t)
 	a, _ := newEngine(t, s, "a")
 	b, bev := newEngine(t, s, "b")
 	ctx := context.Background()
-	c := Claim{Scopes: []Scope{{Name: "provider/codex", Limit: 3}}}
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "provider/codex", Limit: 3}}}
 	l1 := mustAcquire(t, a, ctx, c)
 	mustAcquire(t, b, ctx, c)
 	mustAcquire(t, a, ctx, c)
-	_, err := b.Acquire(ctx, c)
-	var busy *Busy
-	if !errors.As(err, &busy) || busy.Scope != "provider/codex" || busy.Phase != Shared {
-		t.Fatalf("4th claim of a 3-lane scope: %v, want Busy on provider/codex", err)
+	_, err := b.acquireOne(ctx, c)
+	var busy *replicas.Busy
+	if !errors.As(err, &busy) || busy.Scope != "provider/codex" || busy.Phase != Shared.String() {
+		t.Fatalf("4th claim of a 3-lane scope: %v, want replicas.Busy on provider/codex", err)
 	}
 	l1.Release()
 	l1.Release() // idempotent: frees one slot, not two
@@ -32,7 +34,7 @@ func TestAcquireUpToTheLimit(t *testing.T) {
 		return bev.has(func(e Event) bool { return e.Kind == Freed && e.Replica == "a" && e.Scopes[0] == "provider/codex" })
 	})
 	mustAcquire(t, b, ctx, c)
-	if _, err := a.Acquire(ctx, c); !errors.As(err, &busy) {
+	if _, err := a.acquireOne(ctx, c); !errors.As(err, &busy) {
 		t.Fatalf("a double release freed two slots: %v", err)
 	}
 	if n := occupancy(t, a, "provider/codex"); n != 3 {
@@ -48,8 +50,8 @@ func TestAllOrNone(t *testing.T) {
 	ctx := context.Background()
 	limits := map[string]int{"m/one": 1, "p/x": 2, "gateway": 3}
 	hold := mustAcquire(t, e, ctx, claimOf(limits, "m/one"))
-	var busy *Busy
-	if _, err := e.Acquire(ctx, claimOf(limits, "gateway", "p/x", "m/one")); !errors.As(err, &busy) || busy.Scope != "m/one" {
+	var busy *replicas.Busy
+	if _, err := e.acquireOne(ctx, claimOf(limits, "gateway", "p/x", "m/one")); !errors.As(err, &busy) || busy.Scope != "m/one" {
 		t.Fatalf("claim over a full model lane: %v", err)
 	}
 	for _, sc := range []string{"gateway", "p/x"} {
@@ -67,7 +69,7 @@ func TestAllOrNone(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(g), 1))
 			for range 40 {
 				names := orders[r.IntN(len(orders))]
-				l, err := e.Acquire(ctx, claimOf(limits, names...))
+				l, err := e.acquireOne(ctx, claimOf(limits, names...))
 				if err != nil {
 					continue
 				}
@@ -115,7 +117,7 @@ func hammer(ctx context.Context, e *Engine, m *meter, limits map[string]int, sha
 	r := rand.New(rand.NewPCG(seed, 7))
 	for range n {
 		names := shapes[r.IntN(len(shapes))]
-		l, err := e.Acquire(ctx, claimOf(limits, names...))
+		l, err := e.acquireOne(ctx, claimOf(limits, names...))
 		if err != nil {
 			continue
 		}
@@ -142,17 +144,17 @@ func TestRenewKeepsLeases(t *testing.T) {
 	a, _ := newEngine(t, s, "a")
 	b, _ := newEngine(t, s, "b")
 	ctx := context.Background()
-	c := Claim{Scopes: []Scope{{Name: "p/one", Limit: 1}}}
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/one", Limit: 1}}}
 	l := mustAcquire(t, a, ctx, c)
 	until := time.Now().Add(3 * testTTL)
 	for time.Now().Before(until) {
-		var busy *Busy
-		if _, err := b.Acquire(ctx, c); !errors.As(err, &busy) {
+		var busy *replicas.Busy
+		if _, err := b.acquireOne(ctx, c); !errors.As(err, &busy) {
 			t.Fatalf("b got the slot a holds: %v", err)
 		}
 		work(100 * time.Millisecond)
 	}
-	if h := a.Health(); h.LostLeases != 0 || h.Phase != Shared {
+	if h := a.Status(); h.LostLeases != 0 || h.Phase != Shared {
 		t.Errorf("health %+v: want shared, nothing lost", h)
 	}
 	l.Release()
@@ -176,14 +178,14 @@ func TestExpiredLeasesReclaimed(t *testing.T) {
 	for i := range 2 {
 		rc.ZAdd(ctx, ks.scope("p/cli"), redisZ(expiry, member("dead", "0000", uint64(i))))
 	}
-	c := Claim{Scopes: []Scope{{Name: "p/cli", Limit: 2}}}
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/cli", Limit: 2}}}
 	start := time.Now()
-	var busy *Busy
-	if _, err := e.Acquire(ctx, c); !errors.As(err, &busy) {
+	var busy *replicas.Busy
+	if _, err := e.acquireOne(ctx, c); !errors.As(err, &busy) {
 		t.Fatalf("a dead replica's unexpired leases were not counted: %v", err)
 	}
 	eventually(t, 3*testTTL, "the dead replica's slot reclaimed", func() bool {
-		_, err := e.Acquire(ctx, c)
+		_, err := e.acquireOne(ctx, c)
 		return err == nil
 	})
 	if waited := time.Since(start); waited < testTTL*9/10 {
@@ -200,14 +202,14 @@ func TestExpiredLeasesReclaimed(t *testing.T) {
 func TestCancelledAcquirersNeverLeak(t *testing.T) {
 	s := startRedis(t)
 	e, _ := newEngine(t, s, "a")
-	c := Claim{Scopes: []Scope{{Name: "p/x", Limit: 4}, {Name: "gateway", Limit: 4}}}
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/x", Limit: 4}, {Name: "gateway", Limit: 4}}}
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 3))
 			for range 30 {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(1500))*time.Microsecond)
-				l, err := e.Acquire(ctx, c)
+				l, err := e.acquireOne(ctx, c)
 				cancel()
 				if err == nil {
 					l.Release()
@@ -230,7 +232,7 @@ func TestDuplicateReplicaName(t *testing.T) {
 	a, _ := newEngine(t, s, "same")
 	b, _ := newEngine(t, s, "same")
 	eventually(t, 5*testTTL, "the shared name reported", func() bool {
-		return a.Health().DuplicateName || b.Health().DuplicateName
+		return a.Status().DuplicateName || b.Status().DuplicateName
 	})
 }
 
@@ -240,19 +242,19 @@ func TestBadClaimsAndOptions(t *testing.T) {
 	e, _ := newEngine(t, s, "a")
 	ctx := context.Background()
 	for _, tc := range []struct {
-		claim Claim
+		claim replicas.Claim
 		want  string
 	}{
-		{Claim{}, "needs a scope or a bucket"},
-		{Claim{Scopes: []Scope{{Name: "", Limit: 1}}}, "scope name must be 1 to 200 bytes"},
-		{Claim{Scopes: []Scope{{Name: "has space", Limit: 1}}}, "byte 3"},
-		{Claim{Scopes: []Scope{{Name: "a|b", Limit: 1}}}, "'|'"},
-		{Claim{Scopes: []Scope{{Name: "p", Limit: 0}}}, "limit must be at least 1, got 0"},
-		{Claim{Scopes: []Scope{{Name: "p", Limit: 1}, {Name: "p", Limit: 1}}}, "claimed twice"},
-		{Claim{Buckets: []Bucket{{Name: "rpm", PerMinute: 0, Cost: 1}}}, "per minute must be ≥ 1"},
-		{Claim{Buckets: []Bucket{{Name: "tpm", PerMinute: 10, Cost: -1}}}, "cost in [0"},
+		{replicas.Claim{}, "needs a scope or a bucket"},
+		{replicas.Claim{Scopes: []replicas.Scope{{Name: "", Limit: 1}}}, "scope name must be 1 to 200 bytes"},
+		{replicas.Claim{Scopes: []replicas.Scope{{Name: "has space", Limit: 1}}}, "byte 3"},
+		{replicas.Claim{Scopes: []replicas.Scope{{Name: "a|b", Limit: 1}}}, "'|'"},
+		{replicas.Claim{Scopes: []replicas.Scope{{Name: "p", Limit: 0}}}, "limit must be at least 1, got 0"},
+		{replicas.Claim{Scopes: []replicas.Scope{{Name: "p", Limit: 1}, {Name: "p", Limit: 1}}}, "claimed twice"},
+		{replicas.Claim{Buckets: []replicas.Bucket{{Name: "rpm", PerMinute: 0, Cost: 1}}}, "per minute must be ≥ 1"},
+		{replicas.Claim{Buckets: []replicas.Bucket{{Name: "tpm", PerMinute: 10, Cost: -1}}}, "cost in [0"},
 	} {
-		if _, err := e.Acquire(ctx, tc.claim); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := e.acquireOne(ctx, tc.claim); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("claim %+v: %v, want %q", tc.claim, err, tc.want)
 		}
 	}
@@ -273,7 +275,7 @@ func TestBadClaimsAndOptions(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Acquire(ctx, Claim{Scopes: []Scope{{Name: "p", Limit: 1}}}); !errors.Is(err, ErrClosed) {
+	if _, err := e.acquireOne(ctx, replicas.Claim{Scopes: []replicas.Scope{{Name: "p", Limit: 1}}}); !errors.Is(err, ErrClosed) {
 		t.Errorf("after Close: %v", err)
 	}
 }
@@ -286,21 +288,21 @@ func TestAcquireAll(t *testing.T) {
 	b, _ := newEngine(t, s, "b")
 	ctx := context.Background()
 	limits := map[string]int{"gateway": 4, "p/x": 3, "m/x1": 2, "m/x2": 2}
-	member := func(model string) Claim { return claimOf(limits, "gateway", "p/x", model) }
+	member := func(model string) replicas.Claim { return claimOf(limits, "gateway", "p/x", model) }
 	hold := mustAcquire(t, a, ctx, member("m/x1"))
-	var busy *Busy
-	if _, err := b.AcquireAll(ctx, []Claim{member("m/x1"), member("m/x1")}); !errors.As(err, &busy) || busy.Scope != "m/x1" {
-		t.Fatalf("two members on a model with one lane free: %v, want Busy on m/x1", err)
+	var busy *replicas.Busy
+	if _, err := b.acquireAll(ctx, []replicas.Claim{member("m/x1"), member("m/x1")}); !errors.As(err, &busy) || busy.Scope != "m/x1" {
+		t.Fatalf("two members on a model with one lane free: %v, want replicas.Busy on m/x1", err)
 	}
 	for sc, want := range map[string]int{"gateway": 1, "p/x": 1, "m/x1": 1, "m/x2": 0} {
 		if n := occupancy(t, a, sc); n != want {
 			t.Errorf("a refused batch left %s at %d, want %d", sc, n, want)
 		}
 	}
-	if _, err := b.AcquireAll(ctx, []Claim{member("m/x1"), member("m/x2"), member("m/x2")}); !errors.As(err, &busy) || busy.Scope != "p/x" {
-		t.Fatalf("three members on a provider with two lanes free: %v, want Busy on p/x", err)
+	if _, err := b.acquireAll(ctx, []replicas.Claim{member("m/x1"), member("m/x2"), member("m/x2")}); !errors.As(err, &busy) || busy.Scope != "p/x" {
+		t.Fatalf("three members on a provider with two lanes free: %v, want replicas.Busy on p/x", err)
 	}
-	if _, err := b.AcquireAll(ctx, []Claim{member("m/x1"), claimOf(map[string]int{"m/x1": 3}, "m/x1")}); err == nil ||
+	if _, err := b.acquireAll(ctx, []replicas.Claim{member("m/x1"), claimOf(map[string]int{"m/x1": 3}, "m/x1")}); err == nil ||
 		!strings.Contains(err.Error(), "limits 2 and 3") {
 		t.Errorf("one scope with two limits: %v", err)
 	}
@@ -310,9 +312,9 @@ func TestAcquireAll(t *testing.T) {
 	won := make(chan []*Lease, 2)
 	for _, e := range []*Engine{a, b} {
 		wg.Go(func() {
-			if ls, err := e.AcquireAll(ctx, []Claim{member("m/x1"), member("m/x2")}); err == nil {
+			if ls, err := e.acquireAll(ctx, []replicas.Claim{member("m/x1"), member("m/x2")}); err == nil {
 				won <- ls
-			} else if !errors.As(err, new(*Busy)) {
+			} else if !errors.As(err, new(*replicas.Busy)) {
 				t.Errorf("racing batch: %v", err)
 			}
 		})

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // TestRedisStoppedAndRestarted: three replicas under load; Redis is stopped (and comes
@@ -60,7 +62,7 @@ func TestShortOutageOnlyHolds(t *testing.T) {
 	eventually(t, 5*time.Second, "both replicas holding", func() bool { return allIn(engines, Holding) })
 	work(testTTL / 3)
 	for _, e := range engines {
-		if p := e.Health().Phase; p != Holding {
+		if p := e.Status().Phase; p != Holding {
 			t.Errorf("%s: phase %s during a short outage, want holding", e.o.Replica, p)
 		}
 	}
@@ -94,17 +96,17 @@ func outageScenario(t *testing.T, s *redisServer, lose, restore func(), strict b
 	m.during("all replicas on their shares")
 	// Each replica runs its share, no more: a scope the load does not use, limit 3, three
 	// replicas alive: one each.
-	spare := Claim{Scopes: []Scope{{Name: "p/spare", Limit: 3}}}
+	spare := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/spare", Limit: 3}}}
 	for _, e := range engines {
-		if h := e.Health(); h.ReplicasAlive != 3 || h.Redis {
+		if h := e.Status(); h.ReplicasAlive != 3 || h.Redis {
 			t.Errorf("%s on its shares: health %+v", e.o.Replica, h)
 		}
-		one, err := e.Acquire(context.Background(), spare)
+		one, err := e.acquireOne(context.Background(), spare)
 		if err != nil {
 			t.Fatalf("%s: its share of p/spare refused: %v", e.o.Replica, err)
 		}
-		var busy *Busy
-		if _, err := e.Acquire(context.Background(), spare); !errors.As(err, &busy) || busy.Phase != Alone {
+		var busy *replicas.Busy
+		if _, err := e.acquireOne(context.Background(), spare); !errors.As(err, &busy) || busy.Phase != Alone.String() {
 			t.Errorf("%s: a second p/spare call beyond its share: %v", e.o.Replica, err)
 		}
 		one.Release()
@@ -127,14 +129,14 @@ func outageScenario(t *testing.T, s *redisServer, lose, restore func(), strict b
 	// Shared again: one replica can take the whole cap, which no share would allow.
 	var held []*Lease
 	eventually(t, 5*time.Second, "replica 2 holding the whole gateway cap", func() bool {
-		l, err := engines[1].Acquire(context.Background(), claimOf(limits, "gateway"))
+		l, err := engines[1].acquireOne(context.Background(), claimOf(limits, "gateway"))
 		if err == nil {
 			held = append(held, l)
 		}
 		return len(held) == limits["gateway"]
 	})
 	for _, e := range engines {
-		if h := e.Health(); h.Outages < 1 || !h.Redis {
+		if h := e.Status(); h.Outages < 1 || !h.Redis {
 			t.Errorf("%s after the outage: %+v", e.o.Replica, h)
 		}
 	}
@@ -148,7 +150,7 @@ func startEngines(t *testing.T, s *redisServer, n int, tune ...func(*Options)) [
 	}
 	eventually(t, 5*time.Second, "every replica seeing the others", func() bool {
 		for _, e := range out {
-			if e.Health().ReplicasAlive != n {
+			if e.Status().ReplicasAlive != n {
 				return false
 			}
 		}
@@ -159,7 +161,7 @@ func startEngines(t *testing.T, s *redisServer, n int, tune ...func(*Options)) [
 
 func allIn(engines []*Engine, p Phase) bool {
 	for _, e := range engines {
-		if e.Health().Phase != p {
+		if e.Status().Phase != p {
 			return false
 		}
 	}
@@ -169,7 +171,7 @@ func allIn(engines []*Engine, p Phase) bool {
 func noneIn(engines []*Engine, ps ...Phase) bool {
 	for _, e := range engines {
 		for _, p := range ps {
-			if e.Health().Phase == p {
+			if e.Status().Phase == p {
 				return false
 			}
 		}
@@ -204,7 +206,7 @@ func (l *load) add(engines []*Engine, m *meter, limits map[string]int, shapes []
 					default:
 					}
 					names := shapes[r.IntN(len(shapes))]
-					lease, err := e.Acquire(context.Background(), claimOf(limits, names...))
+					lease, err := e.acquireOne(context.Background(), claimOf(limits, names...))
 					if err != nil {
 						work(time.Duration(1+r.IntN(3)) * time.Millisecond) // paced retries
 						continue
@@ -237,20 +239,20 @@ func TestRejoiningWaitsForPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.start()
-	eventually(t, 5*time.Second, "a rejoining", func() bool { return a.Health().Phase == Rejoining })
+	eventually(t, 5*time.Second, "a rejoining", func() bool { return a.Status().Phase == Rejoining })
 	rejoined := time.Now()
-	c := Claim{Scopes: []Scope{{Name: "p/r", Limit: 4}}}
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/r", Limit: 4}}}
 	var held []*Lease
 	for range 2 { // its share: 4 / 2
 		held = append(held, mustAcquire(t, a, context.Background(), c))
 	}
-	var busy *Busy
-	if _, err := a.Acquire(context.Background(), c); !errors.As(err, &busy) || busy.Phase != Rejoining {
+	var busy *replicas.Busy
+	if _, err := a.acquireOne(context.Background(), c); !errors.As(err, &busy) || busy.Phase != Rejoining.String() {
 		if time.Since(rejoined) < testTTL/2 {
 			t.Fatalf("a third call while rejoining, share 2: %v", err)
 		}
 	}
-	eventually(t, 3*testTTL, "a shared again", func() bool { return a.Health().Phase == Shared })
+	eventually(t, 3*testTTL, "a shared again", func() bool { return a.Status().Phase == Shared })
 	if waited := time.Since(rejoined); waited < testTTL/2 {
 		t.Errorf("shared %s after the rejoin, without its dead peer's heartbeat", waited)
 	}

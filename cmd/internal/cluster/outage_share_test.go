@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 )
 
 // probeLimit is the scope the outage tests probe: 3 slots, one share each of 3 replicas.
-var probe = Claim{Scopes: []Scope{{Name: "p/probe", Limit: 3}}}
+var probe = replicas.Claim{Scopes: []replicas.Scope{{Name: "p/probe", Limit: 3}}}
 
 // TestQuietOutageServes: three idle replicas lose Redis (stopped, frozen by SIGSTOP, or
 // held by CLIENT PAUSE): each serves its share of every scope within lease_ttl + 1 s of
@@ -43,8 +44,8 @@ func TestQuietOutageServes(t *testing.T) {
 				return
 			}
 			for _, e := range engines {
-				var busy *Busy
-				if _, err := e.Acquire(context.Background(), probe); !errors.As(err, &busy) || busy.Phase != Alone {
+				var busy *replicas.Busy
+				if _, err := e.acquireOne(context.Background(), probe); !errors.As(err, &busy) || busy.Phase != Alone.String() {
 					t.Errorf("%s: a call beyond its share of 1: %v", e.o.Replica, err)
 				}
 			}
@@ -53,8 +54,8 @@ func TestQuietOutageServes(t *testing.T) {
 			if n := occupancy(t, engines[0], "p/probe"); n != 3 {
 				t.Errorf("after the return Redis counts %d of the 3 calls running", n)
 			}
-			var busy *Busy
-			if _, err := engines[0].Acquire(context.Background(), probe); !errors.As(err, &busy) || busy.Phase != Shared {
+			var busy *replicas.Busy
+			if _, err := engines[0].acquireOne(context.Background(), probe); !errors.As(err, &busy) || busy.Phase != Shared.String() {
 				t.Errorf("a 4th call when Redis is back: %v", err)
 			}
 			for _, l := range held {
@@ -72,13 +73,13 @@ func serveWithin(t *testing.T, e *Engine, since time.Time, d time.Duration) *Lea
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		l, err := e.Acquire(context.Background(), probe)
+		l, err := e.acquireOne(context.Background(), probe)
 		if err == nil {
-			t.Logf("%s served %s after the loss (%s)", e.o.Replica, time.Since(since).Round(time.Millisecond), e.Health().Phase)
+			t.Logf("%s served %s after the loss (%s)", e.o.Replica, time.Since(since).Round(time.Millisecond), e.Status().Phase)
 			return l
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%s: no call served within %s of the loss: %v (%s)", e.o.Replica, d, err, e.Health().Phase)
+			t.Errorf("%s: no call served within %s of the loss: %v (%s)", e.o.Replica, d, err, e.Status().Phase)
 			return nil
 		}
 		<-tick.C
@@ -130,9 +131,9 @@ func TestSkewedOutage(t *testing.T) {
 	})
 	s.stop()
 	eventually(t, 5*time.Second, "every replica on its shares", func() bool { return allIn(engines, Alone) })
-	var busy *Busy
+	var busy *replicas.Busy
 	for _, e := range engines {
-		if _, err := e.Acquire(context.Background(), probe); !errors.As(err, &busy) {
+		if _, err := e.acquireOne(context.Background(), probe); !errors.As(err, &busy) {
 			t.Fatalf("%s: a 4th call while r1 runs the 3: %v", e.o.Replica, err)
 		}
 	}
@@ -141,11 +142,11 @@ func TestSkewedOutage(t *testing.T) {
 	}
 	// r1 knows its own calls ended: it serves its share at once; the others cannot know.
 	one := mustAcquire(t, r1, context.Background(), probe)
-	if _, err := r1.Acquire(context.Background(), probe); !errors.As(err, &busy) {
+	if _, err := r1.acquireOne(context.Background(), probe); !errors.As(err, &busy) {
 		t.Errorf("r1 beyond its share: %v", err)
 	}
 	if time.Since(taken) < r2.o.MaxRun {
-		if _, err := r2.Acquire(context.Background(), probe); !errors.As(err, &busy) {
+		if _, err := r2.acquireOne(context.Background(), probe); !errors.As(err, &busy) {
 			t.Errorf("r2 served before r1's calls' deadlines: %v", err)
 		}
 	}
@@ -196,7 +197,7 @@ func TestStalledPartition(t *testing.T) {
 	all := []*Engine{cut, r1, r2}
 	eventually(t, 5*time.Second, "every replica seeing the others", func() bool {
 		for _, e := range all {
-			if e.Health().ReplicasAlive != 3 {
+			if e.Status().ReplicasAlive != 3 {
 				return false
 			}
 		}
@@ -216,14 +217,14 @@ func TestStalledPartition(t *testing.T) {
 	}
 	lease.Release()
 	for _, e := range []*Engine{r1, r2} {
-		if ph := e.Health().Phase; ph != Shared {
+		if ph := e.Status().Phase; ph != Shared {
 			t.Errorf("%s: %s while Redis answers it", e.o.Replica, ph)
 		}
 	}
 	work(2 * testTTL) // load through the partition, well within its horizon
 	m.during("healed")
 	p.SetStalled(false)
-	eventually(t, 5*time.Second, "the cut replica shared again", func() bool { return cut.Health().Phase == Shared })
+	eventually(t, 5*time.Second, "the cut replica shared again", func() bool { return cut.Status().Phase == Shared })
 	work(200 * time.Millisecond)
 	l.stop()
 	t.Logf("%d calls counted as possibly beyond a cap; %d started", excessCounted(all), m.started)
@@ -249,17 +250,17 @@ func TestSlowLink(t *testing.T) {
 	p.SetDelay(ttl * 3 / 40)
 	q.SetDelay(ttl * 3 / 20)
 	eventually(t, 10*time.Second, "the default timeout taking the slower link for an outage", func() bool {
-		return dflt.Health().Outages > 0
+		return dflt.Status().Outages > 0
 	})
 	// A scope with room beside the default replica's share (kept free while it is silent).
-	roomy := Claim{Scopes: []Scope{{Name: "p/roomy", Limit: 10}}}
+	roomy := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/roomy", Limit: 10}}}
 	deadline := time.Now().Add(ttl)
 	served := 0
 	for time.Now().Before(deadline) {
-		if h := slow.Health(); h.Phase != Shared || h.Outages != 0 {
+		if h := slow.Status(); h.Phase != Shared || h.Outages != 0 {
 			t.Fatalf("a 300 ms round trip under a 1 s timeout: %+v", h)
 		}
-		l, err := slow.Acquire(context.Background(), roomy)
+		l, err := slow.acquireOne(context.Background(), roomy)
 		if err != nil {
 			t.Fatalf("acquire over the slow link: %v", err)
 		}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func TestShare(t *testing.T) {
@@ -64,24 +66,36 @@ func TestOutagePhases(t *testing.T) {
 	}
 }
 
-// TestOutageRuleProperty drives the strict outage rule of several replicas through random
-// outages of the Redis they share and their switch back, against a model of that Redis,
-// and checks the cluster-wide count of one scope after every step: it never exceeds the
-// limit (when the replicas are no more than the limit, as SPEC §17's "at least 1" needs).
+// TestOutageRuleProperty drives the outage rule of several replicas, strict and by
+// default, through random outages of the Redis they share and their switch back, against a
+// model of that Redis (its acquire keeping a silent replica's share free, as acquire.lua
+// does), and checks the cluster-wide count of one scope after every step. By the strict
+// rule it never exceeds the limit (when the replicas are no more than the limit, as SPEC
+// §17's "at least 1" needs). By the default rule it never exceeds the limit plus what the
+// engine counts as possible excess: calls beyond a replica's share that started after a
+// peer's last view (possibleExcess); with no such start, never the limit.
 func TestOutageRuleProperty(t *testing.T) {
-	for seed := range uint64(400) {
-		if msg := simulateOutage(seed); msg != "" {
-			t.Fatalf("seed %d: %s", seed, msg)
+	for _, tc := range []struct{ strict, cut bool }{{true, false}, {false, false}, {false, true}} {
+		excessSeen := 0
+		for seed := range uint64(400) {
+			msg, excess := simulateOutage(seed, tc.strict, tc.cut)
+			if msg != "" {
+				t.Fatalf("strict %v, cut %v, seed %d: %s", tc.strict, tc.cut, seed, msg)
+			}
+			excessSeen += excess
+		}
+		if !tc.strict && excessSeen == 0 {
+			t.Errorf("cut %v: no seed started a call after a peer's last view: the excess bound was never exercised", tc.cut)
 		}
 	}
 }
 
 func FuzzOutageRule(f *testing.F) {
 	for seed := range uint64(8) {
-		f.Add(seed)
+		f.Add(seed, seed%2 == 0, seed%4 == 1)
 	}
-	f.Fuzz(func(t *testing.T, seed uint64) {
-		if msg := simulateOutage(seed); msg != "" {
+	f.Fuzz(func(t *testing.T, seed uint64, strict, cut bool) {
+		if msg, _ := simulateOutage(seed, strict && !cut, cut); msg != "" {
 			t.Fatal(msg)
 		}
 	})
@@ -93,26 +107,41 @@ type simReplica struct {
 	phase     Phase           // Shared (noticed nothing), Holding (any outage phase: see out), Rejoining
 	out       *outage
 	rejoined  time.Duration
-	valid     time.Duration // local validity of its entries
-	detect    time.Duration // its first heartbeat after Redis went away
-	notice    time.Duration // its first probe after Redis came back
-	regCount  int           // its entries in Redis (running calls, and ended ones not released)
-	regExpiry time.Duration // when Redis reclaims them, unless renewed
-	beat      time.Duration // its last heartbeat in Redis; -1: none
+	valid     time.Duration   // local validity of its entries
+	detect    time.Duration   // its first heartbeat after Redis went away
+	notice    time.Duration   // its first probe after Redis came back
+	regCount  int             // its entries in Redis (running calls, and ended ones not released)
+	regExpiry time.Duration   // when Redis reclaims them, unless renewed
+	beat      time.Duration   // its last heartbeat in Redis
+	forgotten bool            // Redis has no heartbeat of it (restarted empty)
+	starts    []time.Duration // when each call running at the loss started (before 0)
+	unseen    []time.Duration // the ends of its calls started since the cut replica's last view
 }
 
 // simulateOutage runs one random outage of a Redis shared by n replicas, with one scope
-// of the given limit: "" when the replicas together never ran more than the limit.
-func simulateOutage(seed uint64) string {
+// of the given limit, by the strict rule or the default one: "" when the replicas together
+// never ran more than the limit (plus, by the default rule, excess: the calls beyond their
+// shares that started after a peer's last view, which the engine counts and logs). Redis
+// here is stopped, not paused: a command sent while it is away never runs. With cut, Redis
+// stays up and only the first replica is cut off from it (a partition) until back, and the
+// bound is what the failure table says a partition leaves uncounted (uncounted).
+func simulateOutage(seed uint64, strict, cut bool) (msg string, excess int) {
 	r := rand.New(rand.NewPCG(seed, 11))
 	const step = 10 * time.Millisecond
 	ttl := time.Second
 	hb, op, margin := ttl/3, ttl/5, ttl/20
+	silent := hb + op + 2*margin // timings.silent
 	maxRun := ttl + time.Duration(r.IntN(3000))*time.Millisecond
 	n := 1 + r.IntN(4)
 	limit := n + r.IntN(8)
 	back := 200*time.Millisecond + time.Duration(r.IntN(6000))*time.Millisecond
 	keepsData := r.IntN(2) == 0 // paused, or restarted empty
+	if cut {
+		// Healed within lease_ttl + MaxRun of its last heartbeat: past that horizon a cut
+		// replica counts as dead, its share is no longer kept free, and what it runs is not
+		// counted (the failure table).
+		back = min(back, ttl+maxRun-hb-300*time.Millisecond-2*step) // noticed within 300ms of back
+	}
 	ms := func(d time.Duration) time.Duration {
 		return time.Duration(r.Int64N(int64(d/time.Millisecond))+1) * time.Millisecond
 	}
@@ -129,11 +158,26 @@ func simulateOutage(seed uint64) string {
 			detect: renew + hb + ms(op), notice: back + ms(300*time.Millisecond)}
 		for k := r.IntN(limit + 1); k > 0 && total < limit; k-- {
 			rp.calls = append(rp.calls, ms(maxRun))
+			rp.starts = append(rp.starts, -ms(hb)) // some after a peer's last heartbeat
 			total++
 		}
 		rp.regCount = len(rp.calls)
 		reps[i] = rp
 	}
+	lastView := reps[0].beat // the cut replica's
+	if cut {
+		// Nothing loses Redis but the cut replica, and its peers run on Redis, not on views.
+		for _, rp := range reps[1:] {
+			for k, st := range rp.starts {
+				if st > lastView {
+					rp.unseen = append(rp.unseen, rp.calls[k])
+				}
+			}
+		}
+	} else {
+		excess = viewExcess(reps, names, limit)
+	}
+	before := slices.Clone(reps[0].calls) // the cut replica's calls from before the cut
 	heldOf := func(rp *simReplica, valid time.Duration) map[string][]time.Time {
 		h := map[string][]time.Time{}
 		for range rp.calls {
@@ -141,23 +185,23 @@ func simulateOutage(seed uint64) string {
 		}
 		return h
 	}
-	redisCount := func() int {
-		c := 0
-		for _, rp := range reps {
-			c += rp.regCount
-		}
-		return c
+	lose := func(i int, at time.Time, valid time.Duration) *outage {
+		rp := reps[i]
+		return &outage{since: at, ttl: ttl, maxRun: maxRun, alive: n, known: names, strict: strict, held: heldOf(rp, valid),
+			self: names[i], servesFrom: t0.Add(rp.beat + silent + margin), others: map[string]map[string][]time.Time{"s": viewOf(reps, names, i, t0, maxRun)}}
 	}
+	redis := &simRedis{reps: reps, names: names, limit: limit, silent: silent, horizon: ttl + maxRun}
+	silenced := false
 	for now := time.Duration(0); now < back+3*ttl+maxRun; now += step {
 		at := t0.Add(now)
-		up := now >= back
-		if now == back && !keepsData { // a restart without persistence: everything gone
+		if now == back && !keepsData && !cut { // a restart without persistence: everything gone
 			for _, rp := range reps {
-				rp.regCount, rp.beat = 0, -1
+				rp.regCount, rp.forgotten = 0, true
 			}
 		}
-		for _, rp := range reps {
-			if up && rp.regCount > 0 && now >= rp.regExpiry { // reclaimed by any script
+		for i, rp := range reps {
+			up := now >= back || cut && i > 0                          // it reaches Redis
+			if (up || cut) && rp.regCount > 0 && now >= rp.regExpiry { // reclaimed by any script
 				rp.regCount = 0
 			}
 			noticed := rp.phase != Shared || now >= rp.detect
@@ -173,45 +217,146 @@ func simulateOutage(seed uint64) string {
 			rp.calls = kept
 			switch {
 			case rp.phase == Shared && !up && noticed:
-				rp.phase, rp.out = Holding, &outage{since: at, ttl: ttl, maxRun: maxRun, alive: n, known: names, strict: true, held: heldOf(rp, rp.valid)}
+				rp.phase, rp.out = Holding, lose(i, at, rp.valid)
 			case rp.phase == Shared && up && now >= rp.detect && now < rp.detect+step:
 				// Its first heartbeat since the outage began, and Redis answers it.
-				if rp.beat < 0 { // Redis lost it: forgotten, rejoin from now
-					rp.out = &outage{since: at, ttl: ttl, maxRun: maxRun, alive: n, known: names, strict: true, held: heldOf(rp, now+ttl-margin)}
+				if rp.forgotten { // Redis lost it: rejoin from now
+					rp.out = lose(i, at, now+ttl-margin)
 					rp.phase, rp.rejoined = Rejoining, now
 				}
-				rp.regCount, rp.regExpiry, rp.beat, rp.valid = len(rp.calls), now+ttl, now, now+ttl-margin
+				rp.regCount, rp.regExpiry, rp.beat, rp.valid, rp.forgotten = len(rp.calls), now+ttl, now, now+ttl-margin, false
 			case rp.phase == Holding && up && now >= rp.notice:
-				rp.regCount, rp.regExpiry = len(rp.calls), now+ttl   // adopted
-				rp.phase, rp.rejoined, rp.beat = Rejoining, now, now // then its heartbeat
+				rp.regCount, rp.regExpiry = len(rp.calls), now+ttl                        // adopted
+				rp.phase, rp.rejoined, rp.beat, rp.forgotten = Rejoining, now, now, false // then its heartbeat
 			case rp.phase == Rejoining && (now-rp.rejoined >= ttl || allFresh(reps, now, ttl-margin)):
 				rp.phase, rp.out = Shared, nil
 			}
 			if rp.phase != Holding && up && now >= rp.detect { // heartbeats renew
 				rp.regExpiry, rp.beat, rp.valid = now+ttl, now, now+ttl-margin
 			}
-			for k := r.IntN(3); k > 0 && simStart(rp, now, at, limit, up, redisCount); k-- {
+			for k := r.IntN(3); k > 0 && simStart(rp, at, limit, up, redis.admits(i, now)); k-- {
 				rp.calls = append(rp.calls, now+ms(maxRun))
+				if cut && i > 0 && !silenced {
+					rp.unseen = append(rp.unseen, rp.calls[len(rp.calls)-1])
+				}
 				if rp.phase != Holding {
 					rp.regCount++
 				}
 			}
 		}
+		bound := excess
+		if cut {
+			silenced = silenced || now-lastView >= silent
+			bound = uncounted(reps, names, limit, before, now)
+			excess = max(excess, bound)
+		}
 		running := 0
 		for _, rp := range reps {
 			running += len(rp.calls)
 		}
-		if running > limit {
-			return fmt.Sprintf("at %s, %d running, limit %d (n %d, back %s, keeps data %v)", now, running, limit, n, back, keepsData)
+		if running > limit+bound {
+			st := ""
+			for i, rp := range reps {
+				st += fmt.Sprintf(" [%s %s calls %d reg %d beat %s detect %s]", names[i], rp.phase, len(rp.calls), rp.regCount, rp.beat, rp.detect)
+				if rp.out != nil {
+					st += fmt.Sprintf(" allowed %d view %v", rp.out.allowed("s", limit, at), rp.out.others)
+				}
+			}
+			return fmt.Sprintf("at %s, %d running, limit %d, beyond it by at most %d (n %d, back %s, keeps data %v)%s",
+				now, running, limit, bound, n, back, keepsData, st), excess
 		}
 	}
-	return ""
+	return "", excess
+}
+
+// viewOf is replica i's view at its last heartbeat: every other replica's calls running at
+// the loss that had started by then, each until its deadline (at the latest maxRun after
+// its start, as the engine's first sighting plus MaxRun is).
+func viewOf(reps []*simReplica, names []string, i int, t0 time.Time, maxRun time.Duration) map[string][]time.Time {
+	view := map[string][]time.Time{}
+	for j, rp := range reps {
+		for _, st := range rp.starts {
+			if j != i && st <= reps[i].beat {
+				view[names[j]] = append(view[names[j]], t0.Add(reps[i].beat+maxRun))
+			}
+		}
+	}
+	return view
+}
+
+// viewExcess is what the engine counts as possible excess at the loss, summed over the
+// replicas: each one's calls beyond its share that some peer's last view does not show.
+func viewExcess(reps []*simReplica, names []string, limit int) int {
+	since := time.Duration(1 << 62)
+	for _, rp := range reps {
+		since = min(since, rp.beat)
+	}
+	total := 0
+	for i, rp := range reps {
+		starts := make([]time.Time, len(rp.starts))
+		for k, st := range rp.starts {
+			starts[k] = time.Unix(0, 0).Add(st)
+			if st <= since { // seen by every peer: not recent
+				starts[k] = time.Unix(0, 0).Add(since - 1)
+			}
+		}
+		total += possibleExcess(len(rp.calls), shareOf(limit, names, names[i]), starts, time.Unix(0, 0).Add(since))
+	}
+	return total
+}
+
+// uncounted is what a partition may run beyond the limit at now (the failure table's
+// partition row): the cut replica's calls from before the cut beyond its share (once their
+// entries expire, Redis keeps only its share free; not counted), and each peer's calls
+// beyond its share that started after the cut replica's last view and before its heartbeat
+// turned silent (the cut replica's fallback cannot see them, and Redis kept no share free
+// then; each peer counts these when the heartbeat turns silent, silencedLocked).
+func uncounted(reps []*simReplica, names []string, limit int, before []time.Duration, now time.Duration) int {
+	running := func(ends []time.Duration) int {
+		n := 0
+		for _, end := range ends {
+			if end > now {
+				n++
+			}
+		}
+		return n
+	}
+	total := min(running(before), max(0, len(reps[0].calls)-shareOf(limit, names, names[0])))
+	for i, rp := range reps[1:] {
+		total += min(running(rp.unseen), max(0, len(rp.calls)-shareOf(limit, names, names[i+1])))
+	}
+	return total
+}
+
+// simRedis is the model of Redis's acquire: the scope's live entries, and the share of
+// every silent replica (its heartbeat older than silent, younger than horizon) less its
+// own entries, kept free for it (acquire.lua's reserved).
+type simRedis struct {
+	reps            []*simReplica
+	names           []string
+	limit           int
+	silent, horizon time.Duration
+}
+
+// admits reports whether Redis, answering at now, has room for one more call of replica i.
+func (m *simRedis) admits(i int, now time.Duration) bool {
+	if m.reps[i].forgotten {
+		return false // no heartbeat of it: nothing is taken until one registers its calls
+	}
+	count, reserved := 0, 0
+	for j, rp := range m.reps {
+		count += rp.regCount
+		if age := now - rp.beat; j != i && !rp.forgotten && age >= m.silent && age < m.horizon {
+			reserved += max(0, shareOf(m.limit, m.names, m.names[j])-rp.regCount)
+		}
+	}
+	return count+reserved < m.limit
 }
 
 // allFresh reports whether every replica's heartbeat is younger than fresh.
 func allFresh(reps []*simReplica, now, fresh time.Duration) bool {
 	for _, rp := range reps {
-		if rp.beat < 0 || now-rp.beat >= fresh {
+		if rp.forgotten || now-rp.beat >= fresh {
 			return false
 		}
 	}
@@ -219,16 +364,16 @@ func allFresh(reps []*simReplica, now, fresh time.Duration) bool {
 }
 
 // simStart decides one start as the engine does: Redis alone when shared (an acquire fails
-// while Redis is away, and is refused while Redis has no heartbeat of this replica); the
-// outage rule while away; both while rejoining.
-func simStart(rp *simReplica, now time.Duration, at time.Time, limit int, up bool, redisCount func() int) bool {
+// while Redis is away; redis is what it would answer); the outage rule while away; both
+// while rejoining.
+func simStart(rp *simReplica, at time.Time, limit int, up, redis bool) bool {
 	switch rp.phase {
 	case Shared:
-		return up && rp.beat >= 0 && redisCount() < limit
+		return up && redis
 	case Holding:
 		return len(rp.calls)+1 <= rp.out.allowed("s", limit, at)
 	}
-	return up && len(rp.calls)+1 <= rp.out.allowed("s", limit, at) && redisCount() < limit
+	return up && len(rp.calls)+1 <= rp.out.allowed("s", limit, at) && redis
 }
 
 // TestShareOf: the limit split among the replicas alive, the remainder going one each to
@@ -443,5 +588,46 @@ func TestShareRuleOverTime(t *testing.T) {
 				t.Fatalf("seed %d: %d running at %s, limit %d (%d replicas)", seed, total, now.Sub(t0), limit, n)
 			}
 		}
+	}
+}
+
+// TestPeerSilencedCountsExcess: when a peer's heartbeat turns silent, this replica counts its
+// own calls beyond its share that started after the peer's last heartbeat (the peer, if cut
+// off, serves its share from a view without them), once per silence, and not on the outage
+// rule.
+func TestPeerSilencedCountsExcess(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tm := newTimings(time.Second, 0, 10*time.Second)
+	newE := func() *Engine {
+		e := &Engine{o: Options{Replica: "r1", Now: func() time.Time { return t0 }}, t: tm, log: zerolog.Nop(),
+			known: []string{"r1", "r2"}, ages: map[string]time.Duration{"r1": 0, "r2": 100 * time.Millisecond},
+			leases: map[string]*Lease{}, running: map[string]int{}}
+		// A scope of 4 (share 2 of 2 replicas): 4 running, 1 old, 3 started after r2's last heartbeat.
+		for i, started := range []time.Time{t0.Add(-5 * time.Second), t0.Add(-300 * time.Millisecond), t0.Add(-200 * time.Millisecond), t0} {
+			e.leases[fmt.Sprint(i)] = &Lease{entry: entry{member: fmt.Sprint(i), scopes: []string{"s"}}, limits: []int{4}, started: started}
+		}
+		e.running["s"] = 4
+		return e
+	}
+	silent := beatResult{names: []string{"r1", "r2"}, ages: map[string]time.Duration{"r1": 0, "r2": tm.silent + 100*time.Millisecond}}
+	e := newE()
+	e.seenLocked(silent)
+	if got := e.status.OutageExcess; got != 2 {
+		t.Errorf("excess counted %d, want 2 (4 running, share 2, 3 of them recent)", got)
+	}
+	e.seenLocked(silent)
+	if got := e.status.OutageExcess; got != 2 {
+		t.Errorf("excess counted %d after a second silent heartbeat, want it counted once (2)", got)
+	}
+	away := newE()
+	away.out = &outage{}
+	away.seenLocked(silent)
+	if got := away.status.OutageExcess; got != 0 {
+		t.Errorf("on the outage rule: excess counted %d, want 0", got)
+	}
+	fresh := newE()
+	fresh.seenLocked(beatResult{names: []string{"r1", "r2"}, ages: map[string]time.Duration{"r1": 0, "r2": 150 * time.Millisecond}})
+	if got := fresh.status.OutageExcess; got != 0 {
+		t.Errorf("a peer still beating: excess counted %d, want 0", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 )
 
@@ -184,7 +185,7 @@ func (m *meter) checkWithin(t *testing.T, limits map[string]int, allow uint64) {
 func excessCounted(engines []*Engine) uint64 {
 	var n uint64
 	for _, e := range engines {
-		n += e.Health().OutageExcess
+		n += e.Status().OutageExcess
 	}
 	return n
 }
@@ -195,17 +196,17 @@ func (m *meter) mostOf(s string) int {
 	return m.most[s]
 }
 
-func claimOf(limits map[string]int, names ...string) Claim {
-	var c Claim
+func claimOf(limits map[string]int, names ...string) replicas.Claim {
+	var c replicas.Claim
 	for _, n := range names {
-		c.Scopes = append(c.Scopes, Scope{Name: n, Limit: limits[n]})
+		c.Scopes = append(c.Scopes, replicas.Scope{Name: n, Limit: limits[n]})
 	}
 	return c
 }
 
-func mustAcquire(t *testing.T, e *Engine, ctx context.Context, c Claim) *Lease {
+func mustAcquire(t *testing.T, e *Engine, ctx context.Context, c replicas.Claim) *Lease {
 	t.Helper()
-	l, err := e.Acquire(ctx, c)
+	l, err := e.acquireOne(ctx, c)
 	if err != nil {
 		t.Fatalf("acquire %+v: %v", c, err)
 	}
@@ -213,3 +214,12 @@ func mustAcquire(t *testing.T, e *Engine, ctx context.Context, c Claim) *Lease {
 }
 
 func redisZ(score float64, m string) redis.Z { return redis.Z{Score: score, Member: m} }
+
+// acquireOne takes claim c's leases alone, as one call does.
+func (e *Engine) acquireOne(ctx context.Context, c replicas.Claim) (*Lease, error) {
+	ls, err := e.acquireAll(ctx, []replicas.Claim{c})
+	if err != nil {
+		return nil, err
+	}
+	return ls[0], nil
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // shared runs one Redis operation for the shared-state calls: ErrUnavailable at once while
@@ -132,8 +134,9 @@ func (e *Engine) Learned(ctx context.Context, scopes []string) (map[string]int, 
 // Adjust corrects an earlier charge on bucket b by delta tokens (a tpm estimate replaced by
 // the usage the backend reported): negative refunds, positive charges more. While Redis is
 // away it corrects this replica's outage share instead.
-func (e *Engine) Adjust(ctx context.Context, b Bucket, delta int) error {
-	if err := (&Claim{Buckets: []Bucket{b}}).check(); err != nil {
+func (e *Engine) Adjust(ctx context.Context, b replicas.Bucket, delta int) error {
+	b.Cost = 0 // not a charge: delta is
+	if err := checkBucket(&b); err != nil {
 		return err
 	}
 	if delta == 0 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // TestBucketShared: a bucket's burst is shared by replicas, the refusal says how long
@@ -14,28 +16,28 @@ func TestBucketShared(t *testing.T) {
 	a, _ := newEngine(t, s, "a")
 	b, _ := newEngine(t, s, "b")
 	ctx := context.Background()
-	rpm := Bucket{Name: "rpm/p", PerMinute: 60, Burst: 2, Cost: 1} // one a second after a burst of 2
-	c := Claim{Buckets: []Bucket{rpm}}
+	rpm := replicas.Bucket{Name: "rpm/p", PerMinute: 60, Burst: 2, Cost: 1} // one a second after a burst of 2
+	c := replicas.Claim{Buckets: []replicas.Bucket{rpm}}
 	mustAcquire(t, a, ctx, c).Release()
 	mustAcquire(t, b, ctx, c).Release()
-	_, err := a.Acquire(ctx, c)
-	var busy *Busy
+	_, err := a.acquireOne(ctx, c)
+	var busy *replicas.Busy
 	if !errors.As(err, &busy) || busy.Bucket != "rpm/p" || busy.Wait <= 0 || busy.Wait > time.Second {
 		t.Fatalf("third request within the burst of 2: %v", err)
 	}
 	// A tpm bucket charged more than its capacity waits for a full bucket, then goes into
 	// debt; a refund pays it back.
-	tpm := Bucket{Name: "tpm/p", PerMinute: 6000, Cost: 5000} // capacity 1000, 100 a second
-	mustAcquire(t, a, ctx, Claim{Buckets: []Bucket{tpm}}).Release()
+	tpm := replicas.Bucket{Name: "tpm/p", PerMinute: 6000, Cost: 5000} // capacity 1000, 100 a second
+	mustAcquire(t, a, ctx, replicas.Claim{Buckets: []replicas.Bucket{tpm}}).Release()
 	small := tpm
 	small.Cost = 10
-	if _, err := b.Acquire(ctx, Claim{Buckets: []Bucket{small}}); !errors.As(err, &busy) || busy.Wait < 30*time.Second {
+	if _, err := b.acquireOne(ctx, replicas.Claim{Buckets: []replicas.Bucket{small}}); !errors.As(err, &busy) || busy.Wait < 30*time.Second {
 		t.Fatalf("after a 5000-token charge on a 1000-token bucket: %v, want a wait of about 40 s", err)
 	}
 	if err := a.Adjust(ctx, tpm, -5000); err != nil {
 		t.Fatal(err)
 	}
-	mustAcquire(t, b, ctx, Claim{Buckets: []Bucket{small}})
+	mustAcquire(t, b, ctx, replicas.Claim{Buckets: []replicas.Bucket{small}})
 }
 
 // TestCooldownShared: a key cooled on one replica is cooling on the other at once, and a
@@ -111,33 +113,33 @@ func TestOutageShares(t *testing.T) {
 	s := startRedis(t)
 	a, _ := newEngine(t, s, "a")
 	newEngine(t, s, "b")
-	eventually(t, 5*time.Second, "a seeing b", func() bool { return a.Health().ReplicasAlive == 2 })
+	eventually(t, 5*time.Second, "a seeing b", func() bool { return a.Status().ReplicasAlive == 2 })
 	ctx := context.Background()
 	s.stop()
-	eventually(t, 10*time.Second, "a on its shares", func() bool { return a.Health().Phase == Alone })
+	eventually(t, 10*time.Second, "a on its shares", func() bool { return a.Status().Phase == Alone })
 	if _, err := a.Cool(ctx, "k", time.Second); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("cool while away: %v", err)
 	}
 	// 120 a minute, burst 20: the share is 60 a minute (one a second), burst 10, empty.
-	rpm := Claim{Buckets: []Bucket{{Name: "rpm/q", PerMinute: 120, Burst: 20, Cost: 1}}}
-	var busy *Busy
-	if _, err := a.Acquire(ctx, rpm); !errors.As(err, &busy) || busy.Phase != Alone || busy.Wait > time.Second {
+	rpm := replicas.Claim{Buckets: []replicas.Bucket{{Name: "rpm/q", PerMinute: 120, Burst: 20, Cost: 1}}}
+	var busy *replicas.Busy
+	if _, err := a.acquireOne(ctx, rpm); !errors.As(err, &busy) || busy.Phase != Alone.String() || busy.Wait > time.Second {
 		t.Fatalf("the share starts empty: %v", err)
 	}
 	eventually(t, 5*time.Second, "a token from the share", func() bool {
-		l, err := a.Acquire(ctx, rpm)
+		l, err := a.acquireOne(ctx, rpm)
 		if err == nil {
 			l.Release()
 		}
 		return err == nil
 	})
 	s.start()
-	eventually(t, 10*time.Second, "a shared again", func() bool { return a.Health().Phase == Shared })
+	eventually(t, 10*time.Second, "a shared again", func() bool { return a.Status().Phase == Shared })
 	// The shared bucket came back without its history (a restart) but was charged with what
 	// the share had not refilled: no full burst of 20 right after the switch.
 	got := 0
 	for range 20 {
-		if l, err := a.Acquire(ctx, rpm); err == nil {
+		if l, err := a.acquireOne(ctx, rpm); err == nil {
 			l.Release()
 			got++
 		}
@@ -173,7 +175,7 @@ func TestResubscribedTold(t *testing.T) {
 	eventually(t, 10*time.Second, "a told it subscribed again", func() bool {
 		return aev.has(func(e Event) bool { return e.Kind == Resubscribed && e.Replica == "a" })
 	})
-	if p := a.Health().Phase; p != Shared {
+	if p := a.Status().Phase; p != Shared {
 		t.Errorf("phase %v after only the subscription dropped, want Shared", p)
 	}
 }

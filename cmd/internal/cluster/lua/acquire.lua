@@ -19,7 +19,8 @@
 -- A replica whose heartbeat is older than silent_ms (but younger than horizon_ms) may be
 -- cut off from Redis and serving on its share by the outage rule: each scope keeps that
 -- share free for it, less the live entries it still has there (which ZCARD counts), so
--- the calls it starts unheard are counted here too.
+-- the calls it starts unheard are counted here too; and each bucket keeps its share of
+-- the rate and the capacity for it (below).
 local ttl, k = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ns, nb = tonumber(ARGV[3]), tonumber(ARGV[4])
 local channel, replica = ARGV[5], ARGV[6]
@@ -122,10 +123,18 @@ for i = 1, ns do
   end
 end
 
+-- A silent replica lends tokens on its share of each bucket (Share in outage.go: the rate
+-- and the capacity divided by the replicas alive at its last heartbeat, at least 1 each):
+-- the shared bucket runs on what is left, so together they stay within the rate.
 local tats = {}
 for j = 1, nb do
   local b = a + 3 * (j - 1)
   local per_minute, capacity, n = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
+  for _, s in ipairs(silent) do
+    per_minute = per_minute - math.max(1, math.floor(tonumber(ARGV[b]) / s.alive))
+    capacity = capacity - math.max(1, math.floor(tonumber(ARGV[b + 1]) / s.alive))
+  end
+  per_minute, capacity = math.max(1, per_minute), math.max(1, capacity)
   local tat = tonumber(redis.call('GET', KEYS[ns + j]) or 0)
   local debt = math.max(0, tat - now_us)
   -- A charge above the capacity waits for a full bucket and leaves it in debt
