@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/policy/affinity"
 	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/actors/policy/tokens"
 	"github.com/tollgate/tollgate/actors/replicas"
@@ -58,6 +59,10 @@ type Options struct {
 	// shared.go): every call takes its leases there too before its backend is opened.
 	// Nil: the gateway is alone.
 	Shared replicas.Shared
+	// Affinity is session affinity's table (SPEC §19): how long a conversation's binding
+	// is kept after its last success, and how many are kept; zero fields take
+	// affinity.DefaultTTL and DefaultMax. Each replica keeps its own table.
+	Affinity affinity.Config
 }
 
 // Provider is one backend with its lanes and queue. Lanes, QueueLength and the timeouts
@@ -169,6 +174,8 @@ type Gateway struct {
 	// from its caller's goroutine; it is never held inside an actor.
 	changeMu sync.Mutex
 	caps     atomic.Pointer[caps] // the gateway-wide settings in force
+	// sessions binds conversations to the key and model that served them (affinity.go).
+	sessions *sessions
 
 	// opts are the options New was given; what a reload changes (the caps, the providers,
 	// the routes) is read from caps, the slots and the table instead.
@@ -207,7 +214,8 @@ func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{opts: opts, now: opts.Now, log: opts.Logger, idle: make(chan struct{}), stopped: make(chan struct{}),
-		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...)}
+		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...),
+		sessions: newSessions(opts.Affinity)}
 	g.running = newClientSlots(g)
 	slots := make([]*slot, len(opts.Providers))
 	for p, pv := range opts.Providers {

@@ -36,6 +36,7 @@ type call struct {
 	attempts  int       // backend attempts made on this model before this call (requeues)
 	requeues  int       // capacity requeues before this call
 	batch     bool      // a batch member: it starts with its batch or not at all, never requeued
+	bound     int       // 1 + the key its conversation is bound to at this provider; 0 none (policy.Arrival.Bound)
 
 	// Set by the provider actor that owns the call while it waits (facts a rebuild needs).
 	entered   time.Time // when the provider saw it: its queue wait starts then
@@ -116,7 +117,7 @@ func (c *call) queueWait(now time.Time) time.Duration {
 func (c *call) again(id policy.ID, attempts int) *call {
 	return &call{id: id, ctx: c.ctx, req: c.req, route: c.route, prio: c.prio, client: c.client, reply: make(chan admitResult, 1),
 		tokens: c.tokens, arrived: c.placed(), requeueOf: c, attempts: c.attempts + attempts,
-		requeues: c.requeues + 1, deadline: c.deadline}
+		requeues: c.requeues + 1, deadline: c.deadline, bound: c.bound}
 }
 
 // member is the call as the policy knows it running on model m.

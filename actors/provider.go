@@ -315,7 +315,7 @@ func (a *providerActor) enter(ctx actor.Context, c *call, now time.Time) {
 // arrival is the call as the policy queues it, from its facts.
 func (a *providerActor) arrival(c *call) policy.Arrival {
 	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Client: c.client, Arrived: c.placed(),
-		Deadline: c.deadline, Confirmed: c.confirmed || c.requeueOf != nil}
+		Deadline: c.deadline, Confirmed: c.confirmed || c.requeueOf != nil, Bound: c.bound}
 }
 
 // finish frees a started call's lanes once: its tokens are corrected from what the backend

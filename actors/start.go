@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/policy/affinity"
 	"github.com/tollgate/tollgate/actors/policy/retry"
 	"github.com/tollgate/tollgate/actors/policy/tokens"
 	"github.com/tollgate/tollgate/providers/llm"
@@ -25,7 +26,9 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 	// The routes live in chain, not in this frame: the backend call runs below it, on the
 	// HTTP server's connection goroutine, whose stack should stay in its first 8 KiB while
 	// calls are held (docs/benchmarks.md, "The connection goroutine's stack").
-	chain, err := g.chain(model, req)
+	arrived := g.now()
+	b, bound := g.sessions.lookup(req.Conversation, arrived)
+	chain, err := g.chain(model, req, b, bound)
 	if err != nil {
 		return llm.Served{}, err
 	}
@@ -34,7 +37,6 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 		return llm.Served{}, err
 	}
 	defer leave()
-	arrived := g.now()
 	var sv llm.Served
 	for i := range chain {
 		cand := &chain[i]
@@ -45,9 +47,10 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 			}
 		}
 		sv.Model, sv.Provider = cand.id, cand.provider
-		s, err := g.serve(ctx, cand, prio, req, arrived, &sv)
+		s, err := g.serve(ctx, cand, prio, req, arrived, boundKey(b, bound, cand), &sv)
 		if err == nil {
 			sv.Stream = s
+			sv.Affinity = g.sessions.bind(req.Conversation, affinity.Binding{Provider: cand.provider, Key: s.key, Model: cand.id}, g.now()).String()
 			return sv, nil
 		}
 		if i == len(chain)-1 || ctx.Err() != nil || !chain[0].fallsBack(err) {
@@ -58,10 +61,12 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 }
 
 // chain is the routes a call on model goes through in turn: the model its id or route
-// picks, then those of that model's fallbacks that serve the call's format.
-func (g *Gateway) chain(model string, req *llm.Request) ([]route, error) {
+// picks, then those of that model's fallbacks that serve the call's format. When the call's
+// conversation is bound (b), its model is tried first if the route may pick it or it is one
+// of the fallbacks (SPEC §19).
+func (g *Gateway) chain(model string, req *llm.Request, b affinity.Binding, bound bool) ([]route, error) {
 	t := g.table.Load()
-	r, ok := t.resolve(model, req)
+	r, ok := t.resolveBound(model, req, b, bound)
 	if !ok {
 		return nil, g.table.Load().notFound(model)
 	}
@@ -73,6 +78,9 @@ func (g *Gateway) chain(model string, req *llm.Request) ([]route, error) {
 		if fr, ok := t.lookup(id); ok && fr.id != r.id && fr.refuses(req) == nil {
 			chain = append(chain, fr)
 		}
+	}
+	if bound {
+		preferBound(chain, b)
 	}
 	return chain, nil
 }
@@ -97,14 +105,15 @@ func (r *route) fallsBack(err error) bool {
 // serve admits the call on one model and opens it: its attempts and retries happen in open,
 // and a capacity refusal sends it back to the head of its queue, as often as its provider
 // allows. It adds its queue wait and attempts to sv.
-func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *llm.Request, arrived time.Time, sv *llm.Served) (*stream, error) {
+// bound is 1 + the key the call's conversation prefers at r's provider (0: none).
+func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *llm.Request, arrived time.Time, bound int, sv *llm.Served) (*stream, error) {
 	if err := g.refusing(r); err != nil {
 		return nil, err
 	}
 	breq := *req
 	breq.Model = r.model
 	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: *r, prio: prio, client: llm.ClientOf(ctx),
-		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req)}
+		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req), bound: bound}
 	for {
 		res, err := g.admit(ctx, c)
 		sv.QueueWait += res.queueWait

@@ -48,6 +48,9 @@ type ProviderState struct {
 	Models          []ModelState `json:"models"`
 	// Keys are the provider's API keys by index (never the key itself), with their state.
 	Keys []keys.KeyState `json:"keys,omitempty"`
+	// AffinityBindings counts the conversations bound to one of its keys and models and
+	// still warm (session affinity, SPEC §19).
+	AffinityBindings int `json:"affinity_bindings"`
 	// Breaker is the circuit breaker's position.
 	Breaker *BreakerState `json:"breaker,omitempty"`
 	// RateLimit is the rate_limit's buckets: tokens available now and their capacity.
@@ -193,12 +196,12 @@ func (g *Gateway) State() AdminState {
 				st.Providers[i] = part.provider
 			}
 		case <-timeout.C:
-			return g.withCluster(st.total())
+			return g.withCluster(withBindings(st.total(), g.sessions.counts(g.now())))
 		case <-g.stopped:
-			return g.withCluster(st.total())
+			return g.withCluster(withBindings(st.total(), g.sessions.counts(g.now())))
 		}
 	}
-	return g.withCluster(st.total())
+	return g.withCluster(withBindings(st.total(), g.sessions.counts(g.now())))
 }
 
 // withCluster adds the replicas' shared state to st: its health, and the cluster-wide

@@ -53,14 +53,22 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (llm.Priori
 	return prio, body, nil
 }
 
+// chatDecoded is a chat body as decoded: the request, and prompt_cache_key, which names
+// the conversation (SPEC §19) and reaches an OpenAI-compatible backend in the body as sent.
+type chatDecoded struct {
+	*llm.Request
+	PromptCacheKey string `json:"prompt_cache_key"`
+}
+
 // parseChat decodes a chat request body and checks the fields the gateway relies on.
 func parseChat(body []byte) (*llm.Request, *apiError) {
 	req := &llm.Request{}
-	trimmed, a := decodeObject(body, req)
+	in := chatDecoded{Request: req}
+	trimmed, a := decodeObject(body, &in)
 	if a != nil {
 		return nil, a
 	}
-	req.Body = trimmed
+	req.Body, req.Conversation = trimmed, in.PromptCacheKey
 	if a := checkChat(req); a != nil {
 		return nil, a
 	}
@@ -145,6 +153,7 @@ type record struct {
 	detail                string // the failure as the log tells it, when the client's message leaves things out
 	servedBy              string // the model that served (or refused) it: not the asked one after a fallback or a route
 	fallbacks             []string
+	affinity              string // llm.Served.Affinity: "hit", "moved", "new" or ""
 	attempts              int
 	prio                  llm.Priority
 	stream, clientGone    bool
@@ -161,7 +170,7 @@ type record struct {
 
 // served records what the gateway said about the call.
 func (r *record) served(sv *llm.Served) {
-	r.queue, r.attempts, r.fallbacks = sv.QueueWait, sv.Attempts, sv.Fallbacks
+	r.queue, r.attempts, r.fallbacks, r.affinity = sv.QueueWait, sv.Attempts, sv.Fallbacks, sv.Affinity
 	if sv.Provider != "" {
 		r.provider = sv.Provider
 	}
@@ -217,6 +226,9 @@ func (s *Server) logLine(r *record) (int, time.Duration) {
 	}
 	if r.detail != "" {
 		ev.Str("error", r.detail)
+	}
+	if r.affinity != "" {
+		ev.Str("affinity", r.affinity)
 	}
 	ev.Msg("chat")
 	return status, duration

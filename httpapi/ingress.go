@@ -72,6 +72,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, in *ingress, re
 	}
 	req := p.req
 	req.Task = r.Header.Get("X-Gateway-Task")
+	req.Conversation = conversationOf(r.Header, req.Conversation, req.User)
 	rec.model, rec.prio, rec.stream = req.Model, prio, req.Stream
 	s.describeRequest(rec.span, req, prio)
 	return p, prio, true

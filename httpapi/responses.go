@@ -16,7 +16,7 @@ import (
 // previous_response_id, conversation and store: true are refused, naming the field.
 
 // responsesRequest is the part of a Responses request the translation reads. Fields it does
-// not model (include, prompt_cache_key, client_metadata, truncation, ...) only reach a
+// not model (include, client_metadata, truncation, ...) only reach a
 // backend that speaks Responses, in the native body.
 type responsesRequest struct {
 	Model             string          `json:"model"`
@@ -45,8 +45,9 @@ type responsesRequest struct {
 			Strict *bool           `json:"strict"`
 		} `json:"format"`
 	} `json:"text"`
-	User     string   `json:"user"`
-	Metadata rawValue `json:"metadata"` // only echoed
+	User           string   `json:"user"`
+	PromptCacheKey string   `json:"prompt_cache_key"` // names the conversation (SPEC §19)
+	Metadata       rawValue `json:"metadata"`         // only echoed
 }
 
 // sentTools is the request's tools, decoded, and their JSON as sent, which every
@@ -148,7 +149,7 @@ func readResponses(body []byte, _ *http.Request) (*parsed, *apiError) {
 // responsesChat translates a checked Responses request to chat, with body as its native form.
 func responsesChat(in *responsesRequest, trimmed []byte) (*llm.Request, *apiError) {
 	req := &llm.Request{Model: in.Model, Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP,
-		MaxTokens: in.MaxOutputTokens, ParallelToolCalls: in.ParallelToolCalls, User: in.User,
+		MaxTokens: in.MaxOutputTokens, ParallelToolCalls: in.ParallelToolCalls, User: in.User, Conversation: in.PromptCacheKey,
 		Native: &llm.Native{Format: llm.FormatResponses, Body: trimmed}}
 	if in.Reasoning != nil {
 		req.ReasoningEffort = in.Reasoning.Effort

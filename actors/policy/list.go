@@ -22,6 +22,7 @@ type entry struct {
 	seq      uint64 // the order entries entered the provider
 	cost     int    // estimated tokens, for the tpm buckets
 	key      int32  // the key of the running call's last attempt
+	bound    int32  // Arrival.Bound: 1 + the key its conversation prefers; 0 none
 	// arrived orders the FIFOs: when the request first came (an older request coming back, a
 	// capacity requeue or a fallback, takes its place by it), ties broken by seq.
 	arrived  time.Time

@@ -13,15 +13,27 @@ import (
 // their own. The rings are the caller's (it tells them of rate limits and refused keys);
 // the per-key buckets are the provider's own derived state.
 
-// pick picks, in the ring's turn, a ready key for en that skip does not exclude and whose
-// limiter has room for en's tokens.
+// pick picks a ready key for en that skip does not exclude and whose limiter has room for
+// en's tokens: the key en's conversation is bound to when it is such a key (the turn moves
+// past it, as for any pick), else the next in the ring's turn.
 func (pl *pool) pick(en *entry, now time.Time, skip func(int) bool) (int, bool) {
+	if k := int(en.bound) - 1; k >= 0 && pl.usable(k, en, now, skip) {
+		pl.ring.SetTurn((k + 1) % pl.ring.Len())
+		return k, true
+	}
 	if pl.lims == nil && skip == nil {
 		return pl.ring.Pick(int(en.m), now, nil)
 	}
 	return pl.ring.Pick(int(en.m), now, func(i int) bool {
 		return skip != nil && skip(i) || pl.lims != nil && !pl.lims[i].Allow(en.cost, now)
 	})
+}
+
+// usable reports whether key k may carry en now: it is in the pool, ready for en's model,
+// not excluded by skip and its limiter has room.
+func (pl *pool) usable(k int, en *entry, now time.Time, skip func(int) bool) bool {
+	return k < pl.ring.Len() && pl.ring.State(k, int(en.m), now) == keys.Ready &&
+		(skip == nil || !skip(k)) && (pl.lims == nil || pl.lims[k].Allow(en.cost, now))
 }
 
 // charge takes en's tokens from the provider's limiter and key's, and records the key.

@@ -85,6 +85,11 @@ type Arrival struct {
 	// Reported says an unconfirmed request was offered to the dispatcher before (it is put
 	// back after a crash): it awaits only its verdict, not an acknowledgement (see Ack).
 	Reported bool
+	// Bound is one more than the key, in its model's pool, that the request's conversation
+	// is bound to (session affinity, SPEC §19); 0 when none. It is a preference: the key is
+	// picked when it is ready and has room, else the ring's turn decides as for any
+	// request. It never changes which request starts, only on which key.
+	Bound int
 }
 
 // Outcome is what became of an arrival. The zero value is not an outcome.

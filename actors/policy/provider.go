@@ -125,7 +125,7 @@ func (p *Provider) Enter(id ID, a Arrival, now time.Time) (Outcome, llm.Kind) {
 	p.q.link(p.q.add(entry{
 		id: id, m: int32(a.Model), client: p.q.clientFor(a.Client), class: uint8(a.Class), state: queued,
 		confirmed: a.Confirmed, cost: max(a.Tokens, 0), arrived: a.Arrived, deadline: a.Deadline,
-		mature: a.Reported && !a.Confirmed,
+		mature: a.Reported && !a.Confirmed, bound: int32(max(a.Bound, 0)),
 	}))
 	return Queued, 0
 }

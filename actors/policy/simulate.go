@@ -138,7 +138,7 @@ func (s *simulation) class(p *Provider, c, want, free int, now time.Time) (int32
 		at := k*nm + m
 		e := s.cursor[at]
 		cost, pl := p.q.entries[e].cost, p.models[m].pool
-		key, ok := s.key(p, pl, m, cost, now)
+		key, ok := s.key(p, pl, m, cost, int(p.q.entries[e].bound)-1, now)
 		if !ok {
 			s.hold(p, pl, m, cost, now)
 			continue
@@ -302,8 +302,10 @@ func (s *simulation) resetPools(p *Provider) {
 
 // key finds, in thought, the key a request of model m (negative: of any model, keys set
 // aside for one model alone not counted) costing cost would start on in pool pl: -1 stands
-// for "some ready key" in a pool without key limits, where which one does not matter.
-func (s *simulation) key(p *Provider, pl, m, cost int, now time.Time) (int, bool) {
+// for "some ready key" in a pool without key limits, where which one does not matter. bound
+// is the key the request's conversation prefers (-1: none), which pick takes first when it
+// can, so the simulation charges it too.
+func (s *simulation) key(p *Provider, pl, m, cost, bound int, now time.Time) (int, bool) {
 	sp, pp := &s.pools[pl], &p.pools[pl]
 	if pp.lims == nil {
 		if pp.ring.HasPairs() {
@@ -318,6 +320,9 @@ func (s *simulation) key(p *Provider, pl, m, cost int, now time.Time) (int, bool
 		return -1, sp.ready > 0
 	}
 	n := pp.ring.Len()
+	if bound >= 0 && bound < n && pp.ring.State(bound, m, now) == keys.Ready && sp.lims[bound].Allow(cost, now) {
+		return bound, true
+	}
 	for k := range n {
 		i := (sp.turn + k) % n
 		if pp.ring.State(i, m, now) == keys.Ready && sp.lims[i].Allow(cost, now) {
@@ -332,7 +337,7 @@ func (s *simulation) key(p *Provider, pl, m, cost int, now time.Time) (int, bool
 // the whole pool does.
 func (s *simulation) hold(p *Provider, pl, m, cost int, now time.Time) {
 	if p.pools[pl].ring.HasPairs() {
-		if _, ok := s.key(p, pl, -1, cost, now); ok {
+		if _, ok := s.key(p, pl, -1, cost, -1, now); ok {
 			s.held[m], s.heldCost[m] = true, cost
 			return
 		}

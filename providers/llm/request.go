@@ -55,6 +55,11 @@ type Request struct {
 	// Task is the client's X-Gateway-Task header, which routes may match on (SPEC §12); ""
 	// when it sent none. It is never sent to a backend.
 	Task string `json:"-"`
+	// Conversation names the client's conversation for session affinity (SPEC §19): the
+	// first of prompt_cache_key, the Codex session header, Claude Code's session header,
+	// Anthropic metadata.user_id and OpenAI user that it sent; "" for none. It is never
+	// sent to a backend as this field.
+	Conversation string `json:"-"`
 }
 
 // StreamOptions mirrors OpenAI's stream_options.

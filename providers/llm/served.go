@@ -21,6 +21,10 @@ type Served struct {
 	QueueWait time.Duration
 	// Fallbacks lists the models tried before Model, in order; empty when the first one served.
 	Fallbacks []string
+	// Affinity is what the call's success did to its conversation's binding (SPEC §19):
+	// "hit" (served on the key and model it was bound to), "moved" or "new"; "" when the
+	// call named no conversation or did not succeed.
+	Affinity string
 }
 
 // BatchMember is one model's part of a batch call (SPEC §5): how it was served, or why it

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/actors"
+	"github.com/tollgate/tollgate/actors/policy/affinity"
 	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/cmd/internal/config"
 	"github.com/tollgate/tollgate/cmd/internal/serve"
@@ -215,7 +216,7 @@ func (a *App) build(ctx context.Context, cfg *config.Config) (*built, error) {
 	o := a.opts
 	b := &built{backends: map[string]builtBackend{}, known: map[*config.Provider]map[string]bool{},
 		gopts: actors.Options{MaxRunning: cfg.Limits.MaxRunning, MaxAdmitted: cfg.Limits.MaxAdmitted,
-			RetryAfter: cfg.Limits.RetryAfter.D(), Logger: o.Logger}}
+			RetryAfter: cfg.Limits.RetryAfter.D(), Logger: o.Logger, Affinity: affinityOf(&cfg.Limits)}}
 	adapters := make([]llm.Backend, len(cfg.Providers))
 	var errs []error
 	for i := range cfg.Providers {
@@ -370,4 +371,9 @@ func (a *App) shutdown() error {
 		err = errors.Join(err, a.store.Close(ctx))
 	}
 	return err
+}
+
+// affinityOf is the session affinity table's settings (SPEC §19).
+func affinityOf(l *config.Limits) affinity.Config {
+	return affinity.Config{TTL: l.AffinityTTL.D(), Max: l.AffinityMax}
 }

@@ -89,6 +89,13 @@ type Limits struct {
 	// default 2s; a retry that would wait longer is not made.
 	MaxRetryWait Duration `yaml:"max_retry_wait"`
 
+	// AffinityTTL is how long a conversation stays bound to the provider key and model that
+	// last served it after its last success (session affinity, SPEC §19); default 1h.
+	// AffinityMax caps the bindings kept, the least recently used going first; default
+	// 100000. Both are read at start.
+	AffinityTTL Duration `yaml:"affinity_ttl"`
+	AffinityMax int      `yaml:"affinity_max"`
+
 	// MaxEventBytes caps one SSE event read from a backend's stream (its lines from one
 	// blank line to the next); default 8 MiB. A larger event ends the answer with
 	// upstream_error, so a backend that never ends an event cannot grow memory.
@@ -309,6 +316,8 @@ const (
 	DefaultListen        = "127.0.0.1:8080"
 	defaultMaxRunning    = 10
 	defaultMaxAdmitted   = 16
+	defaultAffinityTTL   = time.Hour
+	defaultAffinityMax   = 100_000
 	defaultQueueLength   = 8
 	defaultQueueTimeout  = 60 * time.Second
 	defaultRetryAfter    = time.Second

@@ -68,6 +68,7 @@ func TestMinimalGetsAllDefaults(t *testing.T) {
 	want := Limits{MaxRunning: 10, MaxAdmitted: 16, QueueLength: 8, QueueTimeout: Duration(time.Minute),
 		RetryAfter: Duration(time.Second), MaxBodyBytes: 8 << 20,
 		Retries: 2, RetryBudget: 0.2, MaxRetryWait: Duration(2 * time.Second), MaxEventBytes: 8 << 20,
+		AffinityTTL: Duration(time.Hour), AffinityMax: 100_000,
 		HeaderTimeout: Duration(10 * time.Second), BodyTimeout: Duration(30 * time.Second),
 		IdleTimeout: Duration(120 * time.Second), WriteTimeout: Duration(30 * time.Second), MaxHeaderBytes: 64 << 10, MaxConnsPerClient: 0}
 	if cfg.Limits != want {

@@ -106,6 +106,12 @@ func providerDefaults(p *Provider, l *Limits, omitted func(field string, zero bo
 // serverDefaults fills the limits on what one client or backend may make the gateway hold.
 // MaxConnsPerClient has none: its zero means no cap.
 func serverDefaults(l *Limits, omitted func(path string, zero bool) bool) {
+	if omitted("limits.affinity_ttl", l.AffinityTTL == 0) {
+		l.AffinityTTL = Duration(defaultAffinityTTL)
+	}
+	if omitted("limits.affinity_max", l.AffinityMax == 0) {
+		l.AffinityMax = defaultAffinityMax
+	}
 	if omitted("limits.max_event_bytes", l.MaxEventBytes == 0) {
 		l.MaxEventBytes = defaultMaxEventBytes
 	}

@@ -35,7 +35,7 @@ type ProviderChange struct {
 
 // restartLimits are the limits the HTTP server and the adapters take at start only.
 var restartLimits = []string{"max_body_bytes", "max_event_bytes", "header_timeout", "body_timeout", "idle_timeout",
-	"max_header_bytes", "max_conns_per_client", "write_timeout"}
+	"max_header_bytes", "max_conns_per_client", "write_timeout", "affinity_ttl", "affinity_max"}
 
 // Reloaded is the config in force after reloading next over old, with what changes: next,
 // except that the settings that need a restart keep their old values (listen, auth,

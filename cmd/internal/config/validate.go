@@ -124,6 +124,10 @@ func validateLimits(l *Limits, p *problems) {
 	if l.MaxEventBytes < 1 {
 		p.add("limits.max_event_bytes", "must be at least 1, got %d", l.MaxEventBytes)
 	}
+	positive(l.AffinityTTL, "limits.affinity_ttl", p)
+	if l.AffinityMax < 1 {
+		p.add("limits.affinity_max", "must be at least 1, got %d", l.AffinityMax)
+	}
 	positive(l.HeaderTimeout, "limits.header_timeout", p)
 	positive(l.BodyTimeout, "limits.body_timeout", p)
 	positive(l.WriteTimeout, "limits.write_timeout", p)

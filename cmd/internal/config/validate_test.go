@@ -79,6 +79,7 @@ func TestInvalidFixtures(t *testing.T) {
 			":8: providers[1].args[0]: --print is already passed by Tollgate to every claude-cli run", ":10: drain_delay: must be 0 (no delay) or more, got -1s", ":11: drain_grace: must be positive, got 0s"},
 		"model_fields": {"context_window: must be at least 1 (omit it when unknown), got 0", "max_output_tokens: must be at least 1 (omit it when unknown), got -1", "first_token_delay: must be 0 or more, got -1s", "tokens_per_second: must be 0 (as fast as possible) or more, got -3",
 			":10: providers[0].models[0].fail: unknown fail mode \"rate_limit\" (valid: rate_limited, unavailable,"},
+		"affinity": {":2: limits.affinity_ttl: must be positive, got 0s", ":3: limits.affinity_max: must be at least 1, got -3"},
 		"server_limits": {":2: limits.max_event_bytes: must be at least 1, got 0", ":3: limits.header_timeout: must be positive, got 0s",
 			":4: limits.body_timeout: must be positive, got -1s", ":5: limits.idle_timeout: must be positive, got 0s",
 			":6: limits.max_header_bytes: must be at least 1024", ":7: limits.max_conns_per_client: must be 0 (no cap) or more, got -2"},

@@ -1,0 +1,155 @@
+// Package affinity is session affinity (SPEC §19) as pure code: which provider key, and
+// which model, served a conversation last, so that its next turn goes there again and the
+// backend's prompt cache hits.
+//
+// A binding is made or refreshed when a call of the conversation succeeds (Bind) and is kept
+// for TTL after that; a binding is only ever a preference, which the caller gives up when
+// its key cannot take the call now (the next success moves it). The table is a bounded LRU:
+// beyond Max bindings, the one used longest ago goes.
+//
+// A Table has no goroutines, timers or clock: every method that depends on time takes now.
+// It is not safe for concurrent use; its owner guards it.
+package affinity
+
+import (
+	"container/list"
+	"time"
+)
+
+// Defaults, used for a zero Config field.
+const (
+	DefaultTTL = time.Hour // affinity_ttl
+	DefaultMax = 100_000   // affinity_max
+)
+
+// Config is a table's rule. A zero field takes its default.
+type Config struct {
+	TTL time.Duration // how long a binding is kept after its last success
+	Max int           // bindings kept at most
+}
+
+// Binding is where a conversation was last served.
+type Binding struct {
+	Provider string
+	Key      int    // the key's index in the pool of Model's provider
+	Model    string // the served model's id, "provider/model"
+}
+
+// Outcome is what a success did to its conversation's binding, as the log line says it.
+type Outcome uint8
+
+const (
+	None  Outcome = iota // the call named no conversation
+	Made                 // it had no live binding: one is made ("new")
+	Hit                  // it was served where it was bound
+	Moved                // it was served elsewhere: the binding moves there
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Made:
+		return "new"
+	case Hit:
+		return "hit"
+	case Moved:
+		return "moved"
+	}
+	return ""
+}
+
+// entry is one binding in the LRU list, most recently used first.
+type entry struct {
+	name string
+	b    Binding
+	used time.Time // the last success
+}
+
+// Table is the bindings by conversation name.
+type Table struct {
+	ttl    time.Duration
+	max    int
+	lru    *list.List // of *entry, most recently used at the front
+	byName map[string]*list.Element
+}
+
+// New returns an empty table.
+func New(cfg Config) *Table {
+	t := &Table{ttl: cfg.TTL, max: cfg.Max, lru: list.New(), byName: map[string]*list.Element{}}
+	if t.ttl <= 0 {
+		t.ttl = DefaultTTL
+	}
+	if t.max <= 0 {
+		t.max = DefaultMax
+	}
+	return t
+}
+
+// Lookup is conversation name's binding at now; ok is false when it has none, or its
+// binding expired (which Lookup then forgets). It does not count as a use.
+func (t *Table) Lookup(name string, now time.Time) (b Binding, ok bool) {
+	el := t.live(name, now)
+	if el == nil {
+		return Binding{}, false
+	}
+	return el.Value.(*entry).b, true
+}
+
+// live is name's element if its binding is live at now; an expired one is removed.
+func (t *Table) live(name string, now time.Time) *list.Element {
+	el, ok := t.byName[name]
+	if !ok {
+		return nil
+	}
+	if !now.Before(el.Value.(*entry).used.Add(t.ttl)) {
+		t.remove(el)
+		return nil
+	}
+	return el
+}
+
+// Bind records that a call of conversation name succeeded at now, served as b, and says
+// what that did: Made, Hit or Moved. An empty name binds nothing (None). The binding becomes
+// the most recently used; beyond Max, the least recently used one is forgotten.
+func (t *Table) Bind(name string, b Binding, now time.Time) Outcome {
+	if name == "" {
+		return None
+	}
+	if el := t.live(name, now); el != nil {
+		e := el.Value.(*entry)
+		out := Hit
+		if e.b != b {
+			out = Moved
+		}
+		e.b, e.used = b, now
+		t.lru.MoveToFront(el)
+		return out
+	}
+	t.byName[name] = t.lru.PushFront(&entry{name: name, b: b, used: now})
+	for t.lru.Len() > t.max {
+		t.remove(t.lru.Back())
+	}
+	return Made
+}
+
+func (t *Table) remove(el *list.Element) {
+	delete(t.byName, el.Value.(*entry).name)
+	t.lru.Remove(el)
+}
+
+// Len is the number of bindings held, expired ones not yet forgotten included.
+func (t *Table) Len() int { return t.lru.Len() }
+
+// Counts is the live bindings at now per provider; expired ones are forgotten.
+func (t *Table) Counts(now time.Time) map[string]int {
+	out := map[string]int{}
+	for el := t.lru.Back(); el != nil; {
+		prev := el.Prev()
+		if e := el.Value.(*entry); now.Before(e.used.Add(t.ttl)) {
+			out[e.b.Provider]++
+		} else {
+			t.remove(el)
+		}
+		el = prev
+	}
+	return out
+}
