@@ -7,11 +7,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // Clients (SPEC §18): who a call is for comes in its context (llm.ClientOf), read once in
-// Start. Each provider's policy shares its starts between clients by weight; the gateway
+// Start. Each provider's policy shares its starts between clients by weight and holds each
+// to its max_running through the slots all providers share (Gateway.running); the gateway
 // holds each client to its max_queued here, and answers a revoked client's queued calls.
 
 // clientTally counts each client's calls waiting in admission, gateway-wide, for
@@ -134,4 +136,26 @@ func (g *Gateway) RevokeClient(name string) int {
 		}
 	}
 	return n
+}
+
+// clientFreed, from the slots to every provider actor: a client at its max_running has room
+// again, so a provider holding its calls could start one: it offers afresh.
+type clientFreed struct{}
+
+// Sent again: an offer more changes nothing.
+func (m *clientFreed) lost(l *loss) { l.again(m) }
+
+// newClientSlots returns g's client slots, which tell every provider actor when a client at
+// its max_running has room again. The slots call that from the provider actor whose call
+// stopped, so it only sends.
+func newClientSlots(g *Gateway) *policy.Slots {
+	return policy.NewSlots(func(string) { tellClientFreed(g) })
+}
+
+func tellClientFreed(g *Gateway) {
+	for _, s := range g.slots.all() {
+		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
+			send(g.system.Root, pid, &clientFreed{})
+		}
+	}
 }

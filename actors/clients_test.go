@@ -101,3 +101,53 @@ func TestClientMaxQueued(t *testing.T) {
 	}
 	waitState(t, g, "idle", idle)
 }
+
+// TestClientMaxRunning: a client at its max_running has its next call wait, across
+// providers (the cap is gateway-wide), while another client's call starts in the lane it
+// leaves free; when its running call ends, its waiting one starts.
+func TestClientMaxRunning(t *testing.T) {
+	bp, bq := newHeld(), newHeld()
+	p, q := testProvider("p", bp, "m"), testProvider("q", bq, "m")
+	p.Lanes, q.Lanes = 2, 2
+	p.Models[0].Lanes, q.Models[0].Lanes = 2, 2
+	g := newTestGateway(t, 10, 100, p, q)
+	a, b := llm.Client{Name: "a", MaxRunning: 1}, llm.Client{Name: "b"}
+	first := startFor(g, a, "p/m")
+	held := bp.next(t)
+	second := startFor(g, a, "q/m")
+	st := waitState(t, g, "a's second call waits", func(st AdminState) bool { return st.Queued == 1 })
+	if n := st.Providers[1].QueuedByClient["a"]; n != 1 {
+		t.Fatalf("q queues %d of a's calls, want its second: %+v", n, st.Providers[1])
+	}
+	other := startFor(g, b, "q/m")
+	bHeld := bq.next(t)
+	if got := llm.ClientOf(bHeld.ctx).Name; got != "b" {
+		t.Fatalf("q's free lane went to %q's call, want b's: a is at its max_running", got)
+	}
+	if st := g.State(); st.Queued != 1 || st.Running != 2 {
+		t.Fatalf("running %d queued %d, want 2 and a's one waiting", st.Running, st.Queued)
+	}
+	close(held.release)
+	if r := recv(t, first); r.err != nil {
+		t.Fatal(r.err)
+	} else if _, err := drain(t, r.stream); err != nil {
+		t.Fatal(err)
+	}
+	next := bq.next(t)
+	if got := llm.ClientOf(next.ctx).Name; got != "a" {
+		t.Fatalf("after a's first call the call started at q is %q's, want a's second", got)
+	}
+	close(next.release)
+	if r := recv(t, second); r.err != nil {
+		t.Fatal(r.err)
+	} else if _, err := drain(t, r.stream); err != nil {
+		t.Fatal(err)
+	}
+	close(bHeld.release)
+	if r := recv(t, other); r.err != nil {
+		t.Fatal(r.err)
+	} else if _, err := drain(t, r.stream); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, g, "idle", idle)
+}

@@ -186,6 +186,7 @@ type Gateway struct {
 	draining atomic.Bool
 	leaseGen atomic.Uint64 // counts LeaseNotice calls: a refusal older than a notice is retried
 	clients  clientTally   // each client's calls waiting, for max_queued (clients.go)
+	running  *policy.Slots // each capped client's calls running, for max_running (clients.go)
 	started  atomic.Bool   // New has returned: a provider spawned since reads the shared state itself
 
 	idle      chan struct{} // closed by the supervisor once a drain has left nothing running
@@ -215,6 +216,7 @@ func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 	g := &Gateway{opts: opts, now: opts.Now, log: opts.Logger, idle: make(chan struct{}), stopped: make(chan struct{}),
 		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...),
 		sessions: newSessions(opts.Affinity)}
+	g.running = newClientSlots(g)
 	slots := make([]*slot, len(opts.Providers))
 	for p, pv := range opts.Providers {
 		slots[p] = &slot{p: p, name: pv.Name}

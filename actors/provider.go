@@ -117,7 +117,9 @@ func (a *providerActor) spec() policy.ProviderSpec {
 	for _, m := range h.OwnKeys() {
 		pool[m] = h.Pool(m)
 	}
-	return policySpec(&a.pv, a.models, rings, pool)
+	ps := policySpec(&a.pv, a.models, rings, pool)
+	ps.Clients = a.g.running
+	return ps
 }
 
 // Receive hands the message to the provider's mode: normal (receiveNormal), rebuilding after
@@ -159,6 +161,8 @@ func (a *providerActor) receiveNormal(ctx actor.Context) {
 		a.peers.unleased(ctx, m)
 	case *leaseFreed:
 		a.peers.leaseFreed(ctx, m.scopes)
+	case *clientFreed:
+		a.offer(ctx, a.g.now())
 	case *resync:
 		a.resync(ctx, m.sync)
 	case *reserve:

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -49,6 +50,10 @@ type composed struct {
 	credit bool
 	early  []ID
 	stats  map[string]int // when set, counts the starts on credit and the recalls
+	// slots are the clients' running calls gateway-wide, shared by every provider; freed says
+	// a capped client got room back, so every provider offers again, as the actors' do.
+	slots *Slots
+	freed bool
 }
 
 type wakeAt struct {
@@ -81,13 +86,29 @@ type handledGrant struct {
 }
 
 func newComposed(l Limits, specs []ProviderSpec) *composed {
-	h := &composed{limits: l, specs: specs, d: NewDispatcher(l, len(specs)), where: map[ID]int{},
+	specs = slices.Clone(specs)
+	slots := NewSlots(nil)
+	for i := range specs {
+		specs[i].Clients = slots
+	}
+	h := &composed{limits: l, specs: specs, slots: slots, d: NewDispatcher(l, len(specs)), where: map[ID]int{},
 		rejected: map[ID]llm.Kind{}, toProv: make([][]provMsg, len(specs)),
 		handled: make([][]handledGrant, len(specs)), announced: map[ID]bool{}, armed: make([]wakeAt, len(specs))}
 	for _, ps := range specs {
 		h.ps = append(h.ps, NewProvider(ps))
 	}
+	slots.freed = func(string) { h.freed = true }
 	return h
+}
+
+// wakeFreed has every provider offer again if a capped client got room back.
+func (h *composed) wakeFreed(now time.Time) {
+	if h.freed {
+		h.freed = false
+		for p := range h.ps {
+			h.report(p, now)
+		}
+	}
 }
 
 // newCreditComposed is newComposed with standing credit on, as the actors run it.
@@ -341,13 +362,15 @@ func (h *composed) rebuildProvider(p int, now time.Time) {
 	for i := range old.q.entries {
 		if en := &old.q.entries[i]; en.state == running {
 			mb := Member{ID: en.id, Model: int(en.m), Class: llm.Priority(en.class), Tokens: en.cost,
-				Client: llm.Client{Name: old.q.clients[en.client].name, Weight: old.q.clients[en.client].share}}
+				Client: llm.Client{Name: old.q.clients[en.client].name, Weight: old.q.clients[en.client].share,
+					MaxRunning: old.q.clients[en.client].maxRun}}
 			nw.Resume(mb, en.started, int(en.key))
 		}
 	}
 	for e := old.q.deadlines.head; e != none; e = old.q.entries[e].links[byDeadline].next {
 		en := &old.q.entries[e]
-		cl := llm.Client{Name: old.q.clients[en.client].name, Weight: old.q.clients[en.client].share}
+		cl := llm.Client{Name: old.q.clients[en.client].name, Weight: old.q.clients[en.client].share,
+			MaxRunning: old.q.clients[en.client].maxRun}
 		nw.Enter(en.id, Arrival{Model: int(en.m), Class: llm.Priority(en.class), Tokens: en.cost, Client: cl,
 			Arrived: en.arrived, Deadline: en.deadline, Confirmed: en.confirmed, Reported: true}, now)
 	}
@@ -422,6 +445,7 @@ func (h *composed) Finish(id ID, now time.Time) bool {
 	}
 	delete(h.where, id)
 	h.settled(p, now)
+	h.wakeFreed(now)
 	h.deliver(now)
 	return true
 }
@@ -614,6 +638,7 @@ func (h *composed) Requeue(id, next ID, now time.Time) bool {
 		h.where[next] = p
 	}
 	h.settled(p, now)
+	h.wakeFreed(now)
 	h.deliver(now)
 	return true
 }
@@ -709,6 +734,7 @@ func (h *composed) Batch(members []batchMember, class llm.Priority, now time.Tim
 			h.ps[p].Release(r, now)
 			h.released++
 			h.report(p, now)
+			h.wakeFreed(now)
 		}
 	}
 	if h.d.Due() && !h.scheduled {

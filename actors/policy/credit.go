@@ -69,12 +69,13 @@ func (p *Provider) StartOnCredit(id ID, a Arrival, now time.Time) (Start, bool) 
 		return Start{}, false
 	}
 	e := p.q.index[id]
-	if p.sim.play(p, now, int(a.Class)) != e {
+	if p.sim.play(p, now, int(a.Class)) != e || !p.q.claim(e, p.slots, false) {
 		p.q.forget(e)
 		return Start{}, false
 	}
 	key, ok := p.pools[p.models[p.q.entries[e].m].pool].pick(&p.q.entries[e], now, nil)
 	if !ok {
+		p.q.unclaim(e, p.slots)
 		p.q.forget(e) // the simulation found a key: unreachable
 		return Start{}, false
 	}

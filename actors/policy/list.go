@@ -13,6 +13,8 @@ type entry struct {
 	state  entryState
 	// confirmed is set on a queued entry once the dispatcher's verdict kept it (see Verdict).
 	confirmed bool
+	// counted says the running entry took a slot of its client's max_running (Slots).
+	counted bool
 	// reported is the offer that first told the dispatcher of the entry (0: none yet), and
 	// mature says the dispatcher has acknowledged it (Ack): only then does it await a verdict.
 	reported uint64

@@ -228,9 +228,9 @@ func (d *driver) started(want []ID) {
 }
 
 // testClients are who the property tests' requests are for: the anonymous client and
-// named ones of several weights (a client's weight stays what it is, as a key's does
-// between reloads).
-var testClients = []llm.Client{{}, {Name: "a"}, {Name: "b", Weight: 3}, {Name: "c", Weight: 2}}
+// named ones of several weights, two of them with a max_running of their own (a client's
+// weight and caps stay what they are, as a key's do between reloads).
+var testClients = []llm.Client{{}, {Name: "a", MaxRunning: 2}, {Name: "b", Weight: 3}, {Name: "c", Weight: 2, MaxRunning: 1}}
 
 // arrive admits a new request; now and then one that arrived earlier elsewhere (a
 // fallback), which takes its place in the FIFO by its arrival.
@@ -245,6 +245,13 @@ func (d *driver) arrive() {
 		d.stats["arrived earlier"]++
 	}
 	cl := testClients[d.src.intn(len(testClients))]
+	if cl.MaxRunning > 0 && p != 0 {
+		// A capped client's calls at several providers are not served in the reference's
+		// order: a grant may go to one whose call the client's cap then holds back
+		// (TestClientCapAcrossProviders). Here its calls wait at one provider, p0; its draw
+		// elsewhere is an anonymous call.
+		cl = testClients[0]
+	}
 	d.last = fmt.Sprintf("arrive %d p%d m%d c%d cost %d client %q arrived %v", id, p, m, c, cost, cl.Name, arrived.Sub(t0))
 	o, k := d.g.Enter(id, p, Arrival{Model: m, Class: llm.Priority(c), Tokens: cost, Client: cl, Arrived: arrived}, d.now)
 	wo, wk, others := d.ref.arrive(id, p, m, c, cost, cl, arrived, d.now)
@@ -524,6 +531,17 @@ func (d *driver) checkInvariants() {
 	if s.Running > d.limits.MaxRunning || s.Queued > d.limits.MaxAdmitted+requeued {
 		d.fatalf("global cap exceeded: %+v", s)
 	}
+	// A client never runs more than its max_running, across every provider; the slots
+	// count exactly what runs.
+	for _, cl := range testClients {
+		n := d.ref.count(func(q *refReq) bool { return q.state == refRunning && q.client == cl.Name })
+		if cl.MaxRunning > 0 && (n > cl.MaxRunning || d.g.slots.Running(cl.Name) != n) {
+			d.fatalf("client %q runs %d (slots count %d), max_running %d", cl.Name, n, d.g.slots.Running(cl.Name), cl.MaxRunning)
+		}
+		if cl.MaxRunning > 0 && n == cl.MaxRunning && d.ref.count(func(q *refReq) bool { return q.state == refQueued && q.client == cl.Name }) > 0 {
+			d.stats["client at max_running with calls waiting"]++
+		}
+	}
 	for p, ps := range s.Providers {
 		if ps.Running != d.ref.running(p, -1) || ps.Queued != d.ref.queued(p, -1) || ps.EffectiveLanes != d.ref.eff[p] {
 			d.fatalf("provider %d: %+v, reference running %d queued %d eff %d", p, ps, d.ref.running(p, -1), d.ref.queued(p, -1), d.ref.eff[p])
@@ -656,7 +674,7 @@ func checkCases(t *testing.T, stats map[string]int) {
 	for _, c := range []string{"started", "queued", "rejected gateway_overloaded",
 		"rejected provider_queue_full", "expired", "cancelled", "dispatched", "wake for a token",
 		"arrived earlier", "requeued", "retried", "key cooling", "key set aside", "key set aside for the model", "key probe",
-		"batch started true", "batch started false", "batch released"} {
+		"batch started true", "batch started false", "batch released", "client at max_running with calls waiting"} {
 		if stats[c] == 0 {
 			t.Errorf("no step exercised %q: %v", c, stats)
 		}

@@ -36,6 +36,10 @@ type ProviderSpec struct {
 	// others belong to models with keys of their own (ModelSpec.Keys). Empty: one pool of
 	// one key that is always ready, which is what a provider without keys has.
 	Keys []KeyPool
+	// Clients is the gateway's count of each client's running calls, shared by all its
+	// providers, by which a client's MaxRunning holds gateway-wide; nil holds no client to a
+	// cap of its own.
+	Clients *Slots
 }
 
 // KeyPool is one set of keys: their health and each key's own rate limit.

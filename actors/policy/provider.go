@@ -25,6 +25,7 @@ type Provider struct {
 	limiter     tokens.Limiter
 	pools       []pool
 	startCap    int // starts still allowed; negative: no cap
+	slots       *Slots
 
 	epoch, seen uint64 // the protocol: grants of this epoch handled so far
 	sync        uint64 // the dispatcher generation last answered
@@ -57,8 +58,8 @@ func NewProvider(ps ProviderSpec) *Provider {
 	p := &Provider{
 		name: ps.Name, lanes: max(ps.Lanes, 0), eff: max(ps.Lanes, 0),
 		queueLength: max(ps.QueueLength, 0), timeout: ps.QueueTimeout,
-		startCap: -1,
-		limit:    tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst},
+		startCap: -1, slots: ps.Clients,
+		limit: tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst},
 	}
 	p.limiter = tokens.NewLimiter(p.limit)
 	pools := ps.Keys
@@ -182,11 +183,19 @@ func (p *Provider) Grant(g Grant, now time.Time) (st Start, kept, ok bool) {
 		return Start{}, false, false
 	}
 	e := p.sim.play(p, now, int(g.Class))
+	// A client's last slot may have gone to another provider since the simulation looked:
+	// play again, which now skips that client, a bounded number of times.
+	for tries := len(p.q.clients); e != none && !p.q.claim(e, p.slots, false); tries-- {
+		if e = none; tries > 0 {
+			e = p.sim.play(p, now, int(g.Class))
+		}
+	}
 	if e == none {
 		return Start{}, false, false
 	}
 	key, ok := p.pools[p.models[p.q.entries[e].m].pool].pick(&p.q.entries[e], now, nil)
 	if !ok {
+		p.q.unclaim(e, p.slots)
 		return Start{}, false, false // the simulation found a key: unreachable
 	}
 	kept = p.q.entries[e].confirmed
@@ -249,7 +258,7 @@ func (p *Provider) stopRunning(id ID) (int32, bool) {
 	}
 	p.running--
 	p.models[p.q.entries[e].m].running--
-	p.q.stopped(e)
+	p.q.stopped(e, p.slots)
 	return e, true
 }
 

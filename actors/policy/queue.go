@@ -36,6 +36,7 @@ type queue struct {
 type client struct {
 	name    string
 	share   int
+	maxRun  int                       // its max_running, gateway-wide (Slots); 0: no cap of its own
 	fifo    [llm.NumPriorities][]list // per class, per model (grown as its requests come)
 	byClass [llm.NumPriorities]int
 	queued  int
@@ -51,8 +52,8 @@ func newQueue(size, models int) queue {
 // addModel makes room for one more model's requests.
 func (q *queue) addModel() { q.byModel = append(q.byModel, [llm.NumPriorities]int{}) }
 
-// clientFor returns the slot of client c, made on its first request. A client's weight is
-// the latest its calls brought.
+// clientFor returns the slot of client c, made on its first request. A client's weight and
+// cap are the latest its calls brought.
 func (q *queue) clientFor(c llm.Client) int32 {
 	k, ok := q.byName[c.Name]
 	if !ok {
@@ -61,6 +62,7 @@ func (q *queue) clientFor(c llm.Client) int32 {
 		q.byName[c.Name] = k
 	}
 	q.clients[k].share = c.Share()
+	q.clients[k].maxRun = max(c.MaxRunning, 0)
 	return k
 }
 
@@ -118,8 +120,13 @@ func (q *queue) dequeue(e int32) {
 }
 
 // running counts entry e as running without charging its client: a batch member or a
-// request restored after a crash, which took no turn from a queue.
-func (q *queue) running(e int32) { q.clients[q.entries[e].client].running++ }
+// request restored after a crash, which took no turn from a queue. With slots it also
+// takes a slot of its client's max_running whatever the cap: the batch rule admits a batch
+// whole.
+func (q *queue) running(e int32, slots *Slots) {
+	q.clients[q.entries[e].client].running++
+	q.claim(e, slots, true)
+}
 
 // started counts queued entry e as running and charges its client for the start.
 func (q *queue) started(e int32) {
@@ -130,8 +137,57 @@ func (q *queue) started(e int32) {
 	cl.tag[en.class] += startCost(cl.share)
 }
 
-// stopped counts running entry e as no longer running.
-func (q *queue) stopped(e int32) { q.clients[q.entries[e].client].running-- }
+// stopped counts running entry e as no longer running, here and, if it took a slot, in
+// slots.
+func (q *queue) stopped(e int32, slots *Slots) {
+	q.clients[q.entries[e].client].running--
+	q.unclaim(e, slots)
+}
+
+// unclaim gives back the slot entry e took, if it took one.
+func (q *queue) unclaim(e int32, slots *Slots) {
+	if en := &q.entries[e]; en.counted {
+		en.counted = false
+		slots.Put(q.clients[en.client].name, q.clients[en.client].maxRun)
+	}
+}
+
+// claim takes a gateway-wide slot for queued entry e's start if its client has a cap,
+// reporting false when the client has no room (another provider took its last slot since
+// the simulation looked); with force it counts the start whatever the cap.
+func (q *queue) claim(e int32, slots *Slots, force bool) bool {
+	en := &q.entries[e]
+	cl := &q.clients[en.client]
+	if slots == nil || cl.maxRun == 0 {
+		return true
+	}
+	if !slots.Take(cl.name, cl.maxRun, force) {
+		return false
+	}
+	en.counted = true
+	return true
+}
+
+// room is how many more calls client k may start gateway-wide, or -1 for no cap.
+func (q *queue) room(k int, slots *Slots) int {
+	if cl := &q.clients[k]; slots != nil && cl.maxRun > 0 {
+		return max(slots.Room(cl.name, cl.maxRun), 0)
+	}
+	return -1
+}
+
+// capped reports whether some client with queued requests has a cap of its own.
+func (q *queue) capped(slots *Slots) bool {
+	if slots == nil {
+		return false
+	}
+	for k := range q.clients {
+		if q.clients[k].maxRun > 0 && q.clients[k].queued > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // startCost is the service one start charges a client of the given share.
 func startCost(share int) int64 { return fairScale / int64(min(max(share, 1), fairScale)) }

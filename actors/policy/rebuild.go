@@ -25,7 +25,9 @@ func (p *Provider) Resume(mb Member, started time.Time, key int) bool {
 		state: running, arrived: started, started: started, cost: max(mb.Tokens, 0), key: int32(key)})
 	p.running++
 	p.models[mb.Model].running++
-	p.q.running(e)
+	p.q.running(e, nil)
+	// Its start took a slot of its client's cap, which the slots (the gateway's) still count.
+	p.q.entries[e].counted = p.slots != nil && p.q.clients[p.q.entries[e].client].maxRun > 0
 	return true
 }
 

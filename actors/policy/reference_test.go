@@ -57,6 +57,7 @@ type refReq struct {
 	p, m, c  int
 	client   string
 	share    int // its client's weight, at least 1
+	maxRun   int // its client's max_running, gateway-wide; 0: none
 	seq      int
 	state    refState
 	cost     int
@@ -184,6 +185,17 @@ func (r *refGate) clients(p, c int) []string {
 	return out
 }
 
+// capped reports whether client cl runs its max_running, counted across every provider.
+func (r *refGate) capped(cl string) bool {
+	maxRun := 0
+	for _, q := range r.reqs {
+		if q.client == cl {
+			maxRun = q.maxRun
+		}
+	}
+	return maxRun > 0 && r.count(func(q *refReq) bool { return q.state == refRunning && q.client == cl }) >= maxRun
+}
+
 // enqueue makes q queued: a client with nothing queued in q's class at q's provider takes
 // up the class's service if its own is less.
 func (r *refGate) enqueue(q *refReq) {
@@ -247,6 +259,9 @@ func (r *refGate) candidate(p int, now time.Time, wake func(time.Time)) *refReq 
 			// earlier request), and that request.
 			var best *refReq
 			for _, cl := range r.clients(p, c) {
+				if r.capped(cl) {
+					continue // at its max_running across every provider: its requests wait
+				}
 				var h *refReq
 				for m := range r.specs[p].Models {
 					x := r.head(p, m, c, cl)
@@ -353,7 +368,7 @@ func (r *refGate) arrive(id ID, p, m, c, cost int, cl llm.Client, arrived, now t
 	}
 	r.seq++
 	ps := r.specs[p]
-	q := &refReq{id: id, p: p, m: m, c: c, client: cl.Name, share: cl.Share(), seq: r.seq, cost: cost,
+	q := &refReq{id: id, p: p, m: m, c: c, client: cl.Name, share: cl.Share(), maxRun: cl.MaxRunning, seq: r.seq, cost: cost,
 		arrived: arrived, deadline: now.Add(ps.QueueTimeout)}
 	r.enqueue(q)
 	r.reqs = append(r.reqs, q)
@@ -511,7 +526,7 @@ func (r *refGate) lookup(id ID) (gateInfo, bool) {
 		return gateInfo{}, false
 	}
 	in := gateInfo{Provider: q.p, Info: Info{Model: q.m, Priority: llm.Priority(q.c), Running: q.state == refRunning,
-		Arrived: q.arrived, Deadline: q.deadline, Tokens: q.cost, Client: llm.Client{Name: q.client, Weight: q.share}}}
+		Arrived: q.arrived, Deadline: q.deadline, Tokens: q.cost, Client: llm.Client{Name: q.client, Weight: q.share, MaxRunning: q.maxRun}}}
 	if in.Running {
 		in.Started, in.Key = q.started, q.key
 	}

@@ -95,7 +95,7 @@ func (p *Provider) Reserve(members []Member, retryAfter time.Duration, now time.
 			state: running, arrived: now, started: now, deadline: now.Add(p.timeout), cost: max(mb.Tokens, 0)})
 		p.running++
 		p.models[mb.Model].running++
-		p.q.running(e)
+		p.q.running(e, p.slots)
 		if p.startCap > 0 {
 			p.startCap--
 		}

@@ -19,6 +19,9 @@ type simulation struct {
 	// the simulated starts charge it.
 	cursor []int32
 	tag    []int64
+	// clientRoom, per client: how many more calls it may start gateway-wide (Slots) less the
+	// simulated starts; -1 for a client without a cap of its own.
+	clientRoom []int
 
 	// The provider's limiter, charged with the simulated starts: starts and tokens are what
 	// they took; stop is the cost of the request it held back (-1: none did).
@@ -50,7 +53,8 @@ type simPool struct {
 // play plays the provider's own dispatch forward at now without changing anything: it
 // starts, in thought, what the provider could start if every start were granted, class by
 // class (highest first), each class as SPEC §2 and §18 order it within a provider (the
-// client with the least service for its weight among those with a request that can start;
+// client with the least service for its weight among those with a request that can start
+// and room under their max_running gateway-wide;
 // within it, the model with the fewest running among those with a free model lane and a
 // request of the class; tie: the model whose oldest such request waited longest; then first
 // come, first served), charging the provider's free lanes, its start cap, the keys, the rate
@@ -73,7 +77,8 @@ func (s *simulation) play(p *Provider, now time.Time, want int) int32 {
 	if free <= 0 || p.q.n == 0 {
 		return none
 	}
-	if !limited(p.limiter, p.pools, now) {
+	s.rooms(p)
+	if !limited(p.limiter, p.pools, now) && !p.q.capped(p.slots) {
 		return s.lanes(p, free, want, now)
 	}
 	for c := range llm.NumPriorities {
@@ -153,6 +158,9 @@ func (s *simulation) class(p *Provider, c, want, free int, now time.Time) (int32
 		free--
 		s.run[m]++
 		s.tag[k] += startCost(p.q.clients[k].share)
+		if s.clientRoom[k] > 0 {
+			s.clientRoom[k]--
+		}
 		s.cursor[at] = p.q.entries[e].links[byModel].next
 	}
 	return none, free
@@ -181,6 +189,14 @@ func (s *simulation) heads(p *Provider, c int) {
 	}
 }
 
+// rooms copies every client's room under its cap (see simulation.clientRoom).
+func (s *simulation) rooms(p *Provider) {
+	s.clientRoom = s.clientRoom[:0]
+	for k := range p.q.clients {
+		s.clientRoom = append(s.clientRoom, p.q.room(k, p.slots))
+	}
+}
+
 // pick returns the client and model whose request (at its cursor) starts next, or -1: the
 // client with the least service among those with a request that can start (tie: the one
 // whose request arrived first), and that client's model as pickModel chooses.
@@ -188,6 +204,9 @@ func (s *simulation) pick(p *Provider) (k, m int) {
 	k, m = -1, -1
 	nm := len(p.models)
 	for i := range p.q.clients {
+		if s.clientRoom[i] == 0 {
+			continue // at its max_running gateway-wide: its calls wait, others' go on
+		}
 		j := s.pickModel(p, i)
 		if j < 0 {
 			continue

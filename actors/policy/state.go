@@ -61,7 +61,7 @@ type Info struct {
 	Deadline time.Time  // when it expires if it is still queued
 	Tokens   int        // its estimated cost
 	Key      int        // running: the key of its last attempt
-	Client   llm.Client // who it is for: the name and the share (weight, at least 1) it was queued with
+	Client   llm.Client // who it is for: the name, share (weight, at least 1) and max_running it was queued with
 }
 
 // Lookup returns what the provider knows about id; ok is false for an unknown id.
@@ -74,7 +74,8 @@ func (p *Provider) Lookup(id ID) (Info, bool) {
 	in := Info{
 		Model: int(en.m), Priority: llm.Priority(en.class), Running: en.state == running,
 		Arrived: en.arrived, Deadline: en.deadline, Tokens: en.cost,
-		Client: llm.Client{Name: p.q.clients[en.client].name, Weight: p.q.clients[en.client].share},
+		Client: llm.Client{Name: p.q.clients[en.client].name, Weight: p.q.clients[en.client].share,
+			MaxRunning: p.q.clients[en.client].maxRun},
 	}
 	if in.Running {
 		in.Started, in.Key = en.started, int(en.key)
