@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -35,7 +36,23 @@ func checkIntRange(param string, v *int, lo, hi int) *apiError {
 // typeMismatch is the 400 for a value of the wrong JSON type: it names the field by its JSON
 // path and the JSON type wanted, never a Go type.
 func typeMismatch(te *json.UnmarshalTypeError) apiError {
-	return invalid(te.Field, fmt.Sprintf("field %s: expected %s, got %s", te.Field, jsonType(te.Type), te.Value))
+	field := clientPath(te.Field)
+	return invalid(field, fmt.Sprintf("field %s: expected %s, got %s", field, jsonType(te.Type), te.Value))
+}
+
+// clientPath is a field path as the client wrote it. encoding/json puts an embedded struct's
+// Go type name in the path ("Request.messages" when chatDecoded embeds llm.Request); the
+// names a client sends are the JSON tags, which all start lower case, so an element that
+// starts upper case is dropped.
+func clientPath(field string) string {
+	parts := strings.Split(field, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p != "" && (p[0] < 'A' || p[0] > 'Z') {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ".")
 }
 
 // jsonType names, for a client, the JSON a Go type decodes from.
