@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -49,8 +50,10 @@ type App struct {
 	refresh  *refresher
 	drained  bool // Drain has begun: no reload starts refreshes again
 
-	shared *shared      // the replicas' shared state (cluster.go); nil: alone
-	store  *store.Store // run-time client keys and the spend ledger (clients.go); nil: none
+	shared *shared                           // the replicas' shared state (cluster.go); nil: alone
+	store  *store.Store                      // run-time client keys and the spend ledger (clients.go); nil: none
+	prices atomic.Pointer[prices]            // what each model costs (clients.go), per config
+	kinds  atomic.Pointer[map[string]string] // each provider's kind, for discovered models' prices
 }
 
 // Options tune New beyond the configuration. Zero values are fine.
@@ -102,7 +105,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (*App, error) {
 	if err := a.startGateway(ctx, cfg, b); err != nil {
 		return nil, err
 	}
-	a.config = cfg // the store's prices read it
+	a.setPrices(cfg) // the store prices every recorded call
 	if err := a.attachStore(ctx, cfg); err != nil {
 		_ = a.Gateway.Shutdown(context.Background())
 		if a.shared != nil {

@@ -86,32 +86,70 @@ func (a *App) openStore(ctx context.Context, cfg *config.Config) (*store.Store, 
 	return store.Open(ctx, o)
 }
 
-// price is a model id's price: the config's, else the catalog's list price for a cloud
-// model; CLIs, local servers and the fake cost nothing unless configured.
-func (a *App) price(model string) store.Price {
-	provider, id, _ := strings.Cut(model, "/")
-	cfg := a.Config()
+// prices is what each model id costs, built once per configuration (New, each reload) so
+// that recording a finished call is one map read, never a walk of the configuration under
+// the app's lock.
+type prices map[string]store.Price
+
+// priceTable prices every configured model: its own price: when set, else the catalog's list
+// price for a cloud model; CLIs, local servers and the fake cost nothing unless configured.
+func priceTable(cfg *config.Config) prices {
+	t := prices{}
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
-		if p.Name != provider {
-			continue
-		}
+		listed := listPriced(p.Kind)
 		for j := range p.Models {
-			if m := &p.Models[j]; m.ID == id && m.Price != nil {
+			m := &p.Models[j]
+			switch {
+			case m.Price != nil:
 				pr := store.Price{Input: m.Price.Input, CachedInput: m.Price.Input, Output: m.Price.Output}
 				if m.Price.CachedInput != nil {
 					pr.CachedInput = *m.Price.CachedInput
 				}
-				return pr
+				t[p.Name+"/"+m.ID] = pr
+			case listed:
+				lp, _ := catalog.ListPrice(m.ID)
+				t[p.Name+"/"+m.ID] = store.Price{Input: lp.Input, CachedInput: lp.CachedInput, Output: lp.Output}
 			}
 		}
-		if !config.IsHTTP(p.Kind) || p.Kind == "lmstudio" || p.Kind == "ollama" {
-			return store.Price{}
-		}
+	}
+	return t
+}
+
+// price is a model id's price ("provider/model"), from the table of the configuration in
+// force. A cloud model discovered at run time, not in the configuration, costs its catalog
+// list price.
+func (a *App) price(model string) store.Price {
+	t, kinds := a.prices.Load(), a.kinds.Load()
+	if t == nil || kinds == nil {
+		return store.Price{} // not started
+	}
+	if pr, ok := (*t)[model]; ok {
+		return pr
+	}
+	provider, id, _ := strings.Cut(model, "/")
+	if kind, ok := (*kinds)[provider]; ok && listPriced(kind) {
 		lp, _ := catalog.ListPrice(id)
 		return store.Price{Input: lp.Input, CachedInput: lp.CachedInput, Output: lp.Output}
 	}
 	return store.Price{}
+}
+
+// listPriced says a provider kind's models cost the catalog's list price unless configured:
+// the cloud APIs, not the CLIs, the local servers or the fake.
+func listPriced(kind string) bool {
+	return config.IsHTTP(kind) && kind != "lmstudio" && kind != "ollama"
+}
+
+// setPrices makes cfg's prices the ones calls are recorded at.
+func (a *App) setPrices(cfg *config.Config) {
+	t := priceTable(cfg)
+	kinds := make(map[string]string, len(cfg.Providers))
+	for i := range cfg.Providers {
+		kinds[cfg.Providers[i].Name] = cfg.Providers[i].Kind
+	}
+	a.prices.Store(&t)
+	a.kinds.Store(&kinds)
 }
 
 // tenants is the store as the HTTP layer's Tenants, or nil (an untyped nil: no admin key

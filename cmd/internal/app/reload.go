@@ -98,6 +98,7 @@ func (a *App) reload(ctx context.Context) (config.Changes, error) {
 	}
 	a.refresh.stop()
 	a.config, a.backends = in, b.backends
+	a.setPrices(in)
 	a.refresh = startRefresh(a.Gateway, b.listers, b.known, a.opts)
 	if err != nil {
 		return ch, fmt.Errorf("reload: %w", err)
