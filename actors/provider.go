@@ -117,9 +117,7 @@ func (a *providerActor) spec() policy.ProviderSpec {
 	for _, m := range h.OwnKeys() {
 		pool[m] = h.Pool(m)
 	}
-	ps := policySpec(&a.pv, a.models, rings, pool)
-	ps.Clients = a.g.running
-	return ps
+	return policySpec(&a.pv, a.models, rings, pool, a.g.running)
 }
 
 // Receive hands the message to the provider's mode: normal (receiveNormal), rebuilding after

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/policy/keys"
 )
 
@@ -18,7 +19,8 @@ func TestPolicySpecMapsEveryField(t *testing.T) {
 	models := []Model{{Name: "a", Lanes: 2}, {Name: "b", Lanes: 1}}
 	rings := []*keys.Ring{keys.New(1, keys.Config{}), keys.New(2, keys.Config{})}
 	pool := map[int]int{1: 1}
-	got := policySpec(&pv, models, rings, pool)
+	slots := policy.NewSlots(nil)
+	got := policySpec(&pv, models, rings, pool, slots)
 	nonZero := func(what string, v reflect.Value) {
 		for i := range v.NumField() {
 			if v.Field(i).IsZero() {
@@ -38,14 +40,14 @@ func TestPolicySpecMapsEveryField(t *testing.T) {
 	for name, change := range admission {
 		q := pv
 		change(&q)
-		if reflect.DeepEqual(policySpec(&q, models, rings, pool), got) {
+		if reflect.DeepEqual(policySpec(&q, models, rings, pool, slots), got) {
 			t.Errorf("Provider.%s changes nothing policySpec makes", name)
 		}
 	}
 	for name, change := range map[string]func(m *Model){"Name": func(m *Model) { m.Name = "c" }, "Lanes": func(m *Model) { m.Lanes = 5 }} {
 		ms := append([]Model(nil), models...)
 		change(&ms[0])
-		if reflect.DeepEqual(policySpec(&pv, ms, rings, pool), got) {
+		if reflect.DeepEqual(policySpec(&pv, ms, rings, pool, slots), got) {
 			t.Errorf("Model.%s changes nothing policySpec makes", name)
 		}
 	}
