@@ -44,10 +44,17 @@ func (p *Provider) TakeCredit(c Credit) bool {
 	return true
 }
 
-// Recall reports whether r takes back credit the provider holds: the owner then offers,
-// which gives it back. False when the provider has offered since (it gave it back then).
+// Recall takes back the credit the provider holds, if r is for it, and reports whether it
+// did: the owner must then offer, which tells the dispatcher. The credit is void from now
+// on, not from the offer, so an arrival handled before an offer the owner defers queues
+// instead of starting on credit the dispatcher counted under caps it no longer has. False
+// when the provider has offered since (it gave it back then).
 func (p *Provider) Recall(r Recall) bool {
-	return p.credit > 0 && r.Epoch == p.epoch && r.Seq == p.offers
+	if p.credit <= 0 || r.Epoch != p.epoch || r.Seq != p.offers {
+		return false
+	}
+	p.credit = 0
+	return true
 }
 
 // Quiet reports whether the dispatcher needs no offer from the provider now: it holds
