@@ -187,21 +187,59 @@ func (g *Gateway) State() AdminState {
 	for _, pid := range pids {
 		send(g.system.Root, pid, &stateQuery{reply: reply})
 	}
-	timeout := time.NewTimer(stateTimeout)
-	defer timeout.Stop()
-	for range pids {
-		select {
-		case part := <-reply:
-			if i, ok := at[part.p]; ok {
-				st.Providers[i] = part.provider
-			}
-		case <-timeout.C:
-			return g.withCluster(withBindings(st.total(), g.sessions.counts(g.now())))
-		case <-g.stopped:
-			return g.withCluster(withBindings(st.total(), g.sessions.counts(g.now())))
+	closed := closedSince(t, at)
+	g.collectParts(&st, at, closed, reply, len(pids)-len(closed))
+	st.Providers = withoutClosed(st.Providers, at, closed)
+	return g.withCluster(withBindings(st.total(), g.sessions.counts(g.now())))
+}
+
+// closedSince is the providers among at that began to stop after State read the table: a
+// retired provider stops with its mailbox, so it may never answer the query sent to it.
+// One not closing once the query is sent answers it, since it closes only after handling
+// the messages before its retireCheck (retireIdle).
+func closedSince(t *modelTable, at map[int]int) map[int]bool {
+	closed := map[int]bool{}
+	for p := range at {
+		if t.provs[p].slot.retired.Load() {
+			closed[p] = true
 		}
 	}
-	return g.withCluster(withBindings(st.total(), g.sessions.counts(g.now())))
+	return closed
+}
+
+// withoutClosed is the listing ps (slot → index at) without the providers closed.
+func withoutClosed(ps []ProviderState, at map[int]int, closed map[int]bool) []ProviderState {
+	drop := make(map[int]bool, len(closed))
+	for p := range closed {
+		drop[at[p]] = true
+	}
+	out := ps[:0]
+	for i, p := range ps {
+		if !drop[i] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// collectParts puts in st the parts of the want providers not closed that answer on reply
+// within stateTimeout; the others stay "unavailable".
+func (g *Gateway) collectParts(st *AdminState, at map[int]int, closed map[int]bool, reply <-chan statePart, want int) {
+	timeout := time.NewTimer(stateTimeout)
+	defer timeout.Stop()
+	for want > 0 {
+		select {
+		case part := <-reply:
+			if i, ok := at[part.p]; ok && !closed[part.p] {
+				st.Providers[i] = part.provider
+				want--
+			}
+		case <-timeout.C:
+			return
+		case <-g.stopped:
+			return
+		}
+	}
 }
 
 // withCluster adds the replicas' shared state to st: its health, and the cluster-wide
