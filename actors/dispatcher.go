@@ -21,10 +21,12 @@ type poolDispatcher struct {
 	stopOnce   sync.Once
 }
 
-// newPoolDispatcher starts GOMAXPROCS workers. throughput is how many messages a mailbox
+// newPoolDispatcher starts GOMAXPROCS workers, and at least two: with one (a container
+// limited to one CPU), a single slow handler would hold every other mailbox behind it.
+// throughput is how many messages a mailbox
 // processes before it yields its worker (protoactor's default is 300).
 func newPoolDispatcher(throughput int) *poolDispatcher {
-	n := runtime.GOMAXPROCS(0)
+	n := max(2, runtime.GOMAXPROCS(0))
 	d := &poolDispatcher{work: make(chan func(), 1024), quit: make(chan struct{}), workers: n, throughput: throughput}
 	d.wg.Add(n)
 	for range n {
