@@ -21,8 +21,11 @@ func reload(t *testing.T, g *Gateway, maxRunning, maxAdmitted int, ps ...Provide
 	return ch
 }
 
-// actorCount is how many actors the gateway's system has.
+// actorCount is how many actors the gateway's system has once each provider in service has
+// started: a provider spawns its lanes in its Started, after newGateway returns, and State
+// asks each provider, which it answers only after that.
 func actorCount(g *Gateway) int {
+	g.State()
 	n := 0
 	for _, m := range g.system.ProcessRegistry.LocalPIDs.LocalPIDs {
 		n += m.Count()
@@ -105,7 +108,11 @@ func TestReloadQueueLengthLoweredEvictsNobody(t *testing.T) {
 	for range 3 {
 		queued = append(queued, startAsync(ctx, g, "p/m", llm.Interactive))
 		n := len(queued)
-		waitState(t, g, "queued in order", func(s AdminState) bool { return s.Queued == n })
+		// Admitted: kept by the dispatcher's verdict. One still awaiting it when the reload
+		// lands is judged against the lowered queue_length, as any arrival then is.
+		waitState(t, g, "queued in order", func(s AdminState) bool {
+			return s.Queued == n && s.Providers[0].AwaitingVerdict == 0
+		})
 	}
 	p.QueueLength, p.QueueTimeout = 1, 30*time.Second
 	reload(t, g, 10, 16, p)
