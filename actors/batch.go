@@ -115,7 +115,12 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 	if err := b.fits(t, g.caps.Load().limits.MaxRunning); err != nil {
 		return nil, err
 	}
+	refund, err := g.rates.reserveBatch(llm.ClientOf(ctx), b.members)
+	if err != nil {
+		return nil, err
+	}
 	if err := g.leaseBatch(ctx, b); err != nil {
+		refund()
 		return nil, err
 	}
 	send(g.system.Root, g.supervisor, &startBatch{b: b})
@@ -123,10 +128,12 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 	case err := <-b.reply:
 		if err != nil {
 			unleaseBatch(b)
+			refund()
 			return nil, err
 		}
 	case <-g.stopped:
 		unleaseBatch(b)
+		refund()
 		return nil, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}
 	}
 	return b.open(g.stopped), nil // committed: every member is answered by its lane with its stream

@@ -109,6 +109,7 @@ const revokeTimeout = 2 * time.Second
 // A provider that does not answer within revokeTimeout (rebuilding after a crash) still
 // answers its calls when its turn comes; they are not counted.
 func (g *Gateway) RevokeClient(name string) int {
+	g.rates.forget(name)
 	t := g.table.Load()
 	select {
 	case <-g.stopped:

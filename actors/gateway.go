@@ -154,10 +154,13 @@ type route struct {
 	backend  llm.Backend
 	keyed    llm.KeyedBackend // backend, when it lets the gateway choose each call's key
 	timeout  time.Duration
-	window   int  // the model's context window, for token estimates; 0 unknown
-	counts   bool // a tpm bucket counts this call's tokens: estimate them
-	fallback []string
-	on       FallbackOn
+	// queueTimeout is the provider's queue_timeout: how long a call may wait for its key's
+	// own tokens (clientrate.go) before it comes to the provider's queue
+	queueTimeout time.Duration
+	window       int  // the model's context window, for token estimates; 0 unknown
+	counts       bool // a tpm bucket counts this call's tokens: estimate them
+	fallback     []string
+	on           FallbackOn
 }
 
 // Gateway is the facade the HTTP layer talks to.
@@ -186,6 +189,7 @@ type Gateway struct {
 	draining atomic.Bool
 	leaseGen atomic.Uint64 // counts LeaseNotice calls: a refusal older than a notice is retried
 	clients  clientTally   // each client's calls waiting, for max_queued (clients.go)
+	rates    clientRates   // each client's own rate_limit buckets (clientrate.go)
 	running  *policy.Slots // each capped client's calls running, for max_running (clients.go)
 	started  atomic.Bool   // New has returned: a provider spawned since reads the shared state itself
 
@@ -217,6 +221,7 @@ func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...),
 		sessions: newSessions(opts.Affinity)}
 	g.running = newClientSlots(g)
+	g.rates.now, g.rates.stopped = g.now, g.stopped
 	slots := make([]*slot, len(opts.Providers))
 	for p, pv := range opts.Providers {
 		slots[p] = &slot{p: p, name: pv.Name}

@@ -30,13 +30,15 @@ type call struct {
 	answered atomic.Bool
 
 	// Set by Start before the call is sent, then read-only.
-	tokens    int       // estimated cost for the tpm buckets; 0 when none counts tokens
-	arrived   time.Time // its place in the FIFO: when the request first came; zero: entered
-	requeueOf *call     // the running call it replaces after a capacity refusal, or nil
-	attempts  int       // backend attempts made on this model before this call (requeues)
-	requeues  int       // capacity requeues before this call
-	batch     bool      // a batch member: it starts with its batch or not at all, never requeued
-	bound     int       // 1 + the key its conversation is bound to at this provider; 0 none (policy.Arrival.Bound)
+	tokens    int           // estimated cost for the tpm buckets; 0 when none counts tokens
+	arrived   time.Time     // its place in the FIFO: when the request first came; zero: entered
+	requeueOf *call         // the running call it replaces after a capacity refusal, or nil
+	attempts  int           // backend attempts made on this model before this call (requeues)
+	requeues  int           // capacity requeues before this call
+	batch     bool          // a batch member: it starts with its batch or not at all, never requeued
+	bound     int           // 1 + the key its conversation is bound to at this provider; 0 none (policy.Arrival.Bound)
+	keyWait   time.Duration // how long it waited for its client key's own tokens: its queue_timeout counts it
+	keyTokens int           // what its key's tpm bucket was charged for it (clientrate.go)
 
 	// Set by the provider actor that owns the call while it waits (facts a rebuild needs).
 	entered   time.Time // when the provider saw it: its queue wait starts then
@@ -117,7 +119,7 @@ func (c *call) queueWait(now time.Time) time.Duration {
 func (c *call) again(id policy.ID, attempts int) *call {
 	return &call{id: id, ctx: c.ctx, req: c.req, route: c.route, prio: c.prio, client: c.client, reply: make(chan admitResult, 1),
 		tokens: c.tokens, arrived: c.placed(), requeueOf: c, attempts: c.attempts + attempts,
-		requeues: c.requeues + 1, deadline: c.deadline, bound: c.bound}
+		requeues: c.requeues + 1, deadline: c.deadline, bound: c.bound, keyTokens: c.keyTokens}
 }
 
 // member is the call as the policy knows it running on model m.

@@ -101,7 +101,7 @@ func (t *modelTable) add(p int, models []Model) {
 func (t *modelTable) route(p, m int, mv Model) {
 	pv := &t.provs[p]
 	id := pv.Name + "/" + mv.Name
-	r := route{p: p, m: m, slot: pv.slot, provider: pv.Name, kind: pv.Kind, typ: mv.Card.ModelType(), model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout,
+	r := route{p: p, m: m, slot: pv.slot, provider: pv.Name, kind: pv.Kind, typ: mv.Card.ModelType(), model: mv.Name, id: id, backend: pv.Backend, timeout: pv.RunTimeout, queueTimeout: pv.QueueTimeout,
 		fallback: mv.Fallbacks, on: mv.FallbackOn, counts: pv.RateLimit.TPM > 0 || pv.KeyRateLimit.TPM > 0}
 	r.keyed, _ = pv.Backend.(llm.KeyedBackend)
 	if mv.Card.ContextWindow != nil {

@@ -279,7 +279,7 @@ func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	}
 	c.entered = now
 	if c.deadline.IsZero() {
-		c.deadline = now.Add(a.pv.QueueTimeout)
+		c.deadline = now.Add(a.pv.QueueTimeout - c.keyWait) // the wait for its key's tokens counts
 	}
 	switch err := a.vitals.refusal(c, now); {
 	case c.requeueOf == nil && (a.retiring || a.gone[c.route.m]):
@@ -324,6 +324,7 @@ func (a *providerActor) finish(c *call, now time.Time) bool {
 		a.pol.Correct(c.id, used, now)
 	}
 	a.peers.correctShared(c, c.end.usage.PromptTokens+c.end.usage.CompletionTokens)
+	a.g.rates.correct(c.client, c.keyTokens, c.end.usage.PromptTokens+c.end.usage.CompletionTokens)
 	if !a.pol.Finish(c.id, now) {
 		return false
 	}

@@ -32,12 +32,22 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 	if err != nil {
 		return llm.Served{}, err
 	}
-	leave, err := g.admitClient(llm.ClientOf(ctx))
+	client := llm.ClientOf(ctx)
+	leave, err := g.admitClient(client)
 	if err != nil {
 		return llm.Served{}, err
 	}
 	defer leave()
-	var sv llm.Served
+	charge, err := g.rates.await(ctx, client, &chain[0], req)
+	if err != nil {
+		return llm.Served{}, err
+	}
+	sv := llm.Served{QueueWait: charge.wait}
+	defer func() {
+		if sv.Stream == nil && sv.Attempts == 0 { // it never reached a backend
+			g.rates.refund(client, charge)
+		}
+	}()
 	for i := range chain {
 		cand := &chain[i]
 		if i > 0 {
@@ -47,7 +57,7 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 			}
 		}
 		sv.Model, sv.Provider = cand.id, cand.provider
-		s, err := g.serve(ctx, cand, prio, req, arrived, boundKey(b, bound, cand), &sv)
+		s, err := g.serve(ctx, cand, prio, req, arrived, boundKey(b, bound, cand), charge, &sv)
 		if err == nil {
 			sv.Stream = s
 			sv.Affinity = g.sessions.bind(req.Conversation, affinity.Binding{Provider: cand.provider, Key: s.key, Model: cand.id}, g.now()).String()
@@ -106,14 +116,15 @@ func (r *route) fallsBack(err error) bool {
 // and a capacity refusal sends it back to the head of its queue, as often as its provider
 // allows. It adds its queue wait and attempts to sv.
 // bound is 1 + the key the call's conversation prefers at r's provider (0: none).
-func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *llm.Request, arrived time.Time, bound int, sv *llm.Served) (*stream, error) {
+func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *llm.Request, arrived time.Time, bound int, charge keyCharge, sv *llm.Served) (*stream, error) {
 	if err := g.refusing(r); err != nil {
 		return nil, err
 	}
 	breq := *req
 	breq.Model = r.model
 	c := &call{id: policy.ID(g.nextID.Add(1)), ctx: ctx, req: &breq, route: *r, prio: prio, client: llm.ClientOf(ctx),
-		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req), bound: bound}
+		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req), bound: bound,
+		keyWait: charge.wait, keyTokens: charge.tokens}
 	for {
 		res, err := g.admit(ctx, c)
 		sv.QueueWait += res.queueWait

@@ -188,7 +188,7 @@ func (g *Gateway) State() AdminState {
 		send(g.system.Root, pid, &stateQuery{reply: reply})
 	}
 	closed := closedSince(t, at)
-	g.collectParts(&st, at, closed, reply, len(pids)-len(closed))
+	collectParts(&st, at, closed, reply, len(pids)-len(closed), g.stopped)
 	st.Providers = withoutClosed(st.Providers, at, closed)
 	return g.withCluster(withBindings(st.total(), g.sessions.counts(g.now())))
 }
@@ -223,8 +223,8 @@ func withoutClosed(ps []ProviderState, at map[int]int, closed map[int]bool) []Pr
 }
 
 // collectParts puts in st the parts of the want providers not closed that answer on reply
-// within stateTimeout; the others stay "unavailable".
-func (g *Gateway) collectParts(st *AdminState, at map[int]int, closed map[int]bool, reply <-chan statePart, want int) {
+// within stateTimeout, or until stopped; the others stay "unavailable".
+func collectParts(st *AdminState, at map[int]int, closed map[int]bool, reply <-chan statePart, want int, stopped <-chan struct{}) {
 	timeout := time.NewTimer(stateTimeout)
 	defer timeout.Stop()
 	for want > 0 {
@@ -236,7 +236,7 @@ func (g *Gateway) collectParts(st *AdminState, at map[int]int, closed map[int]bo
 			}
 		case <-timeout.C:
 			return
-		case <-g.stopped:
+		case <-stopped:
 			return
 		}
 	}

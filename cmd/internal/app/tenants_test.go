@@ -33,6 +33,7 @@ providers:
     models: [{id: echo, price: {input: 1000, output: 1000}}]
   - name: other
     kind: fake
+    queue_timeout: 5s
     models: [{id: echo}]
 `
 
