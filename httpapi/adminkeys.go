@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -202,7 +203,9 @@ func unknownFields(fields map[string]json.RawMessage) *apiError {
 		return nil
 	}
 	slices.Sort(names)
-	return fieldError(names[0], "unknown field (valid: name, weight, max_running, max_queued, rate_limit, models, max_priority, budget; rotate takes grace)")
+	e := fieldError(names[0], "unknown field (valid: name, weight, max_running, max_queued, rate_limit, models, max_priority, budget; rotate takes grace)")
+	e.message = strconv.Quote(names[0]) + e.message[len(names[0]):] // quoted: a name may be empty or odd
+	return e
 }
 
 // limitFields are a key's limit fields as the admin API names them.
