@@ -17,6 +17,7 @@ type stateCollector struct {
 	outOfService                        *prometheus.Desc // provider
 	maxRunning, maxAdmitted, allRunning *prometheus.Desc
 	allQueued                           *prometheus.Desc
+	clientRunning                       *prometheus.Desc // client
 
 	mu          sync.Mutex
 	breakerOpen map[string]bool // set through actors.Observer
@@ -39,6 +40,8 @@ func newStateCollector(state func() actors.AdminState) *stateCollector {
 		maxAdmitted: desc("tollgate_max_admitted", "The gateway's max_admitted."),
 		allRunning:  desc("tollgate_gateway_running", "Requests running across all providers."),
 		allQueued:   desc("tollgate_gateway_queued", "Requests queued across all providers."),
+		clientRunning: desc("tollgate_client_running",
+			"Requests of a client key running across all providers (SPEC §18); keys with none are not listed.", "client"),
 		breakerOpen: map[string]bool{},
 	}
 }
@@ -51,7 +54,7 @@ func (c *stateCollector) setBreaker(provider string, open bool) {
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.running, c.queued, c.lanes, c.effective, c.breaker, c.outOfService,
-		c.maxRunning, c.maxAdmitted, c.allRunning, c.allQueued} {
+		c.maxRunning, c.maxAdmitted, c.allRunning, c.allQueued, c.clientRunning} {
 		ch <- d
 	}
 }
@@ -65,6 +68,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.maxAdmitted, st.MaxAdmitted)
 	gauge(c.allRunning, st.Running)
 	gauge(c.allQueued, st.Queued)
+	for client, n := range runningByClient(st) {
+		gauge(c.clientRunning, n, client)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range st.Providers {
@@ -85,4 +91,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.queued, m.Queued, p.Name, m.ID)
 		}
 	}
+}
+
+// runningByClient sums each client key's running calls over the providers.
+func runningByClient(st actors.AdminState) map[string]int {
+	out := map[string]int{}
+	for _, p := range st.Providers {
+		for client, n := range p.RunningByClient {
+			if n > 0 {
+				out[client] += n
+			}
+		}
+	}
+	return out
 }
