@@ -138,8 +138,9 @@ func (a *App) stillListed(p *config.Provider, models []actors.Model) []actors.Mo
 }
 
 // backendSig is what a provider's adapter is built from: while it stays, a reload keeps the
-// adapter. Its admission settings (lanes, queues, limits, resilience) are the gateway's and
-// change without a new adapter.
+// adapter. Its admission settings (lanes, queues, limits, resilience), routing and prices are
+// the gateway's and change without a new adapter; TestSignatureClassifiesEveryField holds
+// every field of config.Provider and config.Model to one side or the other.
 type backendSig struct {
 	p             config.Provider
 	maxEventBytes int
@@ -153,7 +154,7 @@ func signature(p *config.Provider, l *config.Limits) backendSig {
 	q.AdaptiveLanes, q.LanesProbe, q.Breaker, q.RefreshModels, q.Aliases, q.Discovered = nil, 0, config.Breaker{}, 0, nil, ""
 	q.Models = make([]config.Model, len(p.Models))
 	for i, m := range p.Models {
-		m.ModelLanes, m.Fallbacks, m.FallbackOn, m.Aliases = 0, nil, nil, nil
+		m.ModelLanes, m.Fallbacks, m.FallbackOn, m.Aliases, m.Price = 0, nil, nil, nil, nil
 		q.Models[i] = m
 	}
 	return s
