@@ -43,23 +43,14 @@ func FuzzParseLimits(f *testing.F) {
 		if l.MaxPriority != "" && !slices.Contains([]string{"interactive", "normal", "background"}, l.MaxPriority) {
 			t.Fatalf("accepted max_priority %q from %s", l.MaxPriority, body)
 		}
-		again := map[string]any{}
+		all := map[string]json.RawMessage{} // the limits by their JSON names, which are the body's
+		if err := json.Unmarshal([]byte(mustJSON(t, l)), &all); err != nil {
+			t.Fatal(err)
+		}
+		again := map[string]json.RawMessage{}
 		for f := range p.Set {
-			switch f {
-			case "weight":
-				again[f] = l.Weight
-			case "max_running":
-				again[f] = l.MaxRunning
-			case "max_queued":
-				again[f] = l.MaxQueued
-			case "rate_limit":
-				again[f] = l.RateLimit
-			case "models":
-				again[f] = l.Models
-			case "max_priority":
-				again[f] = l.MaxPriority
-			case "budget":
-				again[f] = l.Budget
+			if v, ok := all[f]; ok {
+				again[f] = v
 			}
 		}
 		raw, err := json.Marshal(again)
