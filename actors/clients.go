@@ -67,8 +67,11 @@ func (g *Gateway) admitClient(c llm.Client) (func(), error) {
 // of client name invalid_api_key, and say how many there were.
 type revokeClient struct {
 	name  string
-	reply chan int // buffered for every provider asked
+	reply chan revoked // buffered for every provider asked; an answer past it (a repeat) is dropped
 }
+
+// revoked answers revokeClient: provider p answered n waiting calls.
+type revoked struct{ p, n int }
 
 // Sent again: a second sweep finds nothing more and says 0.
 func (m *revokeClient) lost(l *loss) { l.again(m) }
@@ -96,7 +99,10 @@ func (a *providerActor) revoke(ctx actor.Context, m *revokeClient) {
 	if n > 0 && !a.rebuilding && !a.failed {
 		a.offer(ctx, now)
 	}
-	m.reply <- n
+	select {
+	case m.reply <- revoked{p: a.p, n: n}:
+	default:
+	}
 }
 
 // revokeTimeout bounds RevokeClient's wait for the provider actors, as stateTimeout does
@@ -116,20 +122,27 @@ func (g *Gateway) RevokeClient(name string) int {
 		return 0
 	default:
 	}
-	var n, asked int
-	reply := make(chan int, len(t.provs))
-	for _, pv := range t.provs {
-		if pid := pv.slot.pid.Load(); pid != nil {
+	reply := make(chan revoked, len(t.provs))
+	asked := map[int]int{} // slot → slot, for closedSince
+	for p, pv := range t.provs {
+		// A retired provider has nothing queued, and may have stopped (its mailbox with it).
+		if pid := pv.slot.pid.Load(); pid != nil && !pv.slot.retired.Load() {
 			send(g.system.Root, pid, &revokeClient{name: name, reply: reply})
-			asked++
+			asked[p] = p
 		}
 	}
+	closed := closedSince(t, asked)
+	answered := map[int]bool{}
 	timeout := time.NewTimer(revokeTimeout)
 	defer timeout.Stop()
-	for range asked {
+	n := 0
+	for len(answered) < len(asked)-len(closed) {
 		select {
-		case k := <-reply:
-			n += k
+		case r := <-reply:
+			if !closed[r.p] && !answered[r.p] { // a repeat (sent again after a crash) says 0
+				answered[r.p] = true
+				n += r.n
+			}
 		case <-timeout.C:
 			return n
 		case <-g.stopped:

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -150,4 +154,39 @@ func TestClientMaxRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, g, "idle", idle)
+}
+
+// TestRevokeSkipsStoppedProviders: once a reload removed a provider and its actor stopped,
+// neither State nor RevokeClient sends it a query: a stopped actor's mail is dropped, and
+// each would wait its whole timeout for an answer that never comes.
+func TestRevokeSkipsStoppedProviders(t *testing.T) {
+	stay := newHeld()
+	g := newTestGateway(t, 10, 16, testProvider("old", newHeld(), "m"), testProvider("stay", stay, "m"))
+	before := actorCount(g)
+	reload(t, g, 10, 16, testProvider("stay", stay, "m"))
+	for deadline := time.Now().Add(patience); actorCount(g) != before-2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("actors: %d before, %d after the removed provider retired (want %d)", before, actorCount(g), before-2)
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	var lost atomic.Int32
+	sub := g.system.EventStream.Subscribe(func(evt any) { // called on the sender's goroutine
+		if dl, ok := evt.(*actor.DeadLetterEvent); ok {
+			switch dl.Message.(type) {
+			case *stateQuery, *revokeClient:
+				lost.Add(1)
+			}
+		}
+	})
+	defer g.system.EventStream.Unsubscribe(sub)
+	if _, listed := providerNamed(g.State(), "old"); listed {
+		t.Fatal("the removed provider is still listed")
+	}
+	if n := g.RevokeClient("a"); n != 0 {
+		t.Fatalf("RevokeClient answered %d calls, want 0", n)
+	}
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("%d queries went to the stopped provider", n)
+	}
 }

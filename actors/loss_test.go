@@ -107,7 +107,7 @@ var crashTable = []lossRow{
 	{"providerIdle", []string{"supervisor"}, "sent again", plain(func() message { return &providerIdle{} }), &crashCase{trigger: "drain"}},
 	{"reserved", []string{"supervisor"}, "sent again", plain(func() message { return &reserved{} }), nil},
 	{"reconfigure", []string{"supervisor"}, "sent again", plain(func() message { return &reconfigure{} }), nil},
-	{"revokeClient", []string{"provider"}, "sent again", plain(func() message { return &revokeClient{reply: make(chan int, 1)} }), nil},
+	{"revokeClient", []string{"provider"}, "sent again", plain(func() message { return &revokeClient{reply: make(chan revoked, 1)} }), nil},
 	{"providerRetired", []string{"supervisor"}, "sent again", plain(func() message { return &providerRetired{} }), &crashCase{trigger: "retire"}},
 
 	{"grants", []string{"provider"}, "nothing", plain(func() message { return &grants{} }), &crashCase{trigger: "release"}},

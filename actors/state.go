@@ -193,10 +193,10 @@ func (g *Gateway) State() AdminState {
 	return g.withCluster(withBindings(st.total(), g.sessions.counts(g.now())))
 }
 
-// closedSince is the providers among at that began to stop after State read the table: a
-// retired provider stops with its mailbox, so it may never answer the query sent to it.
-// One not closing once the query is sent answers it, since it closes only after handling
-// the messages before its retireCheck (retireIdle).
+// closedSince is the providers among at (keyed by slot) that began to stop after the caller
+// (State, RevokeClient) read the table: a retired provider stops with its mailbox, so it
+// may never answer the query sent to it. One not closing once the query is sent answers it,
+// since it closes only after handling the messages before its retireCheck (retireIdle).
 func closedSince(t *modelTable, at map[int]int) map[int]bool {
 	closed := map[int]bool{}
 	for p := range at {
