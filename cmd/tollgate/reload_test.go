@@ -98,10 +98,12 @@ func TestReloadProcess(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the removed provider's stream did not end")
 	}
+	// The client has its [DONE] before the provider actor counts the call finished, so the
+	// removed provider leaves /admin/state only once it has stopped.
+	p.waitLog(t, `"message":"removed provider stopped`, 10*time.Second)
 	if lanes := providerLanes(t, p.url); lanes["demo"] != 2 || lanes["old"] != 0 {
 		t.Fatalf("lanes after the reload: %v", lanes)
 	}
-	p.waitLog(t, `"message":"removed provider stopped`, 10*time.Second)
 
 	write(t, p.path, reloadInvalid)
 	status, body := postReload(t, p.url)
