@@ -68,8 +68,9 @@ func (cr *clientRates) await(ctx context.Context, c llm.Client, r *route, req *l
 	}
 }
 
-// keyEstimate is what a call is charged in its key's tpm bucket: as estimate's, whether or
-// not a bucket of its provider counts tokens.
+// keyEstimate is a call's estimated tokens, what every tpm bucket is charged: its prompt
+// plus its output cap, at most the model's window (an embedding's inputs alone). estimate
+// skips it when no bucket of the provider counts tokens; a key's tpm bucket always does.
 func keyEstimate(r *route, req *llm.Request) int {
 	if req.Embed != nil {
 		return llm.EstimatePromptTokens(req)

@@ -8,7 +8,6 @@ import (
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/policy/affinity"
 	"github.com/tollgate/tollgate/actors/policy/retry"
-	"github.com/tollgate/tollgate/actors/policy/tokens"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -184,11 +183,8 @@ func (g *Gateway) admit(ctx context.Context, c *call) (admitResult, error) {
 // embeddings call is charged its inputs alone, however many: it generates nothing, and the
 // window bounds each input, not the call.
 func (g *Gateway) estimate(r *route, req *llm.Request) int {
-	switch {
-	case !r.counts:
+	if !r.counts {
 		return 0
-	case req.Embed != nil:
-		return llm.EstimatePromptTokens(req)
 	}
-	return tokens.Estimate(llm.EstimatePromptTokens(req), req.OutputLimit(), r.window)
+	return keyEstimate(r, req)
 }
