@@ -78,5 +78,8 @@ func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
 		}
 		return fmt.Sprintf("provider %s's rate limit (%s %d) has no room for the request before %s", pv.Name, dim, limit, w.Round(time.Millisecond)), w
 	}
+	if cl := c.client; cl.MaxRunning > 0 && a.g.running.Held(cl.Name) {
+		return fmt.Sprintf("the replicas sharing this gateway's limits run client key %q's max_running (%d) full", cl.Name, cl.MaxRunning), 0
+	}
 	return fmt.Sprintf("the gateway runs its limit of %d requests at once across all providers (max_running)", a.g.caps.Load().limits.MaxRunning), 0
 }

@@ -96,8 +96,9 @@ func (g *Gateway) LeaseNotice(scopes []string) {
 
 // claim is what call c needs of the replicas' shared state: a slot of max_running, of its
 // provider's lanes and of its model's lanes (as this replica learned them, when lower:
-// each replica's learning caps the whole cluster), and its provider's rate_limit (a
-// request of rpm, its estimated tokens of tpm), and its key's key_rate_limit alike.
+// each replica's learning caps the whole cluster), of its client key's max_running
+// (clientScopes), and its provider's rate_limit (a request of rpm, its estimated tokens of
+// tpm), and its key's key_rate_limit alike.
 func (g *Gateway) claim(c *call) replicas.Claim {
 	r := c.route
 	pv := &g.table.Load().provs[r.p].Provider
@@ -110,6 +111,7 @@ func (g *Gateway) claim(c *call) replicas.Claim {
 	}
 	cl := replicas.Claim{Scopes: []replicas.Scope{{Name: replicas.GatewayScope, Limit: g.caps.Load().limits.MaxRunning},
 		{Name: replicas.ProviderScope(pv.Name), Limit: lanes}, {Name: replicas.ModelScope(pv.Name, r.model), Limit: modelLanes}}}
+	cl.Scopes = append(cl.Scopes, clientScopes(c)...)
 	if rl := pv.RateLimit; rl.RPM > 0 {
 		cl.Buckets = append(cl.Buckets, replicas.Bucket{Name: replicas.RateScope(pv.Name), PerMinute: rl.RPM, Burst: rl.Burst, Cost: 1})
 	}
@@ -288,7 +290,10 @@ func (rl replicaLink) unleased(ctx actor.Context, m *unleased) {
 		a.answerWaiting(c.id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
 	case keyRefused(m.busy, c):
 		rl.restKey(c, m.busy.Wait, now) // the next grant takes another key, if one is ready
-	case a.g.leaseGen.Load() == m.gen:
+	case a.g.leaseGen.Load() != m.gen: // a slot may have freed since: offer again
+	case clientRefused(m.busy, c):
+		rl.holdClient(c)
+	default:
 		rl.block(m.busy, c)
 	}
 	a.offer(ctx, now)
@@ -329,6 +334,7 @@ func (rl replicaLink) block(b *replicas.Busy, c *call) {
 // leaseFreed offers again the models blocked on a scope that has a free slot now.
 func (rl replicaLink) leaseFreed(ctx actor.Context, scopes []string) {
 	a := rl.a
+	rl.unholdClients(scopes)
 	n := len(a.blocks)
 	for m, bl := range a.blocks {
 		if scopes == nil || slices.Contains(scopes, bl.scope) {

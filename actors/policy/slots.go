@@ -12,9 +12,13 @@ import "sync"
 // Freed is told the name of a client that was at its cap when one of its calls stopped: the
 // providers holding its calls must offer again, since what they could start has changed
 // without anything happening to them.
+//
+// With several replicas a client's cap holds cluster-wide too: a client the replicas run at
+// its cap is held (Hold), and has no room here until Unhold, whatever it runs here.
 type Slots struct {
 	mu      sync.Mutex
 	running map[string]int
+	held    map[string]bool
 	freed   func(name string)
 }
 
@@ -27,6 +31,9 @@ func NewSlots(freed func(name string)) *Slots {
 func (s *Slots) Room(name string, max int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.held[name] {
+		return 0
+	}
 	return max - s.running[name]
 }
 
@@ -36,7 +43,7 @@ func (s *Slots) Room(name string, max int) int {
 func (s *Slots) Take(name string, max int, force bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !force && s.running[name] >= max {
+	if !force && (s.running[name] >= max || s.held[name]) {
 		return false
 	}
 	s.running[name]++
@@ -64,4 +71,35 @@ func (s *Slots) Running(name string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.running[name]
+}
+
+// Hold gives client name no room until Unhold: the replicas run it at its cap.
+func (s *Slots) Hold(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = map[string]bool{}
+	}
+	s.held[name] = true
+}
+
+// Unhold ends the hold of every held client that freed reports (nil: every one) and
+// reports whether it ended one; the caller has the providers offer again.
+func (s *Slots) Unhold(freed func(name string) bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.held)
+	for name := range s.held {
+		if freed == nil || freed(name) {
+			delete(s.held, name)
+		}
+	}
+	return len(s.held) < n
+}
+
+// Held reports whether client name is held (Hold).
+func (s *Slots) Held(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[name]
 }

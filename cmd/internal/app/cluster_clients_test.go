@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// Client keys' limits across the replicas (SPEC §18, "Several replicas"), with a real
+// redis-server.
+
+// clientCtx is a context for calls of client key c.
+func clientCtx(c llm.Client) context.Context { return llm.WithClient(context.Background(), c) }
+
+// TestReplicasShareClientMaxRunning: a key with max_running 2 holds across two replicas.
+// Four calls of it, two on each, held by the backend: two run, the two on the other
+// replica wait in their queue (and another key's call starts past them there); once the
+// first two end, the others run. A timed backend then sees at most 2 of the key's calls at
+// once in a burst over both replicas, and every call is served.
+func TestReplicasShareClientMaxRunning(t *testing.T) {
+	gated, timed := newHeldBackend(0), newHeldBackend(50*time.Millisecond)
+	apps := replicasOf(t, 2, "providers:\n"+
+		"  - {name: demo, kind: fake, lanes: 8, model_lanes: 8, queue_length: 40, queue_timeout: 30s, models: [{id: echo}]}\n"+
+		"  - {name: timed, kind: fake, lanes: 8, model_lanes: 8, queue_length: 40, queue_timeout: 30s, models: [{id: echo}]}\n",
+		map[string]llm.Backend{"demo": gated, "timed": timed})
+	alice := clientCtx(llm.Client{Name: "alice", MaxRunning: 2})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range 2 {
+		wg.Go(func() {
+			if err := call(alice, apps[0]); err != nil {
+				t.Errorf("alice's call %d on r1: %v", i, err)
+			}
+		})
+	}
+	<-gated.opened
+	<-gated.opened
+	for i := range 2 {
+		wg.Go(func() {
+			if err := call(alice, apps[1]); err != nil {
+				t.Errorf("alice's call %d on r2: %v", i, err)
+			}
+		})
+	}
+	waitFor(t, "alice's two calls waiting on r2", func() bool {
+		return apps[1].Gateway.State().Providers[0].QueuedByClient["alice"] == 2
+	})
+	wg.Go(func() {
+		if err := call(clientCtx(llm.Client{Name: "bob"}), apps[1]); err != nil {
+			t.Errorf("bob's call on r2: %v", err)
+		}
+	})
+	select {
+	case <-gated.opened: // bob's
+	case <-time.After(5 * time.Second):
+		t.Fatal("bob's call did not start past alice's held calls")
+	}
+	select {
+	case <-gated.opened:
+		t.Fatal("a third call of alice opened with her max_running 2 running on the other replica")
+	case <-time.After(200 * time.Millisecond): // a call that would start, starts within this
+	}
+	if n := gated.inflight.Load(); n != 3 {
+		t.Errorf("the backend runs %d calls, want alice's 2 and bob's", n)
+	}
+	close(gated.gate) // every call ends; alice's waiting two run then
+	wg.Wait()
+	if got := len(gated.opens); got != 5 {
+		t.Errorf("%d calls opened in all, want 5", got)
+	}
+
+	for i := range 8 {
+		wg.Go(func() {
+			if err := callModel(alice, apps[i%2], "timed/echo"); err != nil {
+				t.Errorf("alice's burst call %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if most := timed.most.Load(); most != 2 {
+		t.Errorf("alice's burst over two replicas ran %d at once, want her max_running 2", most)
+	}
+}
+
+// TestReplicaClientQueueTimeout: a call of a key the replicas run at its max_running waits
+// in its queue, and past its queue_timeout is told 429 provider_queue_timeout naming the
+// key's cap across the replicas as what held it.
+func TestReplicaClientQueueTimeout(t *testing.T) {
+	b := newHeldBackend(0)
+	apps := startReplicas(t, 2, 4, "500ms", b)
+	alice := clientCtx(llm.Client{Name: "alice", MaxRunning: 1})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(b.gate) // first: the call ends, then it is waited for
+	wg.Go(func() { _ = call(alice, apps[0]) })
+	<-b.opened
+	err := call(alice, apps[1])
+	var le *llm.Error
+	if !errors.As(err, &le) || le.Kind != llm.KindQueueTimeout ||
+		!strings.Contains(le.Message, `run client key "alice"'s max_running (1) full`) {
+		t.Fatalf("a call of a key at its max_running on the other replica: %v, want 429 provider_queue_timeout naming the key", err)
+	}
+}
