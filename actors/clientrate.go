@@ -6,15 +6,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tollgate/tollgate/actors/policy/tokens"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // clientRates holds each client key's own rate_limit (SPEC §18), gateway-wide: the buckets
-// are tokens.PerKey's, shared by every provider the key's calls go to.
+// are tokens.PerKey's, shared by every provider the key's calls go to; with several
+// replicas, the replicas' shared buckets instead (clientshared.go).
 type clientRates struct {
 	now     func() time.Time
 	stopped <-chan struct{} // the gateway's: closed once its actors have stopped
+	shared  replicas.Shared // nil: one replica
+	log     zerolog.Logger
 	mu      sync.Mutex
 	keys    tokens.PerKey
 }
@@ -24,6 +30,8 @@ type clientRates struct {
 type keyCharge struct {
 	wait   time.Duration
 	tokens int
+	// shared are the replicas' buckets it was charged, when they decided (clientshared.go).
+	shared []replicas.Bucket
 }
 
 // await reserves, for a call of client c on route r, one request and its
@@ -40,6 +48,9 @@ func (cr *clientRates) await(ctx context.Context, c llm.Client, r *route, req *l
 	n := 0
 	if rate.TPM > 0 {
 		n = keyEstimate(r, req)
+	}
+	if charge, decided, err := cr.awaitShared(ctx, c, r, n); decided {
+		return charge, err
 	}
 	now := cr.now()
 	cr.mu.Lock()
@@ -91,6 +102,10 @@ func (cr *clientRates) refund(c llm.Client, k keyCharge) {
 	if c.RPM <= 0 && c.TPM <= 0 {
 		return
 	}
+	if k.shared != nil {
+		cr.adjustShared(k.shared, -1)
+		return
+	}
 	cr.mu.Lock()
 	cr.keys.Refund(c.Name, k.tokens, cr.now())
 	cr.mu.Unlock()
@@ -100,6 +115,10 @@ func (cr *clientRates) refund(c llm.Client, k keyCharge) {
 // by the tokens it used (0: the backend said nothing, and the estimate stands).
 func (cr *clientRates) correct(c llm.Client, charged, used int) {
 	if c.TPM <= 0 || used <= 0 {
+		return
+	}
+	if cr.shared != nil {
+		cr.correctShared(c, charged, used)
 		return
 	}
 	cr.mu.Lock()
@@ -115,6 +134,9 @@ func (cr *clientRates) reserveBatch(c llm.Client, members []*call) (refund func(
 	rate := tokens.Rate{RPM: c.RPM, TPM: c.TPM}
 	if !rate.Limited() {
 		return func() {}, nil
+	}
+	if refund, decided, err := cr.reserveBatchShared(c, members); decided {
+		return refund, err
 	}
 	now := cr.now()
 	cr.mu.Lock()

@@ -221,7 +221,7 @@ func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...),
 		sessions: newSessions(opts.Affinity)}
 	g.running = newClientSlots(g)
-	g.rates.now, g.rates.stopped = g.now, g.stopped
+	g.rates.now, g.rates.stopped, g.rates.shared, g.rates.log = g.now, g.stopped, opts.Shared, opts.Logger
 	slots := make([]*slot, len(opts.Providers))
 	for p, pv := range opts.Providers {
 		slots[p] = &slot{p: p, name: pv.Name}

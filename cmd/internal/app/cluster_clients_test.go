@@ -106,3 +106,29 @@ func TestReplicaClientQueueTimeout(t *testing.T) {
 		t.Fatalf("a call of a key at its max_running on the other replica: %v, want 429 provider_queue_timeout naming the key", err)
 	}
 }
+
+// TestReplicasClientTokensWait: a key's tpm bucket is shared: a call on one replica that
+// takes nearly all of it makes the next call on the other replica wait for the tokens it
+// lacks (within its queue_timeout), then run.
+func TestReplicasClientTokensWait(t *testing.T) {
+	b := newHeldBackend(time.Millisecond)
+	apps := startReplicas(t, 2, 4, "30s", b)
+	carol := clientCtx(llm.Client{Name: "carol", TPM: 600}) // 10 tokens a second, 600 at once
+	ask := func(a *App, out int) error {
+		sv, err := a.Gateway.Start(carol, "demo/echo", llm.Interactive, &llm.Request{MaxTokens: &out})
+		if err == nil {
+			_ = sv.Stream.Close()
+		}
+		return err
+	}
+	if err := ask(apps[0], 595); err != nil {
+		t.Fatalf("carol's first call: %v", err)
+	}
+	began := time.Now()
+	if err := ask(apps[1], 20); err != nil {
+		t.Fatalf("carol's second call, on r2: %v", err)
+	}
+	if waited := time.Since(began); waited < time.Second {
+		t.Errorf("carol's second call ran after %s; her shared bucket had about 5 of its 20+ tokens, 10 a second", waited)
+	}
+}

@@ -385,6 +385,10 @@ func (l *Lease) Release() {
 		return
 	}
 	delete(e.leases, l.member)
+	if len(l.scopes) == 0 { // a claim of buckets alone holds no slot: nothing frees
+		e.unlock()
+		return
+	}
 	e.countLocked(l.scopes, -1)
 	e.queued = append(e.queued, Event{Kind: Freed, Replica: e.o.Replica, Scopes: l.scopes})
 	en := l.entry
