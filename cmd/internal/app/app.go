@@ -52,6 +52,7 @@ type App struct {
 
 	shared *shared                           // the replicas' shared state (cluster.go); nil: alone
 	store  *store.Store                      // run-time client keys and the spend ledger (clients.go); nil: none
+	spend  *sharedSpend                      // the store's spend shared by the replicas (sharedspend.go); nil: alone or no store
 	prices atomic.Pointer[prices]            // what each model costs (clients.go), per config
 	kinds  atomic.Pointer[map[string]string] // each provider's kind, for discovered models' prices
 }
@@ -165,6 +166,9 @@ func (a *App) attachStore(ctx context.Context, cfg *config.Config) error {
 	switch {
 	case err == nil:
 		a.store = st
+		if a.shared != nil {
+			a.spend = newSharedSpend(st, a.shared.e, cfg.Cluster.LeaseTTL.D(), a.log)
+		}
 	case storeOptional(cfg):
 		a.log.Warn().Err(err).Msg("no store for the embedded default: run-time keys and the spend ledger are off")
 	default:
@@ -362,6 +366,9 @@ func (a *App) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := a.Gateway.Shutdown(ctx)
+	if a.spend != nil {
+		a.spend.close() // after the actors: every call's cost is owed by now
+	}
 	if a.shared != nil {
 		a.shared.gw.Store(nil) // the engine's last notices have no actor to go to
 		// After the actors: every lease is released by now, and the peers' shares grow

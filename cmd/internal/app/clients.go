@@ -155,8 +155,11 @@ func (a *App) setPrices(cfg *config.Config) {
 // tenants is the store as the HTTP layer's Tenants, or nil (an untyped nil: no admin key
 // routes) without one.
 func (a *App) tenants() httpapi.Tenants {
-	if a.store == nil {
+	switch {
+	case a.store == nil:
 		return nil
+	case a.spend != nil:
+		return a.spend
 	}
 	return a.store
 }

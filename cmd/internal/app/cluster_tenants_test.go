@@ -3,9 +3,12 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -20,6 +23,7 @@ auth:
   api_keys:
     - {name: dave, key: sk-dave-000001, rate_limit: {rpm: 3}}
     - {name: erin, key: sk-erin-000001, budget: {usd: 0.000001, period: day}}
+    - {name: fay, key: sk-fay-000001, budget: {usd: 100, period: month}}
   admin_keys: [sk-admin-000001]
 providers:
   - name: demo
@@ -32,7 +36,12 @@ providers:
 // behind its own HTTP server, and returns their base URLs and apps.
 func tenantReplicas(t *testing.T) ([]string, []*App) {
 	t.Helper()
-	s := redistest.Start(t)
+	return tenantReplicasOn(t, redistest.Start(t))
+}
+
+// tenantReplicasOn is tenantReplicas on redis-server s.
+func tenantReplicasOn(t *testing.T, s *redistest.Server) ([]string, []*App) {
+	t.Helper()
 	var urls []string
 	var apps []*App
 	for _, name := range []string{"r1", "r2"} {
@@ -78,4 +87,53 @@ func TestReplicasShareClientRateLimit(t *testing.T) {
 	if ra, err := strconv.Atoi(e.Response.Header.Get("Retry-After")); err != nil || ra < 15 || ra > 21 {
 		t.Errorf("Retry-After %q, want about 20 s", e.Response.Header.Get("Retry-After"))
 	}
+}
+
+// TestReplicasShareBudget: a budget spent on one replica is spent on the other: erin's call
+// on r1 spends past her budget; once r2 has read the replicas' spend counter (within its
+// refresh interval), her call there is 402 budget_exceeded, naming the spend r1 made.
+func TestReplicasShareBudget(t *testing.T) {
+	urls, apps := tenantReplicas(t)
+	if err := chatAs(urls[0], "sk-erin-000001"); err != nil {
+		t.Fatalf("erin's first call, on r1: %v", err)
+	}
+	spentOn := func(a *App) float64 { spent, _, _ := a.tenants().Spend("erin", time.Now()); return spent }
+	r1 := spentOn(apps[0])
+	if r1 <= 0.000001 {
+		t.Fatalf("erin's call on r1 spent $%g, not past her budget of $0.000001: the test needs a priced call", r1)
+	}
+	waitFor(t, "r2 seeing erin's spend on r1", func() bool { return spentOn(apps[1]) >= r1 })
+	var e *oai.Error
+	if err := chatAs(urls[1], "sk-erin-000001"); !errors.As(err, &e) || e.StatusCode != 402 || e.Code != "budget_exceeded" {
+		t.Fatalf("erin's call on r2 after her budget was spent on r1: %v, want 402 budget_exceeded", err)
+	}
+	if want := fmt.Sprintf("has spent $%.4f", r1); !strings.Contains(e.Message, want) {
+		t.Errorf("402 message %q, want it to name the spend (%s)", e.Message, want)
+	}
+}
+
+// TestReplicaSpendWithoutRedis: with Redis away a budgeted key's call is served at once on
+// the replica's own figure (nothing waits for Redis), and its cost reaches the replicas'
+// counter once Redis is back: the other replica then counts it.
+func TestReplicaSpendWithoutRedis(t *testing.T) {
+	s := redistest.Start(t)
+	urls, apps := tenantReplicasOn(t, s)
+	s.Stop()
+	waitFor(t, "r1 without Redis", func() bool { return apps[0].Gateway.State().Cluster.Redis == "down" })
+	began := time.Now()
+	if err := chatAs(urls[0], "sk-fay-000001"); err != nil {
+		t.Fatalf("fay's call on r1 without Redis: %v", err)
+	}
+	if d := time.Since(began); d > time.Second {
+		t.Errorf("fay's call without Redis took %s", d)
+	}
+	spent, _, _ := apps[0].tenants().Spend("fay", time.Now())
+	if spent <= 0 {
+		t.Fatalf("r1's own figure for fay: $%g, want her call's cost", spent)
+	}
+	s.Start()
+	waitFor(t, "r2 seeing fay's spend made on r1 while Redis was away", func() bool {
+		got, _, _ := apps[1].tenants().Spend("fay", time.Now())
+		return got >= spent
+	})
 }

@@ -24,6 +24,8 @@ var (
 	lanesSrc string
 	//go:embed lua/occupancy.lua
 	occupancySrc string
+	//go:embed lua/spend.lua
+	spendSrc string
 
 	acquireScript   = redis.NewScript(acquireSrc)
 	releaseScript   = redis.NewScript(releaseSrc)
@@ -32,4 +34,5 @@ var (
 	coolScript      = redis.NewScript(coolSrc)
 	lanesScript     = redis.NewScript(lanesSrc)
 	occupancyScript = redis.NewScript(occupancySrc)
+	spendScript     = redis.NewScript(spendSrc)
 )

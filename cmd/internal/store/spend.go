@@ -131,3 +131,37 @@ func (s *Store) loadSpend(ctx context.Context, now time.Time) error {
 	}
 	return nil
 }
+
+// Budgeted returns, for every key with a budget, its name and its current period [start,
+// end) at now: the periods whose spend several replicas share (cmd/internal/app).
+func (s *Store) Budgeted(now time.Time) []KeyPeriod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []KeyPeriod
+	for _, k := range s.keys {
+		if b := k.limits.Budget; b != nil && !k.revoked {
+			start, end := periodOf(now, b.Period)
+			out = append(out, KeyPeriod{Name: k.name, Start: start, End: end})
+		}
+	}
+	return out
+}
+
+// KeyPeriod is a key's current calendar period.
+type KeyPeriod struct {
+	Name       string
+	Start, End time.Time
+}
+
+// Period is key name's current period at now; ok is false for a key the store does not
+// hold.
+func (s *Store) Period(name string, now time.Time) (p KeyPeriod, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys[name]
+	if k == nil {
+		return KeyPeriod{}, false
+	}
+	start, end := periodOf(now, period(k.limits.Budget))
+	return KeyPeriod{Name: name, Start: start, End: end}, true
+}
