@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -130,5 +131,45 @@ func TestReplicasClientTokensWait(t *testing.T) {
 	}
 	if waited := time.Since(began); waited < time.Second {
 		t.Errorf("carol's second call ran after %s; her shared bucket had about 5 of its 20+ tokens, 10 a second", waited)
+	}
+}
+
+// TestReplicaClientShareWithoutRedis: with Redis away a key's max_running is a limit like
+// any other: each of two replicas runs the key on its share (2 / 2 = 1), at once, while
+// another key's calls still start there.
+func TestReplicaClientShareWithoutRedis(t *testing.T) {
+	s := redistest.Start(t)
+	b := newHeldBackend(0)
+	apps := replicasOn(t, s, 2, "limits: {max_running: 8}\nproviders: [{name: demo, kind: fake, lanes: 8, model_lanes: 8, queue_length: 40, queue_timeout: 30s, models: [{id: echo}]}]\n",
+		map[string]llm.Backend{"demo": b})
+	s.Stop()
+	waitFor(t, "both replicas without Redis", func() bool {
+		return apps[0].Gateway.State().Cluster.Redis == "down" && apps[1].Gateway.State().Cluster.Redis == "down"
+	})
+	alice := clientCtx(llm.Client{Name: "alice", MaxRunning: 2})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(b.gate) // first: the calls end, then they are waited for
+	for range 2 {
+		wg.Go(func() { _ = call(alice, apps[0]) })
+	}
+	select {
+	case <-b.opened:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no call of alice started on r1 without Redis: its share is 1")
+	}
+	wg.Go(func() { _ = call(clientCtx(llm.Client{Name: "bob"}), apps[0]) })
+	select {
+	case <-b.opened: // bob's
+	case <-time.After(5 * time.Second):
+		t.Fatal("bob's call did not start past alice's")
+	}
+	select {
+	case <-b.opened:
+		t.Fatal("a second call of alice started on r1 without Redis, past its share (1) of her max_running 2")
+	case <-time.After(300 * time.Millisecond): // a call that would start, starts within this
+	}
+	if q := apps[0].Gateway.State().Providers[0].QueuedByClient["alice"]; q != 1 {
+		t.Errorf("alice has %d calls waiting on r1, want 1", q)
 	}
 }
