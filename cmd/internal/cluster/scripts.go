@@ -26,6 +26,10 @@ var (
 	occupancySrc string
 	//go:embed lua/spend.lua
 	spendSrc string
+	//go:embed lua/affinity_bind.lua
+	affinityBindSrc string
+	//go:embed lua/affinity_bound.lua
+	affinityBoundSrc string
 
 	acquireScript   = redis.NewScript(acquireSrc)
 	releaseScript   = redis.NewScript(releaseSrc)
@@ -35,4 +39,6 @@ var (
 	lanesScript     = redis.NewScript(lanesSrc)
 	occupancyScript = redis.NewScript(occupancySrc)
 	spendScript     = redis.NewScript(spendSrc)
+	affinityBind    = redis.NewScript(affinityBindSrc)
+	affinityBound   = redis.NewScript(affinityBoundSrc)
 )
