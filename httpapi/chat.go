@@ -14,20 +14,13 @@ import (
 // chatRoute is the chat route's pattern, for logs, metrics and spans.
 const chatRoute = "/v1/chat/completions"
 
-// chatAPI is POST /v1/chat/completions: OpenAI-compatible backends' chunks are relayed as
-// they came, structured ones encoded once (relayStream, relayWhole).
+// chatAPI is POST /v1/chat/completions (chatAnswer).
 var chatAPI = &ingress{
 	route:  chatRoute,
-	format: llm.FormatChat,
+	native: llm.FormatChat,
 	parse:  func(body []byte, _ *http.Request) (*parsed, *apiError) { return only(parseChat(body)) },
 	fail:   failOpenAI,
-	relay: func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, p *parsed, rec *record) {
-		if p.req.Stream {
-			s.relayStream(w, r, st, p.req, rec)
-		} else {
-			s.relayWhole(w, r, st, p.req, rec)
-		}
-	},
+	answer: newChatAnswer,
 }
 
 // only is a parsed request of a format whose answer needs nothing beyond the chat request.
