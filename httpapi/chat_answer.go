@@ -10,11 +10,14 @@ var doneData = []byte("[DONE]")
 
 // chatAnswer is chat's answer format, also legacy completions': an OpenAI-compatible
 // backend's chunks relayed as they came, structured ones encoded once (chunkEncoder, or
-// completion for a whole answer).
+// completion for a whole answer). It holds both ways of writing it, so that the answer
+// costs one allocation whichever the request asks for.
 type chatAnswer struct {
-	id  string // the request's id
-	req *llm.Request
-	now func() time.Time
+	id        string // the request's
+	req       *llm.Request
+	now       func() time.Time
+	streamed  chatStream
+	assembled chatWhole
 }
 
 func newChatAnswer(s *Server, p *parsed, rec *record) answerFormat {
@@ -22,17 +25,21 @@ func newChatAnswer(s *Server, p *parsed, rec *record) answerFormat {
 }
 
 func (c *chatAnswer) stream(out *eventOut) streamSink {
-	return &chatStream{out: out, req: c.req, enc: newChunkEncoder(c.id, c.req.Model, c.now())}
+	c.streamed = chatStream{out: out, req: c.req, enc: newChunkEncoder(c.id, c.req.Model, c.now())}
+	return &c.streamed
 }
 
-func (c *chatAnswer) whole() wholeSink { return &chatWhole{answer: c} }
+func (c *chatAnswer) whole() wholeSink {
+	c.assembled.answer = c
+	return &c.assembled
+}
 
 // chatStream is chat's streamed answer: every chunk an SSE data event, the usage last when
 // the client asked for it (stream_options.include_usage), then data: [DONE].
 type chatStream struct {
 	out   *eventOut
 	req   *llm.Request
-	enc   *chunkEncoder
+	enc   chunkEncoder
 	usage *llm.Usage // a structured stream's usage, sent last when the client asked for it
 }
 

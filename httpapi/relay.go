@@ -93,18 +93,19 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, in *ingress
 	if !openSSE(w, st, rec) {
 		return
 	}
-	out := newEventOut(w)
-	sr := &streamRelay{out: out, sink: f.stream(out), rec: rec, in: in}
+	sr := &streamRelay{rec: rec, in: in}
+	sr.out.init(w)
+	sr.sink = f.stream(&sr.out)
 	hint, _ := st.(buffered)
 	for first := true; ; first = false {
-		ch, err := st.Next()
-		if err == io.EOF {
+		var err error
+		if sr.ch, err = st.Next(); err == io.EOF {
 			break
 		}
 		if err == nil {
-			s.took(&ch, rec, first)
+			s.took(&sr.ch, rec, first)
 			var over bool
-			if over, err = sr.add(&ch); over {
+			if over, err = sr.add(&sr.ch); over {
 				return
 			}
 		}
@@ -115,7 +116,7 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, in *ingress
 			return
 		}
 		if hint == nil || !hint.Buffered() {
-			if out.flush() != nil {
+			if sr.out.flush() != nil {
 				rec.clientGone = true
 				return
 			}
@@ -137,7 +138,8 @@ func (s *Server) took(ch *llm.Chunk, rec *record, first bool) {
 
 // streamRelay is a streamed answer as relayStream writes it.
 type streamRelay struct {
-	out     *eventOut
+	out     eventOut
+	ch      llm.Chunk // the chunk being written: here, as the sinks take its address
 	sink    streamSink
 	rec     *record
 	in      *ingress
@@ -204,9 +206,10 @@ func (sr *streamRelay) end() {
 // or the format's body made from every chunk once they are all in.
 func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, in *ingress, st llm.Stream, f answerFormat, rec *record) {
 	sink := f.whole()
+	var ch llm.Chunk // one for the whole answer, as the sink takes its address
 	for {
-		ch, err := st.Next()
-		if err == io.EOF {
+		var err error
+		if ch, err = st.Next(); err == io.EOF {
 			break
 		}
 		if err == nil {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -30,16 +29,20 @@ func openSSE(w http.ResponseWriter, st llm.Stream, rec *record) bool {
 // does not flush it: the relay flushes when nothing more is ready to go. It notes a failed
 // write or flush (the client is gone) and whether anything was written since the last flush.
 type eventOut struct {
+	rw      http.ResponseWriter
 	w       *sse.Writer
-	rc      *http.ResponseController
 	gone    bool // a write or a flush failed
 	pending bool // events written since the last flush
 }
 
-func newEventOut(w http.ResponseWriter) *eventOut {
-	// The Writer is given w without its Flusher, so that it does not flush each event itself.
-	return &eventOut{w: sse.NewWriter(struct{ io.Writer }{w}), rc: http.NewResponseController(w)}
+// init readies o to write to w. The SSE Writer writes through o, which hides w's Flusher
+// from it, so that it does not flush each event itself.
+func (o *eventOut) init(w http.ResponseWriter) {
+	o.rw, o.w = w, sse.NewWriter(o)
 }
+
+// Write writes to the client: the SSE Writer's way out.
+func (o *eventOut) Write(p []byte) (int, error) { return o.rw.Write(p) }
 
 // event writes one event: data under the name (none when empty).
 func (o *eventOut) event(name string, data []byte) error {
@@ -66,7 +69,7 @@ func (o *eventOut) flush() error {
 		return nil
 	}
 	o.pending = false
-	if err := o.rc.Flush(); err != nil {
+	if err := http.NewResponseController(o.rw).Flush(); err != nil {
 		o.gone = true
 		return err
 	}
