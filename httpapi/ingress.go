@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -117,6 +118,16 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, in *ingress, req 
 		return nil
 	}
 	return sv.Stream
+}
+
+// servedHeaders sets the SPEC §3 headers every chat answer carries: the queue wait, and the
+// model that served the call with the backend attempts it took (when a model was chosen).
+func servedHeaders(h http.Header, sv *llm.Served) {
+	h.Set("X-Gateway-Queue-Ms", strconv.FormatInt(sv.QueueWait.Milliseconds(), 10))
+	if sv.Model != "" {
+		h.Set("X-Gateway-Model", sv.Model)
+		h.Set("X-Gateway-Attempts", strconv.Itoa(sv.Attempts))
+	}
 }
 
 // fail answers a call that did not start with err, in format in.
