@@ -132,11 +132,13 @@ func (e *Engine) beatenLocked(res beatResult, sent time.Time) {
 	now := e.now()
 	e.execBound = laterOf(e.execBound, now)
 	e.beatRedis, e.beatSent, e.beatRTT = res.redisNow, sent, now.Sub(sent)
-	e.seeViewLocked(res.view, now)
-	e.seenLocked(res)
 	if !res.known && e.announced {
+		// Before the view and the replicas alive are replaced by what the emptied Redis
+		// shows: the rule starts from what this replica knew before Redis lost them.
 		e.forgottenLocked()
 	}
+	e.seeViewLocked(res.view, now)
+	e.seenLocked(res)
 	e.announced = true
 	if res.added > 0 && e.out == nil {
 		e.status.LostLeases += uint64(res.added)
@@ -187,8 +189,10 @@ func laterOf(a, b time.Time) time.Time {
 // forgottenLocked handles a heartbeat that found this replica's own heartbeat gone from
 // Redis: Redis lost its data (a restart without persistence) so fast that this replica
 // never saw it away. This heartbeat has registered its calls again, but its peers' calls
-// may not be until their next: it rejoins, exactly as after an outage that began now
-// (the acquire script refuses every replica whose heartbeat is gone meanwhile).
+// may not be until their next: it rejoins, exactly as after an outage that began now,
+// from the replicas and the view of its last heartbeat (the emptied Redis shows neither
+// the peers nor their calls, and keeps no share free for them; the acquire script refuses
+// every replica whose heartbeat is gone meanwhile).
 func (e *Engine) forgottenLocked() {
 	e.log.Error().Msg("cluster: Redis lost its data (restarted?): calls registered again, waiting for the other replicas")
 	e.status.LastError = "Redis lost this replica's heartbeat"

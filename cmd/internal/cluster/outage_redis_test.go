@@ -286,3 +286,70 @@ func TestRedisRestartedQuickly(t *testing.T) {
 	l.stop()
 	m.check(t, limits)
 }
+
+// TestRestartUnnoticedWaitsForPeers: Redis restarts empty while one replica (a) misses
+// it and the other (b) sees it away and holds, running its call on the slot it held,
+// which the restarted Redis no longer counts. a's next heartbeat finds its own gone: a
+// must rejoin on the outage rule, with the replicas and the view it knew before the
+// restart, until b is back; Redis alone (which now counts only a's calls and keeps
+// nothing free for b, whose heartbeat it lost) would let a take b's slot.
+func TestRestartUnnoticedWaitsForPeers(t *testing.T) {
+	s := startRedis(t)
+	engines := startEngines(t, s, 2)
+	a, b := engines[0], engines[1]
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/x", Limit: 2}}}
+	la, lb := mustAcquire(t, a, context.Background(), c), mustAcquire(t, b, context.Background(), c)
+	eventually(t, 5*time.Second, "each replica's view showing the other's call", func() bool {
+		return viewCount(a, "p/x", "r2") == 1 && viewCount(b, "p/x", "r1") == 1
+	})
+
+	resumeA := holdBeats(t, a) // a sends no heartbeat while Redis is away
+	s.stop()
+	eventually(t, 5*time.Second, "b holding", func() bool { return b.Status().Phase == Holding })
+	resumeB := holdBeats(t, b) // b stays away from the restarted Redis
+	s.start()
+	resumeA()
+	eventually(t, 5*time.Second, "a finding Redis lost its heartbeat", func() bool { return a.Status().Outages == 1 })
+
+	// b runs its call uncounted by Redis: a may take no second slot of the two.
+	if p := a.Status().Phase; p != Rejoining {
+		t.Errorf("a after Redis lost its data, b still away: phase %s, want rejoining", p)
+	}
+	var busy *replicas.Busy
+	if l, err := a.acquireOne(context.Background(), c); !errors.As(err, &busy) {
+		t.Errorf("a took a second p/x slot while b runs its own unregistered: %v", err)
+		if l != nil {
+			l.Release()
+		}
+	}
+
+	resumeB()
+	eventually(t, 5*time.Second, "both shared again", func() bool { return allIn(engines, Shared) })
+	if n := occupancy(t, a, "p/x"); n != 2 {
+		t.Errorf("p/x after the rejoin: %d entries in Redis, want both calls' 2", n)
+	}
+	if _, err := a.acquireOne(context.Background(), c); !errors.As(err, &busy) {
+		t.Errorf("a third p/x call, limit 2, shared again: %v", err)
+	}
+	la.Release()
+	lb.Release()
+}
+
+// holdBeats stops e's heartbeat loop (and everything else that takes its lock) at a
+// moment no heartbeat is in flight, until the returned func is called (at the latest
+// when the test ends).
+func holdBeats(t *testing.T, e *Engine) (resume func()) {
+	t.Helper()
+	eventually(t, 5*time.Second, "no heartbeat of "+e.o.Replica+" in flight", func() bool {
+		e.mu.Lock()
+		if !e.beating {
+			return true
+		}
+		e.mu.Unlock()
+		return false
+	})
+	var once sync.Once
+	resume = func() { once.Do(e.mu.Unlock) }
+	t.Cleanup(resume)
+	return resume
+}
