@@ -353,3 +353,39 @@ func holdBeats(t *testing.T, e *Engine) (resume func()) {
 	t.Cleanup(resume)
 	return resume
 }
+
+// TestRestartRefusesUntilNoticed: a heartbeat of a replica that said it was alive before
+// runs in a Redis restarted empty, and before the replica reads its answer, an acquire of
+// that replica runs there too. Redis must refuse it: the peer's call is not registered
+// again, and only the replica's outage rule, once it knows, can count it.
+func TestRestartRefusesUntilNoticed(t *testing.T) {
+	s := startRedis(t)
+	engines := startEngines(t, s, 2)
+	a, b := engines[0], engines[1]
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/x", Limit: 2}}}
+	la, lb := mustAcquire(t, a, context.Background(), c), mustAcquire(t, b, context.Background(), c)
+	resumeA, resumeB := holdBeats(t, a), holdBeats(t, b)
+	s.stop()
+	s.start()
+
+	p := a.planBeatLocked() // a's lock is held: its loop waits
+	if _, err := a.beat(context.Background(), p); err != nil {
+		t.Fatalf("a's heartbeat in the restarted Redis: %v", err)
+	}
+	tl, err := newTally([]replicas.Claim{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := a.acquire(context.Background(), []string{member(a.o.Replica, a.incarnation, 1<<40)}, tl)
+	if !errors.Is(err, errForgotten) {
+		t.Errorf("an acquire of a after its heartbeat found Redis emptied, before a knew: busy %v, err %v; want %v",
+			busy, err, errForgotten)
+	}
+
+	resumeA()
+	resumeB()
+	eventually(t, 5*time.Second, "both shared again", func() bool { return allIn(engines, Shared) })
+	la.Release()
+	lb.Release()
+	eventually(t, 5*time.Second, "p/x empty", func() bool { return occupancy(t, a, "p/x") == 0 })
+}
