@@ -295,7 +295,7 @@ func TestRedisRestartedQuickly(t *testing.T) {
 // nothing free for b, whose heartbeat it lost) would let a take b's slot.
 func TestRestartUnnoticedWaitsForPeers(t *testing.T) {
 	s := startRedis(t)
-	engines := startEngines(t, s, 2)
+	engines := startEngines(t, s, 2, patient)
 	a, b := engines[0], engines[1]
 	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/x", Limit: 2}}}
 	la, lb := mustAcquire(t, a, context.Background(), c), mustAcquire(t, b, context.Background(), c)
@@ -309,7 +309,7 @@ func TestRestartUnnoticedWaitsForPeers(t *testing.T) {
 	resumeB := holdBeats(t, b) // b stays away from the restarted Redis
 	s.start()
 	resumeA()
-	eventually(t, 5*time.Second, "a finding Redis lost its heartbeat", func() bool { return a.Status().Outages == 1 })
+	eventually(t, 10*time.Second, "a finding Redis lost its heartbeat", func() bool { return a.Status().Outages == 1 })
 
 	// b runs its call uncounted by Redis: a may take no second slot of the two.
 	if p := a.Status().Phase; p != Rejoining {
@@ -324,7 +324,7 @@ func TestRestartUnnoticedWaitsForPeers(t *testing.T) {
 	}
 
 	resumeB()
-	eventually(t, 5*time.Second, "both shared again", func() bool { return allIn(engines, Shared) })
+	eventually(t, 20*time.Second, "both shared again", func() bool { return allIn(engines, Shared) })
 	if n := occupancy(t, a, "p/x"); n != 2 {
 		t.Errorf("p/x after the rejoin: %d entries in Redis, want both calls' 2", n)
 	}
@@ -333,6 +333,12 @@ func TestRestartUnnoticedWaitsForPeers(t *testing.T) {
 	}
 	la.Release()
 	lb.Release()
+}
+
+// patient engines take a loaded machine's round trips (up to 2 s) for slow, not absent,
+// and rejoin for lease_ttl (5 s): the steps a restart test orders are not lost to timing.
+func patient(o *Options) {
+	o.LeaseTTL, o.MaxRun, o.Timeout = 5*time.Second, 10*time.Second, 2*time.Second
 }
 
 // holdBeats stops e's heartbeat loop (and everything else that takes its lock) at a
@@ -360,7 +366,7 @@ func holdBeats(t *testing.T, e *Engine) (resume func()) {
 // again, and only the replica's outage rule, once it knows, can count it.
 func TestRestartRefusesUntilNoticed(t *testing.T) {
 	s := startRedis(t)
-	engines := startEngines(t, s, 2)
+	engines := startEngines(t, s, 2, patient)
 	a, b := engines[0], engines[1]
 	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/x", Limit: 2}}}
 	la, lb := mustAcquire(t, a, context.Background(), c), mustAcquire(t, b, context.Background(), c)
@@ -384,7 +390,7 @@ func TestRestartRefusesUntilNoticed(t *testing.T) {
 
 	resumeA()
 	resumeB()
-	eventually(t, 5*time.Second, "both shared again", func() bool { return allIn(engines, Shared) })
+	eventually(t, 20*time.Second, "both shared again", func() bool { return allIn(engines, Shared) })
 	la.Release()
 	lb.Release()
 	eventually(t, 5*time.Second, "p/x empty", func() bool { return occupancy(t, a, "p/x") == 0 })
