@@ -117,7 +117,7 @@ func (a *providerActor) spec() policy.ProviderSpec {
 	for _, m := range h.OwnKeys() {
 		pool[m] = h.Pool(m)
 	}
-	return policySpec(&a.pv, a.models, rings, pool, a.g.running)
+	return policySpec(&a.pv, a.models, rings, pool, a.g.running, a.g.shares)
 }
 
 // Receive hands the message to the provider's mode: normal (receiveNormal), rebuilding after

@@ -54,6 +54,9 @@ type composed struct {
 	// a capped client got room back, so every provider offers again, as the actors' do.
 	slots *Slots
 	freed bool
+	// shares are the clients' service at max_running, shared by the dispatcher (and any
+	// dispatcher rebuilt after it) and every provider.
+	shares *Shares
 }
 
 type wakeAt struct {
@@ -87,13 +90,14 @@ type handledGrant struct {
 
 func newComposed(l Limits, specs []ProviderSpec) *composed {
 	specs = slices.Clone(specs)
-	slots := NewSlots(nil)
+	slots, shares := NewSlots(nil), NewShares()
 	for i := range specs {
-		specs[i].Clients = slots
+		specs[i].Clients, specs[i].Shares = slots, shares
 	}
-	h := &composed{limits: l, specs: specs, slots: slots, d: NewDispatcher(l, len(specs)), where: map[ID]int{},
+	h := &composed{limits: l, specs: specs, slots: slots, shares: shares, d: NewDispatcher(l, len(specs)), where: map[ID]int{},
 		rejected: map[ID]llm.Kind{}, toProv: make([][]provMsg, len(specs)),
 		handled: make([][]handledGrant, len(specs)), announced: map[ID]bool{}, armed: make([]wakeAt, len(specs))}
+	h.d.SetShares(shares)
 	for _, ps := range specs {
 		h.ps = append(h.ps, NewProvider(ps))
 	}
@@ -388,6 +392,7 @@ func (h *composed) rebuildDispatcher() {
 	}
 	h.sync++
 	h.d = NewDispatcher(h.limits, len(h.ps))
+	h.d.SetShares(h.shares)
 	if h.credit {
 		h.d.EnableCredit()
 	}

@@ -25,6 +25,7 @@ type Dispatcher struct {
 	kept       int                    // Σ provs.kept
 	held       int                    // slots Hold took for batches, counted in running
 	judge      []Verdict              // Verdicts' scratch list
+	shares     *Shares                // the clients' service at max_running (SetShares)
 
 	// Standing credit (credit.go): whether it is handed out, how many providers hold some,
 	// how many of them were asked to give it back and have not yet, and whether a recall is
@@ -42,6 +43,8 @@ type dprov struct {
 	offer   Offer
 	issued  uint64         // grants sent in offer.Epoch
 	pending []llm.Priority // classes of those grants not yet seen, oldest first
+	// used, per class, is how many of the offer's Heads the pending grants will start.
+	used [llm.NumPriorities]int
 	// answered are the verdicts sent on requests the provider still listed as pending in
 	// its last offer: it has not applied them yet. An overloaded one removes the request, so
 	// it is no longer counted as queued.
@@ -62,7 +65,7 @@ type dprov struct {
 // NewDispatcher starts a dispatcher for providers that are all idle at epoch 0, as new
 // Providers are.
 func NewDispatcher(l Limits, providers int) *Dispatcher {
-	d := &Dispatcher{limits: l, provs: make([]dprov, providers)}
+	d := &Dispatcher{limits: l, provs: make([]dprov, providers), shares: NewShares()}
 	for i := range d.provs {
 		d.provs[i].known = true
 	}
@@ -88,6 +91,16 @@ func (d *Dispatcher) Forget(sync uint64) {
 		*dp = dprov{pending: dp.pending[:0], answered: dp.answered[:0]}
 	}
 	d.credited, d.recalling, d.recallWanted = 0, 0, false
+}
+
+// SetShares has the dispatcher charge the starts it grants to s, the gateway's count of
+// its clients' service that its providers share (ProviderSpec.Shares), instead of a count
+// of its own. A dispatcher rebuilt after a crash is given the same s, so the clients'
+// shares go on as they were.
+func (d *Dispatcher) SetShares(s *Shares) {
+	if s != nil {
+		d.shares = s
+	}
 }
 
 // Ready reports whether every provider has reported since the last Forget.
@@ -154,8 +167,10 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	dp.running = o.Running + len(dp.pending)
 	dp.queued = max(0, o.Queued-len(dp.pending)-removed)
 	dp.avail = o.Avail
+	dp.used = [llm.NumPriorities]int{}
 	for _, c := range dp.pending {
 		dp.avail[c] = max(0, dp.avail[c]-1)
+		dp.used[c]++
 	}
 	d.running += d.contrib(dp)
 	d.queued += dp.queued
@@ -167,8 +182,9 @@ func (d *Dispatcher) Report(p int, o Offer) {
 }
 
 // Due reports whether Dispatch or Verdicts would send anything: a start some provider could
-// make while the global cap has room, or an arrival without its verdict. The supervisor
-// skips a dispatch that is not due.
+// make while the global cap has room, or an arrival without its verdict; or Recalls would,
+// for a start the cap holds back while credit not yet recalled may be what fills it. The
+// supervisor skips a dispatch that is not due.
 func (d *Dispatcher) Due() bool {
 	if d.unknown > 0 {
 		return false
@@ -181,7 +197,7 @@ func (d *Dispatcher) Due() bool {
 			return true
 		}
 	}
-	return d.running < d.limits.MaxRunning && d.avail != [llm.NumPriorities]int{}
+	return (d.running < d.limits.MaxRunning || d.credited > d.recalling) && d.avail != [llm.NumPriorities]int{}
 }
 
 // retract takes dp's derived counts out of the totals.
@@ -197,12 +213,13 @@ func (d *Dispatcher) retract(dp *dprov) {
 
 // Dispatch appends to buf the grants to send now, in the order they must be handled: while
 // the gateway runs fewer than MaxRunning, the highest class that some provider could start
-// is served, by the first such provider after the one that class was granted last.
+// is served, by the provider whose next start serves the client with the least service
+// (Shares), on a tie the first such provider after the one that class was granted last.
+// Each grant is charged to the client it serves.
 func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 	if d.unknown > 0 {
 		return buf
 	}
-	np := len(d.provs)
 	for d.running < d.limits.MaxRunning {
 		c := 0
 		for c < llm.NumPriorities && d.avail[c] == 0 {
@@ -211,16 +228,11 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 		if c == llm.NumPriorities {
 			break
 		}
-		p := d.lastServed[c]
-		for {
-			if p++; p == np {
-				p = 0
-			}
-			if d.provs[p].avail[c] > 0 {
-				break
-			}
-		}
+		p := d.next(c)
 		dp := &d.provs[p]
+		name, share := dp.head(c)
+		d.shares.charge(d.shares.of(name), c, share)
+		dp.used[c]++
 		dp.issued++
 		dp.pending = append(dp.pending, llm.Priority(c))
 		dp.avail[c]--
@@ -239,6 +251,49 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 		d.recallWanted = true // the cap holds back a start that unused credit may be keeping out
 	}
 	return buf
+}
+
+// next is the provider to grant a start of class c, which some provider could start: of
+// those that could, the one whose next start serves the client with the least service at
+// max_running; on a tie, the first after the one class c was granted last. A provider that
+// alone could start class c needs no look at the shares.
+func (d *Dispatcher) next(c int) int {
+	np := len(d.provs)
+	best, least := -1, int64(0)
+	for i, p := 0, d.lastServed[c]; i < np; i++ {
+		if p++; p == np {
+			p = 0
+		}
+		dp := &d.provs[p]
+		if dp.avail[c] == 0 {
+			continue
+		}
+		if best < 0 && dp.avail[c] == d.avail[c] {
+			return p
+		}
+		name, _ := dp.head(c)
+		if t := d.shares.tag(name, c); best < 0 || t < least {
+			best, least = p, t
+		}
+	}
+	return best
+}
+
+// head is the client that dp's next start of class c serves, with its share: the offer's
+// first start of the class that the pending grants leave. An offer that names nobody (one
+// made without Heads) serves the anonymous client.
+func (dp *dprov) head(c int) (string, int) {
+	skip := dp.used[c]
+	for _, h := range dp.offer.Heads {
+		if int(h.Class) != c {
+			continue
+		}
+		if skip < h.N {
+			return h.Client, h.Share
+		}
+		skip -= h.N
+	}
+	return "", 1
 }
 
 // Acks appends to buf an acknowledgement for every provider whose last offer reported fresh

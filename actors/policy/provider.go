@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"time"
 
 	"github.com/tollgate/tollgate/actors/policy/keys"
@@ -75,6 +76,7 @@ func NewProvider(ps ProviderSpec) *Provider {
 	// Size for the usual worst case so steady state never grows: a full queue and every lane.
 	size := p.queueLength + p.lanes + 1
 	p.q = newQueue(size, len(p.models))
+	p.q.shares = ps.Shares
 	return p
 }
 
@@ -210,6 +212,9 @@ func (p *Provider) Offer(now time.Time) Offer {
 	p.credit = 0 // an offer gives the credit back (see Credit)
 	o := Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Seq: p.offers, Running: p.running, Queued: p.q.n,
 		Kept: p.q.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail, Room: p.sim.room(p)}
+	if len(p.sim.served) > 0 {
+		o.Heads = slices.Clone(p.sim.served)
+	}
 	o.Fresh, o.Pending = p.q.unjudged(p.offers)
 	return o
 }
