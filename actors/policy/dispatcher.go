@@ -25,7 +25,11 @@ type Dispatcher struct {
 	kept       int                    // Σ provs.kept
 	held       int                    // slots Hold took for batches, counted in running
 	judge      []Verdict              // Verdicts' scratch list
-	shares     *Shares                // the clients' service at max_running (SetShares)
+	shares     *Shares                // the clients' service at max_running (SetClients)
+	slots      *Slots                 // the clients' running calls, for their caps (SetClients)
+	// inflight counts, per client with a max_running of its own, the grants for it that
+	// their providers have not handled yet: the slots do not count them.
+	inflight map[string]int
 
 	// Standing credit (credit.go): whether it is handed out, how many providers hold some,
 	// how many of them were asked to give it back and have not yet, and whether a recall is
@@ -42,7 +46,7 @@ type dprov struct {
 	known   bool
 	offer   Offer
 	issued  uint64         // grants sent in offer.Epoch
-	pending []llm.Priority // classes of those grants not yet seen, oldest first
+	pending []pendingGrant // those grants not yet seen, oldest first
 	// used, per class, is how many of the offer's Heads the pending grants will start.
 	used [llm.NumPriorities]int
 	// answered are the verdicts sent on requests the provider still listed as pending in
@@ -65,7 +69,7 @@ type dprov struct {
 // NewDispatcher starts a dispatcher for providers that are all idle at epoch 0, as new
 // Providers are.
 func NewDispatcher(l Limits, providers int) *Dispatcher {
-	d := &Dispatcher{limits: l, provs: make([]dprov, providers), shares: NewShares()}
+	d := &Dispatcher{limits: l, provs: make([]dprov, providers), shares: NewShares(), inflight: map[string]int{}}
 	for i := range d.provs {
 		d.provs[i].known = true
 	}
@@ -90,16 +94,21 @@ func (d *Dispatcher) Forget(sync uint64) {
 		d.retract(dp)
 		*dp = dprov{pending: dp.pending[:0], answered: dp.answered[:0]}
 	}
+	clear(d.inflight)
 	d.credited, d.recalling, d.recallWanted = 0, 0, false
 }
 
-// SetShares has the dispatcher charge the starts it grants to s, the gateway's count of
-// its clients' service that its providers share (ProviderSpec.Shares), instead of a count
-// of its own. A dispatcher rebuilt after a crash is given the same s, so the clients'
-// shares go on as they were.
-func (d *Dispatcher) SetShares(s *Shares) {
-	if s != nil {
-		d.shares = s
+// SetClients gives the dispatcher the gateway's client state that its providers share
+// (ProviderSpec.Clients and Shares): it charges the starts it grants to shares instead of
+// a count of its own, and with slots it grants no start for a client at its max_running
+// (see Slots). A dispatcher rebuilt after a crash is given the same ones, so the clients'
+// shares go on as they were. Nil leaves either as it was.
+func (d *Dispatcher) SetClients(slots *Slots, shares *Shares) {
+	if shares != nil {
+		d.shares = shares
+	}
+	if slots != nil {
+		d.slots = slots
 	}
 }
 
@@ -140,11 +149,10 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	case o.Epoch != dp.offer.Epoch || dp.offer.Sync != o.Sync:
 		// A rebuilt provider may have lost verdicts in flight: answer its pending afresh.
 		dp.issued = 0
-		dp.pending = dp.pending[:0]
+		d.handled(dp, len(dp.pending))
 		dp.answered = dp.answered[:0]
 	case o.Seen > dp.issued-uint64(len(dp.pending)):
-		done := min(int(o.Seen-(dp.issued-uint64(len(dp.pending)))), len(dp.pending))
-		dp.pending = dp.pending[:copy(dp.pending, dp.pending[done:])]
+		d.handled(dp, min(int(o.Seen-(dp.issued-uint64(len(dp.pending)))), len(dp.pending)))
 	}
 	dp.offer = o
 	// Verdicts the provider has applied are no longer listed; those still listed are in
@@ -168,9 +176,9 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	dp.queued = max(0, o.Queued-len(dp.pending)-removed)
 	dp.avail = o.Avail
 	dp.used = [llm.NumPriorities]int{}
-	for _, c := range dp.pending {
-		dp.avail[c] = max(0, dp.avail[c]-1)
-		dp.used[c]++
+	for _, g := range dp.pending {
+		dp.avail[g.class] = max(0, dp.avail[g.class]-1)
+		dp.used[g.class]++
 	}
 	d.running += d.contrib(dp)
 	d.queued += dp.queued
@@ -214,8 +222,8 @@ func (d *Dispatcher) retract(dp *dprov) {
 // Dispatch appends to buf the grants to send now, in the order they must be handled: while
 // the gateway runs fewer than MaxRunning, the highest class that some provider could start
 // is served, by the provider whose next start serves the client with the least service
-// (Shares), on a tie the first such provider after the one that class was granted last.
-// Each grant is charged to the client it serves.
+// (Shares), on a tie the first such provider after the one that class was granted last
+// (see next). Each grant is charged to the client it serves.
 func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 	if d.unknown > 0 {
 		return buf
@@ -229,12 +237,11 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 			break
 		}
 		p := d.next(c)
+		if p < 0 {
+			break // a client at its cap: its providers' next offers say what they start instead
+		}
 		dp := &d.provs[p]
-		name, share := dp.head(c)
-		d.shares.charge(d.shares.of(name), c, share)
-		dp.used[c]++
-		dp.issued++
-		dp.pending = append(dp.pending, llm.Priority(c))
+		h := d.grant(dp, c)
 		dp.avail[c]--
 		d.avail[c]--
 		before := d.contrib(dp)
@@ -245,55 +252,12 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 			d.queued--
 		}
 		d.lastServed[c] = p
-		buf = append(buf, Grant{Provider: p, Epoch: dp.offer.Epoch, Class: llm.Priority(c)})
+		buf = append(buf, Grant{Provider: p, Epoch: dp.offer.Epoch, Class: llm.Priority(c), Client: h.Client})
 	}
 	if d.credited > 0 && d.avail != [llm.NumPriorities]int{} {
 		d.recallWanted = true // the cap holds back a start that unused credit may be keeping out
 	}
 	return buf
-}
-
-// next is the provider to grant a start of class c, which some provider could start: of
-// those that could, the one whose next start serves the client with the least service at
-// max_running; on a tie, the first after the one class c was granted last. A provider that
-// alone could start class c needs no look at the shares.
-func (d *Dispatcher) next(c int) int {
-	np := len(d.provs)
-	best, least := -1, int64(0)
-	for i, p := 0, d.lastServed[c]; i < np; i++ {
-		if p++; p == np {
-			p = 0
-		}
-		dp := &d.provs[p]
-		if dp.avail[c] == 0 {
-			continue
-		}
-		if best < 0 && dp.avail[c] == d.avail[c] {
-			return p
-		}
-		name, _ := dp.head(c)
-		if t := d.shares.tag(name, c); best < 0 || t < least {
-			best, least = p, t
-		}
-	}
-	return best
-}
-
-// head is the client that dp's next start of class c serves, with its share: the offer's
-// first start of the class that the pending grants leave. An offer that names nobody (one
-// made without Heads) serves the anonymous client.
-func (dp *dprov) head(c int) (string, int) {
-	skip := dp.used[c]
-	for _, h := range dp.offer.Heads {
-		if int(h.Class) != c {
-			continue
-		}
-		if skip < h.N {
-			return h.Client, h.Share
-		}
-		skip -= h.N
-	}
-	return "", 1
 }
 
 // Acks appends to buf an acknowledgement for every provider whose last offer reported fresh

@@ -275,13 +275,6 @@ func (d *driver) arrive() {
 		d.stats["arrived earlier"]++
 	}
 	cl := testClients[d.src.intn(len(testClients))]
-	if cl.MaxRunning > 0 && p != 0 {
-		// A capped client's calls at several providers are not served in the reference's
-		// order: a grant may go to one whose call the client's cap then holds back
-		// (TestClientCapAcrossProviders). Here its calls wait at one provider, p0; its draw
-		// elsewhere is an anonymous call.
-		cl = testClients[0]
-	}
 	d.last = fmt.Sprintf("arrive %d p%d m%d c%d cost %d client %q arrived %v", id, p, m, c, cost, cl.Name, arrived.Sub(t0))
 	o, k := d.g.Enter(id, p, Arrival{Model: m, Class: llm.Priority(c), Tokens: cost, Client: cl, Arrived: arrived}, d.now)
 	wo, wk, others := d.ref.arrive(id, p, m, c, cost, cl, arrived, d.now)

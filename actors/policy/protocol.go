@@ -171,12 +171,15 @@ type Offer struct {
 }
 
 // Head is a run of N starts of class Class that a provider's offer would make for one
-// client: its name and its share (weight, at least 1), by which each start is charged.
+// client: its name, its share (weight, at least 1) by which each start is charged, and its cap.
 type Head struct {
 	Client string
 	Share  int
-	Class  llm.Priority
-	N      int
+	// MaxRunning is the client's max_running, gateway-wide (Slots); 0: no cap of its own. A
+	// client at its cap holds the dispatcher back until the providers offer afresh.
+	MaxRunning int
+	Class      llm.Priority
+	N          int
 }
 
 // Credit, from the dispatcher to provider Provider with its answer to offer Seq: the
@@ -204,11 +207,13 @@ type Recall struct {
 }
 
 // Grant, from the dispatcher to provider Provider: start one request of class Class now.
-// Epoch is the provider epoch of the offer the grant was computed from.
+// Epoch is the provider epoch of the offer the grant was computed from; Client is whom the
+// dispatcher expects the start to serve (Offer.Heads), and charged it to.
 type Grant struct {
 	Provider int
 	Epoch    uint64
 	Class    llm.Priority
+	Client   string
 }
 
 // Verdict, from the dispatcher to provider Provider, on its waiting request ID: whether it

@@ -297,7 +297,7 @@ func (s *simulation) note(p *Provider, c, k, n int) {
 		s.served[h].N += n
 		return
 	}
-	s.served = append(s.served, Head{Client: cl.name, Share: max(cl.share, 1), Class: llm.Priority(c), N: n})
+	s.served = append(s.served, Head{Client: cl.name, Share: max(cl.share, 1), MaxRunning: cl.maxRun, Class: llm.Priority(c), N: n})
 }
 
 // keepLanes is the free lanes of class c, given free for the classes above it: from the

@@ -1,0 +1,94 @@
+package policy
+
+import "github.com/tollgate/tollgate/providers/llm"
+
+// The dispatcher's side of the clients' fair share of max_running (SPEC §18, Shares):
+// which provider a start goes to, whom it serves, and the caps of the clients it serves.
+
+// pendingGrant is a grant its provider has not handled yet: its class and whom it serves.
+type pendingGrant struct {
+	class llm.Priority
+	head  Head // the client; a MaxRunning of its own counts the grant in flight
+}
+
+// next is the provider to grant a start of class c, which some provider could start: of
+// those that could, the one whose next start serves the client with the least service at
+// max_running; on a tie, the first after the one class c was granted last. A provider that
+// alone could start class c needs no look at the shares. It is -1 when some provider's next
+// start of the class serves a client at its max_running gateway-wide: that provider would
+// start another client's request instead, and its offer does not say whose, so nothing is
+// granted until its next offer, which the client's slots filling asks of it (Slots).
+func (d *Dispatcher) next(c int) int {
+	np := len(d.provs)
+	best, least := -1, int64(0)
+	for i, p := 0, d.lastServed[c]; i < np; i++ {
+		if p++; p == np {
+			p = 0
+		}
+		dp := &d.provs[p]
+		if dp.avail[c] == 0 {
+			continue
+		}
+		h := dp.head(c)
+		if d.full(h) {
+			return -1
+		}
+		if best < 0 && dp.avail[c] == d.avail[c] {
+			return p
+		}
+		if t := d.shares.tag(h.Client, c); best < 0 || t < least {
+			best, least = p, t
+		}
+	}
+	return best
+}
+
+// grant counts a grant of class c to dp: it is charged to the client it serves, which it
+// returns, and, if that client has a cap, counted in flight until dp has handled it.
+func (d *Dispatcher) grant(dp *dprov, c int) Head {
+	h := dp.head(c)
+	d.shares.charge(d.shares.of(h.Client), c, h.Share)
+	dp.used[c]++
+	dp.issued++
+	dp.pending = append(dp.pending, pendingGrant{class: llm.Priority(c), head: h})
+	if h.MaxRunning > 0 {
+		d.inflight[h.Client]++
+	}
+	return h
+}
+
+// handled drops the first n of dp's pending grants: the provider has handled them (or,
+// at a new epoch, never will), so its slots count whatever they started.
+func (d *Dispatcher) handled(dp *dprov, n int) {
+	for _, g := range dp.pending[:n] {
+		if g.head.MaxRunning > 0 {
+			if d.inflight[g.head.Client]--; d.inflight[g.head.Client] <= 0 {
+				delete(d.inflight, g.head.Client)
+			}
+		}
+	}
+	dp.pending = dp.pending[:copy(dp.pending, dp.pending[n:])]
+}
+
+// full reports whether client h has no room left under its max_running, counting the
+// grants for it in flight.
+func (d *Dispatcher) full(h Head) bool {
+	return h.MaxRunning > 0 && d.slots != nil && d.slots.Room(h.Client, h.MaxRunning)-d.inflight[h.Client] <= 0
+}
+
+// head is whom dp's next start of class c serves: the offer's first start of the class that
+// the pending grants leave. An offer that names nobody (one made without Heads) serves the
+// anonymous client.
+func (dp *dprov) head(c int) Head {
+	skip := dp.used[c]
+	for _, h := range dp.offer.Heads {
+		if int(h.Class) != c {
+			continue
+		}
+		if skip < h.N {
+			return h
+		}
+		skip -= h.N
+	}
+	return Head{Share: 1, Class: llm.Priority(c)}
+}
