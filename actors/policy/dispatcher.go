@@ -8,10 +8,11 @@ import (
 )
 
 // Dispatcher is the gateway-wide side of admission: the global caps (max_running and
-// max_admitted), class priority across providers and the providers' round-robin. It sees
-// each provider only through its latest Offer plus the grants it has sent since, and hands
-// out starts (Grant) in SPEC §2 order. Provider p is an index the caller chooses, 0 to
-// providers-1. See doc.go.
+// max_admitted), class priority across providers, the clients' fair shares of max_running
+// (SPEC §18, fairgrants.go) and the providers' round-robin on a tie. It sees each provider
+// only through its latest Offer plus the grants it has sent since, and hands out starts
+// (Grant) in SPEC §2 order. Provider p is an index the caller chooses, 0 to providers-1.
+// See doc.go.
 type Dispatcher struct {
 	limits     Limits
 	provs      []dprov
@@ -241,7 +242,7 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 			break // a client at its cap: its providers' next offers say what they start instead
 		}
 		dp := &d.provs[p]
-		h := d.grant(dp, c)
+		client := d.grant(dp, c)
 		dp.avail[c]--
 		d.avail[c]--
 		before := d.contrib(dp)
@@ -252,7 +253,7 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 			d.queued--
 		}
 		d.lastServed[c] = p
-		buf = append(buf, Grant{Provider: p, Epoch: dp.offer.Epoch, Class: llm.Priority(c), Client: h.Client})
+		buf = append(buf, Grant{Provider: p, Epoch: dp.offer.Epoch, Class: llm.Priority(c), Client: client})
 	}
 	if d.credited > 0 && d.avail != [llm.NumPriorities]int{} {
 		d.recallWanted = true // the cap holds back a start that unused credit may be keeping out

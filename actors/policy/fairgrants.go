@@ -5,10 +5,12 @@ import "github.com/tollgate/tollgate/providers/llm"
 // The dispatcher's side of the clients' fair share of max_running (SPEC §18, Shares):
 // which provider a start goes to, whom it serves, and the caps of the clients it serves.
 
-// pendingGrant is a grant its provider has not handled yet: its class and whom it serves.
+// pendingGrant is a grant its provider has not handled yet: its class and, when the client
+// it serves has a max_running of its own, that client, for whom it counts in flight.
 type pendingGrant struct {
-	class llm.Priority
-	head  Head // the client; a MaxRunning of its own counts the grant in flight
+	class  llm.Priority
+	capped bool
+	client string
 }
 
 // next is the provider to grant a start of class c, which some provider could start: of
@@ -43,27 +45,29 @@ func (d *Dispatcher) next(c int) int {
 	return best
 }
 
-// grant counts a grant of class c to dp: it is charged to the client it serves, which it
-// returns, and, if that client has a cap, counted in flight until dp has handled it.
-func (d *Dispatcher) grant(dp *dprov, c int) Head {
+// grant counts a grant of class c to dp: it is charged to the client it serves, whose name
+// it returns, and, if that client has a cap, counted in flight until dp has handled it.
+func (d *Dispatcher) grant(dp *dprov, c int) string {
 	h := dp.head(c)
-	d.shares.charge(d.shares.of(h.Client), c, h.Share)
+	d.shares.chargeName(h.Client, c, h.Share)
 	dp.used[c]++
 	dp.issued++
-	dp.pending = append(dp.pending, pendingGrant{class: llm.Priority(c), head: h})
+	g := pendingGrant{class: llm.Priority(c)}
 	if h.MaxRunning > 0 {
+		g.capped, g.client = true, h.Client
 		d.inflight[h.Client]++
 	}
-	return h
+	dp.pending = append(dp.pending, g)
+	return h.Client
 }
 
 // handled drops the first n of dp's pending grants: the provider has handled them (or,
 // at a new epoch, never will), so its slots count whatever they started.
 func (d *Dispatcher) handled(dp *dprov, n int) {
 	for _, g := range dp.pending[:n] {
-		if g.head.MaxRunning > 0 {
-			if d.inflight[g.head.Client]--; d.inflight[g.head.Client] <= 0 {
-				delete(d.inflight, g.head.Client)
+		if g.capped {
+			if d.inflight[g.client]--; d.inflight[g.client] <= 0 {
+				delete(d.inflight, g.client)
 			}
 		}
 	}

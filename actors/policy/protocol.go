@@ -160,9 +160,10 @@ type Offer struct {
 	// is the order in which the dispatcher grants.
 	Avail [llm.NumPriorities]int
 	// Heads says whom those starts serve: class by class, in the order the provider would
-	// make them, runs of starts of one client, Avail[c] starts in all for class c. The
-	// dispatcher shares max_running between clients by them (Shares). The slice belongs to
-	// the offer, as Pending does.
+	// make them, runs of starts of one client, Avail[c] starts in all for class c; nil when
+	// all serve the anonymous client. The dispatcher shares max_running between clients by
+	// them (Shares). The slice belongs to the offer, as Pending does: the provider never
+	// changes it after making the offer.
 	Heads []Head
 	// Room is how many more requests the provider could start at once beyond Avail's, by its
 	// free (effective) lanes and its start cap: what standing credit could be of use to it

@@ -42,6 +42,11 @@ func NewShares() *Shares { return &Shares{tags: map[string]*serviceTags{}} }
 func (s *Shares) of(name string) *serviceTags {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.tagsOf(name)
+}
+
+// tagsOf is of with s.mu held.
+func (s *Shares) tagsOf(name string) *serviceTags {
 	t := s.tags[name]
 	if t == nil {
 		t = new(serviceTags)
@@ -62,6 +67,15 @@ func (s *Shares) floor(t *serviceTags, c int) {
 // share (its weight).
 func (s *Shares) charge(t *serviceTags, c int, share int) {
 	s.mu.Lock()
+	s.vtime[c] = max(s.vtime[c], t[c])
+	t[c] += startCost(share)
+	s.mu.Unlock()
+}
+
+// chargeName is charge for client name, found or made as of does.
+func (s *Shares) chargeName(name string, c int, share int) {
+	s.mu.Lock()
+	t := s.tagsOf(name)
 	s.vtime[c] = max(s.vtime[c], t[c])
 	t[c] += startCost(share)
 	s.mu.Unlock()
