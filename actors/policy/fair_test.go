@@ -325,3 +325,39 @@ func TestFairShareAtMaxRunningRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestFairShareAtMaxRunningSurvivesRebuilds: the shares are the gateway's, not the
+// dispatcher's or a provider's, so a dispatcher rebuilt after a crash (which forgets every
+// provider) and a provider rebuilt from its facts leave the split by weight within one start.
+func TestFairShareAtMaxRunningSurvivesRebuilds(t *testing.T) {
+	for _, credit := range []bool{false, true} {
+		t.Run(fmt.Sprint("credit ", credit), func(t *testing.T) {
+			f := newGatewayRun(t, credit, 4, 8, 8)
+			a, b := llm.Client{Name: "a", Weight: 3}, llm.Client{Name: "b", Weight: 1}
+			f.enterAt(a, 0, 0, 300)
+			f.enterAt(b, 1, 0, 300)
+			base := f.since(nil)
+			for i := 1; i <= 200; i++ {
+				switch i {
+				case 50, 150:
+					f.h.rebuildDispatcher()
+					f.h.deliver(f.now)
+				case 100:
+					f.h.rebuildProvider(0, f.now)
+					f.h.deliver(f.now)
+				case 120:
+					f.h.rebuildProvider(1, f.now)
+					f.h.deliver(f.now)
+				}
+				f.finish(0)
+				if len(f.running) != 4 {
+					t.Fatalf("finish %d: %d running, want max_running 4", i, len(f.running))
+				}
+				got := f.since(base)
+				if err := fairErr(got["a"], got["b"], 3, 1); err != "" {
+					t.Fatalf("after %d finishes: %s", i, err)
+				}
+			}
+		})
+	}
+}

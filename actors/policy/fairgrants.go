@@ -1,6 +1,10 @@
 package policy
 
-import "github.com/tollgate/tollgate/providers/llm"
+import (
+	"slices"
+
+	"github.com/tollgate/tollgate/providers/llm"
+)
 
 // The dispatcher's side of the clients' fair share of max_running (SPEC §18, Shares):
 // which provider a start goes to, whom it serves, and the caps of the clients it serves.
@@ -32,7 +36,7 @@ func (d *Dispatcher) next(c int) int {
 			continue
 		}
 		h := dp.head(c)
-		if d.full(h) {
+		if h.MaxRunning > 0 && d.full(h) {
 			return -1
 		}
 		if best < 0 && dp.avail[c] == d.avail[c] {
@@ -74,18 +78,19 @@ func (d *Dispatcher) handled(dp *dprov, n int) {
 	dp.pending = dp.pending[:copy(dp.pending, dp.pending[n:])]
 }
 
-// full reports whether client h has no room left under its max_running, counting the
-// grants for it in flight.
-func (d *Dispatcher) full(h Head) bool {
-	return h.MaxRunning > 0 && d.slots != nil && d.slots.Room(h.Client, h.MaxRunning)-d.inflight[h.Client] <= 0
+// full reports whether client h, which has a max_running of its own, has no room left
+// under it, counting the grants for it in flight.
+func (d *Dispatcher) full(h *Head) bool {
+	return d.slots != nil && d.slots.Room(h.Client, h.MaxRunning)-d.inflight[h.Client] <= 0
 }
 
 // head is whom dp's next start of class c serves: the offer's first start of the class that
-// the pending grants leave. An offer that names nobody (one made without Heads) serves the
+// the pending grants leave. An offer that names nobody for it (one without Heads) serves the
 // anonymous client.
-func (dp *dprov) head(c int) Head {
+func (dp *dprov) head(c int) *Head {
 	skip := dp.used[c]
-	for _, h := range dp.offer.Heads {
+	for i := range dp.offer.Heads {
+		h := &dp.offer.Heads[i]
 		if int(h.Class) != c {
 			continue
 		}
@@ -94,5 +99,30 @@ func (dp *dprov) head(c int) Head {
 		}
 		skip -= h.N
 	}
-	return Head{Share: 1, Class: llm.Priority(c)}
+	return &anonymous
+}
+
+// anonymous is the start of an offer without Heads: the anonymous client's, of weight 1.
+var anonymous = Head{Share: 1, N: 1}
+
+// offerHeads is the Heads of an offer whose simulated starts served these: none when every
+// start serves the anonymous client (how the dispatcher reads an offer without Heads), as
+// every start does without client keys; else *last, the provider's last offer's, when they
+// are the same (a sent offer's Heads never change), the usual case of an offer after a start
+// or a finish of the same clients. So such offers allocate nothing.
+func offerHeads(served []Head, last *[]Head) []Head {
+	if len(served) == 0 {
+		return nil
+	}
+	named := false
+	for i := range served {
+		named = named || served[i].Client != "" || served[i].Share != 1 || served[i].MaxRunning != 0
+	}
+	if !named {
+		return nil
+	}
+	if !slices.Equal(served, *last) {
+		*last = slices.Clone(served)
+	}
+	return *last
 }

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"slices"
 	"time"
 
 	"github.com/tollgate/tollgate/actors/policy/keys"
@@ -218,24 +217,9 @@ func (p *Provider) Offer(now time.Time) Offer {
 	p.credit = 0 // an offer gives the credit back (see Credit)
 	o := Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Seq: p.offers, Running: p.running, Queued: p.q.n,
 		Kept: p.q.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail, Room: p.sim.room(p)}
-	o.Heads = p.heads()
+	o.Heads = offerHeads(p.sim.served, &p.lastHeads)
 	o.Fresh, o.Pending = p.q.unjudged(p.offers)
 	return o
-}
-
-// heads is the Heads of the offer being made from the simulation: none when every start
-// serves the anonymous client (the dispatcher's reading of an offer without Heads), which
-// is every start without client keys; else the last offer's when they are the same (they
-// never change once sent), the usual case of an offer that follows a start or a finish of
-// the same clients. So such offers allocate nothing.
-func (p *Provider) heads() []Head {
-	if !slices.ContainsFunc(p.sim.served, func(h Head) bool { return h.Client != "" || h.Share != 1 || h.MaxRunning != 0 }) {
-		return nil
-	}
-	if !slices.Equal(p.sim.served, p.lastHeads) {
-		p.lastHeads = slices.Clone(p.sim.served)
-	}
-	return p.lastHeads
 }
 
 // Ack applies the dispatcher's acknowledgement of an offer, which comes after the grants that

@@ -28,6 +28,7 @@ import (
 type Shares struct {
 	mu    sync.Mutex
 	tags  map[string]*serviceTags
+	anon  *serviceTags // tags[""]: the anonymous client's, every call's without client keys
 	vtime serviceTags
 }
 
@@ -35,7 +36,10 @@ type Shares struct {
 type serviceTags [llm.NumPriorities]int64
 
 // NewShares returns shares in which no client has had any service.
-func NewShares() *Shares { return &Shares{tags: map[string]*serviceTags{}} }
+func NewShares() *Shares {
+	anon := new(serviceTags)
+	return &Shares{tags: map[string]*serviceTags{"": anon}, anon: anon}
+}
 
 // of returns client name's service, made on first use. The pointer stays valid: a queue
 // keeps it for its client's later entries and starts.
@@ -47,6 +51,9 @@ func (s *Shares) of(name string) *serviceTags {
 
 // tagsOf is of with s.mu held.
 func (s *Shares) tagsOf(name string) *serviceTags {
+	if name == "" {
+		return s.anon
+	}
 	t := s.tags[name]
 	if t == nil {
 		t = new(serviceTags)
@@ -85,6 +92,9 @@ func (s *Shares) chargeName(name string, c int, share int) {
 func (s *Shares) tag(name string, c int) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if name == "" {
+		return s.anon[c]
+	}
 	if t := s.tags[name]; t != nil {
 		return t[c]
 	}

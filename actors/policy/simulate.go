@@ -283,7 +283,9 @@ func (s *simulation) laneClass(p *Provider, c, free int, now time.Time) int {
 		}
 	}
 	s.avail[c] += n
-	s.note(p, c, k, n)
+	if cl := &p.q.clients[k]; cl.name != "" || cl.share != 1 || cl.maxRun != 0 {
+		s.note(p, c, k, n) // a class without runs is the anonymous client's (offerHeads)
+	}
 	return free
 }
 
