@@ -22,7 +22,9 @@ import (
 // Being idle earns no credit for later: a client's call that enters a provider's queue
 // where the client had nothing of its class waiting takes up the class's virtual time (the
 // highest service a start was charged at) if the client's own service is lower, as a
-// provider's queue does with its own service. Charging a start is order-free (a sum per
+// provider's queue does with its own service (so a provider rebuilt from its facts, which
+// enters its waiting calls afresh, may cost their clients a lead, never give them one).
+// Charging a start is order-free (a sum per
 // client and a maximum), so grants handled in any order across providers leave the same
 // shares; only an entry into a queue reads the virtual time.
 type Shares struct {
