@@ -41,7 +41,8 @@ func (rl replicaLink) holdClient(c *call) {
 }
 
 // unholdClients ends the holds of the keys whose scope is in scopes (nil: every key's),
-// and has every provider offer again if it ended one. Each provider actor that hears the
+// and has every provider offer again if it ended one (the slots tell them: Changed). Each
+// provider actor that hears the
 // notice calls it; the first ends the holds. A hold is set only while no notice came since
 // its call's acquire left (unleased), and the notice's message to the holding provider
 // comes after, so no hold outlives the notice of its scope.
@@ -61,7 +62,5 @@ func (rl replicaLink) unholdClients(scopes []string) {
 	if scopes == nil {
 		freed = nil
 	}
-	if a.g.running.Unhold(freed) {
-		tellClientFreed(a.g)
-	}
+	a.g.running.Unhold(freed)
 }

@@ -9,22 +9,27 @@ import "sync"
 // takes a slot atomically, so providers running concurrently never let a client past its
 // cap. Only clients with a cap are counted. It is safe for concurrent use.
 //
-// Freed is told the name of a client that was at its cap when one of its calls stopped: the
-// providers holding its calls must offer again, since what they could start has changed
-// without anything happening to them.
+// Changed is told the name of a client whose room under its cap came or went: one of its
+// calls stopped while it was at its cap, or a start took its last slot. The providers
+// holding its calls must offer again, since what they could start has changed without
+// anything happening to them; and the dispatcher, which knows whom each offered start
+// serves (Offer.Heads), grants nothing past a start for a client with no room until they
+// have.
 //
 // With several replicas a client's cap holds cluster-wide too: a client the replicas run at
-// its cap is held (Hold), and has no room here until Unhold, whatever it runs here.
+// its cap is held (Hold), and has no room here until Unhold, whatever it runs here; both
+// tell Changed.
 type Slots struct {
 	mu      sync.Mutex
 	running map[string]int
 	held    map[string]bool
-	freed   func(name string)
+	changed func(name string)
 }
 
-// NewSlots returns empty slots that tell freed (nil: nobody) of a capped client's stop.
-func NewSlots(freed func(name string)) *Slots {
-	return &Slots{running: map[string]int{}, freed: freed}
+// NewSlots returns empty slots that tell changed (nil: nobody) of a capped client's room
+// coming or going.
+func NewSlots(changed func(name string)) *Slots {
+	return &Slots{running: map[string]int{}, changed: changed}
 }
 
 // Room is how many more calls client name may start under its cap max (> 0).
@@ -42,16 +47,21 @@ func (s *Slots) Room(name string, max int) int {
 // admits as a whole).
 func (s *Slots) Take(name string, max int, force bool) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !force && (s.running[name] >= max || s.held[name]) {
+	n := s.running[name]
+	if !force && (n >= max || s.held[name]) {
+		s.mu.Unlock()
 		return false
 	}
-	s.running[name]++
+	s.running[name] = n + 1
+	s.mu.Unlock()
+	if n+1 == max && s.changed != nil {
+		s.changed(name)
+	}
 	return true
 }
 
 // Put counts one of client name's counted calls as stopped; max is its cap: a client that
-// had exactly max running has room again, and Freed is told.
+// had exactly max running has room again, and Changed is told.
 func (s *Slots) Put(name string, max int) {
 	s.mu.Lock()
 	n := s.running[name]
@@ -61,8 +71,8 @@ func (s *Slots) Put(name string, max int) {
 		s.running[name] = n - 1
 	}
 	s.mu.Unlock()
-	if n == max && s.freed != nil {
-		s.freed(name)
+	if n == max && s.changed != nil {
+		s.changed(name)
 	}
 }
 
@@ -73,28 +83,39 @@ func (s *Slots) Running(name string) int {
 	return s.running[name]
 }
 
-// Hold gives client name no room until Unhold: the replicas run it at its cap.
+// Hold gives client name no room until Unhold: the replicas run it at its cap. Changed is
+// told when it was not held.
 func (s *Slots) Hold(name string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	was := s.held[name]
 	if s.held == nil {
 		s.held = map[string]bool{}
 	}
 	s.held[name] = true
+	s.mu.Unlock()
+	if !was && s.changed != nil {
+		s.changed(name)
+	}
 }
 
-// Unhold ends the hold of every held client that freed reports (nil: every one) and
-// reports whether it ended one; the caller has the providers offer again.
+// Unhold ends the hold of every held client that freed reports (nil: every one), tells
+// Changed of each, and reports whether it ended one.
 func (s *Slots) Unhold(freed func(name string) bool) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := len(s.held)
+	var ended []string
 	for name := range s.held {
 		if freed == nil || freed(name) {
 			delete(s.held, name)
+			ended = append(ended, name)
 		}
 	}
-	return len(s.held) < n
+	s.mu.Unlock()
+	for _, name := range ended {
+		if s.changed != nil {
+			s.changed(name)
+		}
+	}
+	return len(ended) > 0
 }
 
 // Held reports whether client name is held (Hold).

@@ -1,13 +1,23 @@
 package policy
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 // TestSlotsHold: a held client has no room and takes no slot (a forced start still
-// counts); Unhold ends only the holds it is told of, and says whether it ended one.
+// counts); Unhold ends only the holds it is told of, and says whether it ended one; each
+// hold that begins or ends is told to Changed.
 func TestSlotsHold(t *testing.T) {
-	s := NewSlots(nil)
+	var changed []string
+	s := NewSlots(func(name string) { changed = append(changed, name) })
 	s.Hold("a")
 	s.Hold("b")
+	s.Hold("a") // held already: nothing changes
+	if want := []string{"a", "b"}; !reflect.DeepEqual(changed, want) {
+		t.Errorf("changed %v by the holds, want %v", changed, want)
+	}
+	changed = nil
 	if r := s.Room("a", 2); r != 0 {
 		t.Errorf("a held client's room: %d, want 0", r)
 	}
@@ -36,7 +46,10 @@ func TestSlotsHold(t *testing.T) {
 			t.Errorf("%s: held a %v b %v, want %v %v", c.name, s.Held("a"), s.Held("b"), c.heldA, c.b)
 		}
 	}
-	if r := s.Room("a", 2); r != 1 || !s.Take("a", 2, false) {
-		t.Errorf("an unheld client: room %d, want 1, and a slot", r)
+	if len(changed) != 2 || changed[0] != "b" || changed[1] != "a" {
+		t.Errorf("changed %v by the unholds, want [b a]", changed)
+	}
+	if r := s.Room("a", 3); r != 2 || !s.Take("a", 3, false) {
+		t.Errorf("an unheld client: room %d, want 2, and a slot", r)
 	}
 }
