@@ -225,6 +225,7 @@ func (e *Engine) seenLocked(res beatResult) {
 	}
 	e.status.DuplicateName = dup
 	e.status.Beats++
+	e.status.LastBeat = e.now()
 }
 
 // silencedLocked counts, for each peer whose heartbeat turned silent since the last
