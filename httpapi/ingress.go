@@ -96,12 +96,18 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, in *ingress, p *pa
 	if st == nil {
 		return
 	}
-	defer func() {
-		if cerr := st.Close(); cerr != nil && rec.code == "" {
-			s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
-		}
-	}()
+	defer s.closeStream(st, rec)
 	s.relay(s.writeDeadlines(w), r, in, st, p, rec)
+}
+
+// closeStream closes a call's stream, which gives its lanes back; closing it again does
+// nothing. The relay closes it as soon as the backend has said all (before the answer's
+// last bytes are written), so that a client which sends its next call the moment it has
+// this one's answer finds the lane free.
+func (s *Server) closeStream(st llm.Stream, rec *record) {
+	if cerr := st.Close(); cerr != nil && rec.code == "" {
+		s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
+	}
 }
 
 // start admits the call req and notes how it was served; a call that does not start is

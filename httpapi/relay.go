@@ -122,6 +122,7 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, in *ingress
 			}
 		}
 	}
+	s.closeStream(st, rec) // the backend is done: its lanes go back before the last event
 	sr.end()
 }
 
@@ -215,6 +216,7 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, in *ingress,
 		if err == nil {
 			s.took(&ch, rec, false)
 			if ch.Complete && ch.Format == in.native {
+				s.closeStream(st, rec)
 				s.writeWhole(w, ch.Raw, rec)
 				return
 			}
@@ -228,6 +230,7 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, in *ingress,
 			return
 		}
 	}
+	s.closeStream(st, rec) // the backend is done: its lanes go back before the answer is written
 	body, err := sink.build()
 	if err != nil {
 		s.fail(w, r, in, err, rec)

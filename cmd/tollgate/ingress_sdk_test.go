@@ -29,10 +29,10 @@ import (
 // tool's output with text saying it came back.
 
 // ingressConfig serves fakellm at url three ways: "chat" speaks Chat Completions (kind
-// ollama: one lane, no queue, so a second call is refused at once), "oai" is an OpenAI
-// backend (Responses relayed), "ant" an Anthropic one (Messages relayed). Client model
-// names reach "chat" through patterns, as Codex's and Claude Code's would.
-func ingressConfig(url string) string {
+// ollama: one lane, queue places queue), "oai" is an OpenAI backend (Responses relayed),
+// "ant" an Anthropic one (Messages relayed). Client model names reach "chat" through
+// patterns, as Codex's and Claude Code's would.
+func ingressConfig(url string, queue int) string {
 	return fmt.Sprintf(`
 limits: {retry_after: 2s}
 providers:
@@ -40,7 +40,7 @@ providers:
     kind: ollama
     base_url: %[1]s/v1
     lanes: 1
-    queue_length: 0
+    queue_length: %[2]d
     models:
       - id: fake-model
         aliases: ["gpt-5*", "claude-*"]
@@ -54,17 +54,25 @@ providers:
     base_url: %[1]s
     keys: [test-key]
     models: [{id: fake-model}]
-`, url)
+`, url, queue)
 }
 
 // startIngress serves fakellm (tool-call mode, a short reply) and a gateway in front of it.
+// "chat" has one queue place: a client that sends its next call the moment it has its
+// answer may arrive before the provider has counted the lane free (the lane's message on
+// its way), and is then queued for that moment rather than refused.
 func startIngress(t *testing.T, opts fakellm.Options) (*gateway, *fakellm.Server) {
+	return startIngressQueue(t, opts, 1)
+}
+
+// startIngressQueue is startIngress with queue places for "chat".
+func startIngressQueue(t *testing.T, opts fakellm.Options, queue int) (*gateway, *fakellm.Server) {
 	t.Helper()
 	opts.Modes |= fakellm.ModeToolCall
 	fake := fakellm.New(opts)
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	return startGateway(t, ingressConfig(srv.URL), nil), fake
+	return startGateway(t, ingressConfig(srv.URL, queue), nil), fake
 }
 
 // ingressModels are the model names the SDK tests ask for: one the gateway translates, one
@@ -322,7 +330,7 @@ func (s *statusTap) seen() []int {
 func TestIngressSDKRetryAfter(t *testing.T) {
 	// The occupying call's answer is long (400 chunks 50 ms apart); it is cancelled as soon
 	// as the SDK has been refused, so the lane is free well before the 2 s Retry-After.
-	g, _ := startIngress(t, fakellm.Options{Chunks: 400, ChunkInterval: 50 * time.Millisecond})
+	g, _ := startIngressQueue(t, fakellm.Options{Chunks: 400, ChunkInterval: 50 * time.Millisecond}, 0)
 	for _, api := range []struct {
 		name string
 		call func(ctx context.Context, hc *http.Client) (string, error)
