@@ -397,7 +397,9 @@ func (bp batchPart) run(ctx actor.Context, b *batchCall, r run, now time.Time) {
 	a.runs[c.id] = r
 	m := &startCall{c: c}
 	m.run.set(&a.pv, &r, r.started, time.Time{})
-	m.run.lease, m.run.charged = ml.lease, a.peers.chargeKey(&r, ml)
+	if ml.lease != nil {
+		m.run.shared = &startShared{keyName: r.keyName, lease: ml.lease, charged: a.peers.chargeKey(&r, ml)}
+	}
 	send(ctx, a.lanes[c.route.m], m)
 }
 

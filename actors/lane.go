@@ -46,7 +46,10 @@ func (a *laneActor) Receive(ctx actor.Context) {
 	}
 	switch m := msg.(type) {
 	case *startCall:
-		r := laneRun{c: m.c, run: &m.run, lease: m.run.lease, charged: m.run.charged}
+		r := laneRun{c: m.c, run: &m.run}
+		if sh := m.run.shared; sh != nil {
+			r.lease, r.charged = sh.lease, sh.charged
+		}
 		if a.g.opts.Shared != nil && r.lease == nil {
 			a.acquire(ctx, r)
 		} else {

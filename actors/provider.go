@@ -392,8 +392,10 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 			// kept or removed; it must hear what became of it.
 			changed = true
 		case v.Epoch == a.epoch:
-			w.confirmed = !v.Overloaded && !v.QueueFull // kept, now or by an earlier verdict
-			a.waiting[v.ID] = w
+			if kept := !v.Overloaded && !v.QueueFull; kept != w.confirmed { // kept, now or by an earlier verdict
+				w.confirmed = kept
+				a.waiting[v.ID] = w
+			}
 		}
 	}
 	if m.ack != nil && a.pol.Ack(*m.ack) > 0 {
@@ -418,7 +420,9 @@ func (a *providerActor) run(ctx actor.Context, w wait, key int, now time.Time) {
 	a.runs[c.id] = r
 	m := &startCall{c: c}
 	m.run.set(&a.pv, &r, w.entered, w.deadline)
-	m.run.lanes = [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}
+	if a.g.opts.Shared != nil {
+		m.run.shared = &startShared{lanes: [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}, keyName: r.keyName}
+	}
 	send(ctx, a.lanes[c.route.m], m)
 }
 

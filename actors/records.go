@@ -73,7 +73,15 @@ type start struct {
 	deadline time.Time     // its queue deadline, which a capacity requeue keeps
 	key      int
 	backend  llm.Backend
-	timeout  time.Duration // run_timeout
+	keyed    llm.KeyedBackend // backend's, when it has keys
+	timeout  time.Duration    // run_timeout
+	// shared is what its leases on the replicas' shared limits claim or hold; nil without
+	// replicas, so that a start costs them nothing.
+	shared *startShared
+}
+
+// startShared is the part of a start only several replicas need.
+type startShared struct {
 	// lanes are its provider's and its model's effective lanes when it was granted: what its
 	// leases claim, so that lanes learned lower hold across the replicas too.
 	lanes   [2]int
@@ -84,11 +92,20 @@ type start struct {
 	charged []replicas.Bucket
 }
 
+// replicas is what s's leases claim or hold; zero without replicas.
+func (s *start) replicas() startShared {
+	if s.shared == nil {
+		return startShared{}
+	}
+	return *s.shared
+}
+
 // set fills in what the lane and the stream run started call r with: provider pv's adapter
 // and run_timeout in force now (see start), its key, and its queue wait from entered.
 func (s *start) set(pv *Provider, r *run, entered, deadline time.Time) {
 	s.started, s.wait, s.deadline, s.key = r.started, r.started.Sub(entered), deadline, r.key
-	s.backend, s.timeout, s.keyName = pv.Backend, pv.RunTimeout, r.keyName
+	s.backend, s.timeout = pv.Backend, pv.RunTimeout
+	s.keyed, _ = pv.Backend.(llm.KeyedBackend)
 }
 
 // queueWait is how long the call waited for admission.

@@ -263,7 +263,7 @@ func (s *stream) safeOpen() (st llm.Stream, err error) {
 				Message: fmt.Sprintf("internal fault in the %s adapter: %v", s.c.route.provider, r)}
 		}
 	}()
-	if kb, ok := s.run.backend.(llm.KeyedBackend); ok {
+	if kb := s.run.keyed; kb != nil {
 		return kb.OpenWithKey(s.ctx, s.c.req, s.key)
 	}
 	return s.run.backend.Open(s.ctx, s.c.req)
