@@ -1,43 +1,111 @@
 package actors
 
 import (
+	"context"
 	"sync"
 	"time"
 
-	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/rs/zerolog"
 
 	"github.com/tollgate/tollgate/actors/policy/affinity"
+	"github.com/tollgate/tollgate/actors/replicas"
+	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // sessions is the gateway's session affinity (SPEC §19): the pure table, guarded for the
 // callers' goroutines that consult it in Start. A conversation's binding only orders what
 // Start tries first (its model) and which key its provider picks first; admission, fairness
 // and the keys' health decide as for any call.
+//
+// With several replicas (Options.Shared) the table is this replica's cache of the bindings
+// they share: a conversation it has no live binding for is looked up in the shared state,
+// and every binding it makes is written there (affinityshare.go). Both are bounded, and a
+// shared state that does not answer leaves the call unbound: affinity is a preference,
+// never a wait.
 type sessions struct {
-	mu sync.Mutex
-	t  *affinity.Table
+	mu   sync.Mutex
+	t    *affinity.Table
+	sh   replicas.Shared // nil: this gateway is alone
+	rule replicas.Affinity
+	w    *writeThrough // nil without sh
+	log  zerolog.Logger
 }
 
-func newSessions(cfg affinity.Config) *sessions { return &sessions{t: affinity.New(cfg)} }
+func newSessions(cfg affinity.Config, sh replicas.Shared, log zerolog.Logger) *sessions {
+	cfg = cfg.WithDefaults()
+	s := &sessions{t: affinity.New(cfg), sh: sh, rule: replicas.Affinity{TTL: cfg.TTL, Max: cfg.Max}, log: log}
+	if sh != nil {
+		s.w = newWriteThrough(sh, s.rule, log)
+	}
+	return s
+}
 
 // lookup is conversation conv's binding at now; ok is false without one (or without conv).
-func (s *sessions) lookup(conv string, now time.Time) (affinity.Binding, bool) {
+// A binding this replica does not hold is asked of the replicas' shared state, for at most
+// one bounded round trip (and not at all while it is known to be away).
+func (s *sessions) lookup(ctx context.Context, conv string, now time.Time) (affinity.Binding, bool) {
 	if conv == "" {
 		return affinity.Binding{}, false
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.t.Lookup(conv, now)
+	b, ok := s.t.Lookup(conv, now)
+	s.mu.Unlock()
+	if ok || s.sh == nil {
+		return b, ok
+	}
+	return s.lookupShared(ctx, conv, now)
 }
 
-// bind records that conv's call succeeded at now, served as b, and says what that did.
+// lookupShared is conv's binding as the replicas share it, adopted by the table; none when
+// the shared state has none or does not answer.
+func (s *sessions) lookupShared(ctx context.Context, conv string, now time.Time) (affinity.Binding, bool) {
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	sb, age, ok, err := s.sh.Bound(ctx, replicas.AffinityScope(conv), s.rule)
+	if err != nil {
+		s.log.Debug().Err(err).Msg("session affinity: the replicas' shared bindings did not answer; the call goes unbound")
+		return affinity.Binding{}, false
+	}
+	if !ok {
+		return affinity.Binding{}, false
+	}
+	b := affinity.Binding{Provider: sb.Provider, Key: sb.Key, Model: sb.Model}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.t.Adopt(conv, b, now.Add(-age), now) {
+		return b, true
+	}
+	return s.t.Lookup(conv, now) // bound here meanwhile, by a success newer than the shared one
+}
+
+// bind records that conv's call succeeded at now, served as b, and says what that did. With
+// several replicas the binding is written to their shared state too, off the caller's
+// goroutine.
 func (s *sessions) bind(conv string, b affinity.Binding, now time.Time) affinity.Outcome {
 	if conv == "" {
 		return affinity.None
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.t.Bind(conv, b, now)
+	out := s.t.Bind(conv, b, now)
+	s.mu.Unlock()
+	if s.w != nil {
+		s.w.put(replicas.Binding{Name: replicas.AffinityScope(conv), Provider: b.Provider, Key: b.Key, Model: b.Model})
+	}
+	return out
+}
+
+// start runs the write-through to the shared state, if there is one, until stop.
+func (s *sessions) start() {
+	if s.w != nil {
+		s.w.start()
+	}
+}
+
+// stop ends the write-through and waits for it; what it had not written is dropped.
+func (s *sessions) stop() {
+	if s.w != nil {
+		s.w.stop()
+	}
 }
 
 // counts is the live bindings per provider, for /admin/state.

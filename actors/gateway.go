@@ -61,7 +61,8 @@ type Options struct {
 	Shared replicas.Shared
 	// Affinity is session affinity's table (SPEC §19): how long a conversation's binding
 	// is kept after its last success, and how many are kept; zero fields take
-	// affinity.DefaultTTL and DefaultMax. Each replica keeps its own table.
+	// affinity.DefaultTTL and DefaultMax. With Shared, the table is this replica's cache
+	// of the bindings the replicas share (affinity.go).
 	Affinity affinity.Config
 }
 
@@ -219,7 +220,7 @@ func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 	}
 	g := &Gateway{opts: opts, now: opts.Now, log: opts.Logger, idle: make(chan struct{}), stopped: make(chan struct{}),
 		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...),
-		sessions: newSessions(opts.Affinity)}
+		sessions: newSessions(opts.Affinity, opts.Shared, opts.Logger)}
 	g.running = newClientSlots(g)
 	g.rates.now, g.rates.stopped = g.now, g.stopped
 	slots := make([]*slot, len(opts.Providers))
@@ -245,6 +246,7 @@ func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 	g.supervisor = pid
 	<-spawned // the supervisor spawns its providers before it handles anything else
 	g.readSharedAtStart()
+	g.sessions.start()
 	return g, nil
 }
 
@@ -456,6 +458,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.dispatch.stop() // what still runs gets goroutines of its own from now on
 		err = ctx.Err()
 	}
+	g.sessions.stop() // the bindings' write-through (affinityshare.go)
 	return err
 }
 

@@ -26,7 +26,7 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 	// HTTP server's connection goroutine, whose stack should stay in its first 8 KiB while
 	// calls are held (docs/benchmarks.md, "The connection goroutine's stack").
 	arrived := g.now()
-	b, bound := g.sessions.lookup(req.Conversation, arrived)
+	b, bound := g.sessions.lookup(ctx, req.Conversation, arrived)
 	chain, err := g.chain(model, req, b, bound)
 	if err != nil {
 		return llm.Served{}, err

@@ -9,13 +9,14 @@ import (
 
 // completionsAPI is POST /v1/completions, OpenAI's legacy completions (SPEC §19), with
 // suffix for fill-in-the-middle. The backends that serve it are OpenAI-compatible and answer
-// text_completion objects, relayed as they came, streamed or whole, as chat's are.
+// text_completion objects, which the adapter reads as chat chunks: relayed as they came,
+// streamed or whole, as chat's are (chatAnswer).
 var completionsAPI = &ingress{
 	route:  "/v1/completions",
-	format: llm.FormatCompletions,
+	native: llm.FormatChat,
 	parse:  func(body []byte, _ *http.Request) (*parsed, *apiError) { return only(parseCompletions(body)) },
 	fail:   failOpenAI,
-	relay:  chatAPI.relay,
+	answer: newChatAnswer,
 }
 
 // defaultCompletionTokens is the legacy API's max_tokens when the client sends none.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -10,15 +9,13 @@ import (
 
 // embeddingsAPI is POST /v1/embeddings (SPEC §19): OpenAI's shape in and out, through the
 // same admission as chat. Backends answer with one whole embeddings list (llm.Chunk with
-// Format FormatEmbeddings), relayed as it came.
+// Format FormatEmbeddings), relayed as it came (embeddingsAnswer).
 var embeddingsAPI = &ingress{
 	route:  "/v1/embeddings",
-	format: llm.FormatEmbeddings,
+	native: llm.FormatEmbeddings,
 	parse:  func(body []byte, _ *http.Request) (*parsed, *apiError) { return only(parseEmbeddings(body)) },
 	fail:   failOpenAI,
-	relay: func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, _ *parsed, rec *record) {
-		s.relayList(w, r, st, rec)
-	},
+	answer: func(_ *Server, _ *parsed, rec *record) answerFormat { return embeddingsAnswer{provider: rec.provider} },
 }
 
 // embeddingsBody is an embeddings request's fields the gateway reads; the backend receives
@@ -65,29 +62,17 @@ func parseEmbeddings(body []byte) (*llm.Request, *apiError) {
 		Native: &llm.Native{Format: llm.FormatEmbeddings, Body: trimmed}}, nil
 }
 
-// relayList writes an embeddings answer: the stream's one whole embeddings list as it came.
-// A stream that ends without one, or has anything else, is the backend's failure (502).
-func (s *Server) relayList(w http.ResponseWriter, r *http.Request, st llm.Stream, rec *record) {
-	ch, err := st.Next()
-	if err == nil && (!ch.Complete || ch.Format != llm.FormatEmbeddings) {
-		err = &llm.Error{Kind: llm.KindUpstream, Provider: rec.provider, Message: "the backend did not answer with an embeddings list"}
-	}
-	if err == io.EOF {
-		err = &llm.Error{Kind: llm.KindUpstreamTruncated, Provider: rec.provider, Message: "the backend's answer ended without an embeddings list"}
-	}
-	if err != nil {
-		if a, ok := s.answerError(r, err, rec); ok {
-			a.write(w)
-		}
-		return
-	}
-	if ch.Usage != nil {
-		rec.usage = *ch.Usage
-	}
-	rec.ttfb = s.opts.Now().Sub(rec.start)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(ch.Raw); err != nil {
-		rec.clientGone = true
-	}
+// embeddingsAnswer is an embeddings answer: the stream's one whole embeddings list, which
+// the relay writes as it came (ingress.native). A stream that ends without one, or has
+// anything else, is the backend's failure (502). It is never streamed.
+type embeddingsAnswer struct{ provider string }
+
+func (e embeddingsAnswer) whole() wholeSink { return e }
+
+func (e embeddingsAnswer) add(*llm.Chunk) error {
+	return &llm.Error{Kind: llm.KindUpstream, Provider: e.provider, Message: "the backend did not answer with an embeddings list"}
+}
+
+func (e embeddingsAnswer) build() (any, error) {
+	return nil, &llm.Error{Kind: llm.KindUpstreamTruncated, Provider: e.provider, Message: "the backend's answer ended without an embeddings list"}
 }

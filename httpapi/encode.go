@@ -14,8 +14,8 @@ type chunkEncoder struct {
 	created   int64
 }
 
-func newChunkEncoder(requestID, model string, now time.Time) *chunkEncoder {
-	return &chunkEncoder{id: "chatcmpl-" + requestID, model: model, created: now.Unix()}
+func newChunkEncoder(requestID, model string, now time.Time) chunkEncoder {
+	return chunkEncoder{id: "chatcmpl-" + requestID, model: model, created: now.Unix()}
 }
 
 type wireChunk struct {

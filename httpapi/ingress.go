@@ -5,28 +5,33 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/tollgate/tollgate/providers/llm"
-	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // ingress is a wire format served beside chat (SPEC §13): how it reads a request, answers a
 // call that started and reports an error in its own shape. Everything else — priority, body
-// limit, admission, the SPEC §3 headers, the log line — is the same for every format.
+// limit, admission, the SPEC §3 headers, the relay's rules (relay.go), the log line — is the
+// same for every format.
 type ingress struct {
-	route  string     // the route's pattern, for logs, metrics and spans
-	format llm.Format // the wire format, for chunks a backend relays in it
+	route string // the route's pattern, for logs, metrics and spans
+	// native is the format of a backend's answer relayed to the client as it came: a whole
+	// answer (a Complete chunk) of that Format, or, for a format other than chat, the
+	// backend's own stream events.
+	native llm.Format
+	// terminal are the native stream events that end a stream.
+	terminal map[string]bool
 	// parse decodes and validates a body; r gives the format's own headers.
 	parse func(body []byte, r *http.Request) (*parsed, *apiError)
 	// fail writes an error answer before anything else was written.
 	fail func(w http.ResponseWriter, a apiError)
-	// relay writes the answer of a call that started, streamed or whole as the request asks.
-	relay func(s *Server, w http.ResponseWriter, r *http.Request, st llm.Stream, p *parsed, rec *record)
+	// answer is the format's answer to the call p that started, which the relay writes.
+	answer func(s *Server, p *parsed, rec *record) answerFormat
 }
 
 // parsed is a request an ingress format has read: the chat request the call is made with,
@@ -96,7 +101,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, in *ingress, p *pa
 			s.opts.Logger.Debug().Err(cerr).Str("request_id", rec.id).Msg("closing backend stream")
 		}
 	}()
-	in.relay(s, s.writeDeadlines(w), r, st, p, rec)
+	s.relay(s.writeDeadlines(w), r, in, st, p, rec)
 }
 
 // start admits the call req and notes how it was served; a call that does not start is
@@ -113,6 +118,16 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, in *ingress, req 
 		return nil
 	}
 	return sv.Stream
+}
+
+// servedHeaders sets the SPEC §3 headers every chat answer carries: the queue wait, and the
+// model that served the call with the backend attempts it took (when a model was chosen).
+func servedHeaders(h http.Header, sv *llm.Served) {
+	h.Set("X-Gateway-Queue-Ms", strconv.FormatInt(sv.QueueWait.Milliseconds(), 10))
+	if sv.Model != "" {
+		h.Set("X-Gateway-Model", sv.Model)
+		h.Set("X-Gateway-Attempts", strconv.Itoa(sv.Attempts))
+	}
 }
 
 // fail answers a call that did not start with err, in format in.
@@ -221,190 +236,4 @@ func firstError(errs ...*apiError) *apiError {
 		}
 	}
 	return nil
-}
-
-// emitFunc writes one SSE event with v as its JSON data.
-type emitFunc func(name string, v any) error
-
-// answerSink is an ingress format's answer being written from chat chunks.
-type answerSink interface {
-	start() error            // the events before the first chunk
-	add(ch *llm.Chunk) error // one chunk; an error is a failed write or an undecodable chunk
-	end() error              // the events after the last chunk
-	fail(a apiError) error   // the format's in-stream error event, ending the stream
-}
-
-// nativeFollower is a sink that keeps track of a native stream's events, so that an error
-// event it writes after them continues the stream (Responses' sequence numbers and response).
-type nativeFollower interface {
-	follow(event string, raw []byte)
-}
-
-// streamAnswer writes a streamed answer. Chunks in the client's own format (a backend that
-// speaks it, relaying the client's body) are written as they came; chat chunks go through
-// sink. Once the first byte is out a failure can only end the stream, with the format's
-// error event.
-//
-// A native stream is over once its terminal event is out (terminal names them): what
-// follows is only the end of the backend's body, and a client that hangs up as soon as it
-// has the terminal event, as Codex does, has its whole answer.
-func (s *Server) streamAnswer(w http.ResponseWriter, r *http.Request, st llm.Stream, rec *record,
-	format llm.Format, terminal map[string]bool, newSink func(emit emitFunc) answerSink) {
-	if !openSSE(w, st, rec) {
-		return
-	}
-	out := sse.NewWriter(w)
-	as := &answerStream{rec: rec}
-	as.sink = newSink(emitTo(out, &as.gone))
-	for {
-		ch, err := st.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			if a, ok := s.answerError(r, err, rec); ok {
-				as.fail(a)
-			}
-			return
-		}
-		if rec.ttfb == 0 {
-			rec.ttfb = s.opts.Now().Sub(rec.start)
-		}
-		if ch.Usage != nil {
-			rec.usage = *ch.Usage
-		}
-		if ch.Format == format && format != llm.FormatChat {
-			as.native = true
-			if over := relayEvent(out, &ch, as.sink, terminal, rec); over {
-				return
-			}
-			continue
-		}
-		if over := as.add(&ch); over {
-			return
-		}
-	}
-	as.end()
-}
-
-// answerStream is an ingress format's streamed answer as streamAnswer writes it.
-type answerStream struct {
-	sink    answerSink
-	rec     *record
-	gone    bool // a write to the client failed
-	native  bool // the backend's own events are being relayed
-	started bool // the sink's opening events are out
-}
-
-// fail ends the stream with the format's error event for a, opening the answer first if
-// nothing was written yet.
-func (as *answerStream) fail(a apiError) {
-	if !as.native && !as.started {
-		_ = as.sink.start()
-	}
-	a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
-	_ = as.sink.fail(a)
-}
-
-// add writes one chat chunk through the sink, opening the answer at the first, and reports
-// whether the stream is over: the client is gone, or the chunk could not be decoded (which
-// ends the stream with an error event).
-func (as *answerStream) add(ch *llm.Chunk) (over bool) {
-	if !as.started {
-		as.started = true
-		if as.sink.start() != nil {
-			as.rec.clientGone = true
-			return true
-		}
-	}
-	if err := as.sink.add(ch); err != nil {
-		if as.gone {
-			as.rec.clientGone = true
-			return true
-		}
-		a := undecodable(err)
-		as.rec.fail(a)
-		as.fail(a)
-		return true
-	}
-	return false
-}
-
-// end closes an answer written from chat chunks after the last; a relayed native stream
-// ended with the backend's own events.
-func (as *answerStream) end() {
-	if as.native {
-		return
-	}
-	if !as.started && as.sink.start() != nil || as.sink.end() != nil {
-		as.rec.clientGone = true
-	}
-}
-
-// emitTo is the emitFunc of a sink writing to out; a failed write sets gone.
-func emitTo(out *sse.Writer, gone *bool) emitFunc {
-	return func(name string, v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err // our own types: a bug, reported as an undecodable chunk would be
-		}
-		if err := out.Event(name, b); err != nil {
-			*gone = true
-			return err
-		}
-		return nil
-	}
-}
-
-// relayEvent writes a backend's own event as it came and reports whether the stream is over:
-// the event was its terminal one, or the client is gone.
-func relayEvent(out *sse.Writer, ch *llm.Chunk, sink answerSink, terminal map[string]bool, rec *record) (over bool) {
-	if f, ok := sink.(nativeFollower); ok {
-		f.follow(ch.Event, ch.Raw)
-	}
-	if out.Event(ch.Event, ch.Raw) != nil {
-		rec.clientGone = true
-		return true
-	}
-	return terminal[ch.Event]
-}
-
-// wholeAnswer reads a whole answer: a backend's own body in the client's format is written as
-// it came; chat chunks go to add, and build makes the body once they are all in.
-func (s *Server) wholeAnswer(w http.ResponseWriter, r *http.Request, st llm.Stream, rec *record,
-	format llm.Format, fail func(http.ResponseWriter, apiError), add func(*llm.Chunk) error, build func() any) {
-	for {
-		ch, err := st.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			if a, ok := s.answerError(r, err, rec); ok {
-				fail(w, a)
-			}
-			return
-		}
-		if ch.Usage != nil {
-			rec.usage = *ch.Usage
-		}
-		if ch.Format == format && ch.Complete {
-			rec.ttfb = s.opts.Now().Sub(rec.start)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(ch.Raw)
-			return
-		}
-		if err := add(&ch); err != nil {
-			a := undecodable(err)
-			rec.fail(a)
-			fail(w, a)
-			return
-		}
-	}
-	rec.ttfb = s.opts.Now().Sub(rec.start)
-	writeJSON(w, http.StatusOK, build())
-}
-
-func undecodable(err error) apiError {
-	return toAPIError(&llm.Error{Kind: llm.KindUpstream, Message: "backend sent an undecodable chunk: " + err.Error()}, 0)
 }

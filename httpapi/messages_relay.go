@@ -10,30 +10,29 @@ import (
 
 // messagesAPI is POST /v1/messages.
 var messagesAPI = &ingress{
-	route:  "/v1/messages",
-	format: llm.FormatMessages,
-	parse:  func(body []byte, r *http.Request) (*parsed, *apiError) { return only(parseMessages(body, r)) },
-	fail:   failMessages,
-	relay:  (*Server).relayMessages,
+	route:    "/v1/messages",
+	native:   llm.FormatMessages,
+	terminal: map[string]bool{"message_stop": true, "error": true},
+	parse:    func(body []byte, r *http.Request) (*parsed, *apiError) { return only(parseMessages(body, r)) },
+	fail:     failMessages,
+	answer: func(_ *Server, p *parsed, rec *record) answerFormat {
+		return newMessagesAnswer(rec.id, p.req.Model)
+	},
 }
 
-// messagesTerminal are the events that end a Messages stream.
-var messagesTerminal = map[string]bool{"message_stop": true, "error": true}
+// stream is the answer as Messages events.
+func (a *messagesAnswer) stream(out *eventOut) streamSink {
+	a.emit = out.emit
+	return a
+}
 
-func (s *Server) relayMessages(w http.ResponseWriter, r *http.Request, st llm.Stream, p *parsed, rec *record) {
-	req := p.req
-	a := newMessagesAnswer(rec.id, req.Model)
-	if req.Stream {
-		s.streamAnswer(w, r, st, rec, llm.FormatMessages, messagesTerminal, func(emit emitFunc) answerSink {
-			a.emit = emit
-			return a
-		})
-		return
-	}
-	s.wholeAnswer(w, r, st, rec, llm.FormatMessages, failMessages, a.add, func() any {
-		_ = a.end() // without emit it only closes the blocks
-		return a.message(true)
-	})
+// whole is the answer as one message.
+func (a *messagesAnswer) whole() wholeSink { return a }
+
+// build is the whole answer's message once every chunk is in.
+func (a *messagesAnswer) build() (any, error) {
+	_ = a.end() // without emit it only closes the blocks
+	return a.message(true), nil
 }
 
 // anthropicTypes is the one table from a SPEC §4 code to Anthropic's error.type, which its

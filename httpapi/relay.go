@@ -7,96 +7,249 @@ import (
 	"net/http"
 
 	"github.com/tollgate/tollgate/providers/llm"
-	"github.com/tollgate/tollgate/providers/sse"
 )
 
-var doneData = []byte("[DONE]")
+// The relay engine: how every ingress format's answer to a call that started is written,
+// streamed or whole. The rules live here once — the SSE headers and when events are flushed,
+// the time to first byte and the usage the log line and the ledger read, a failure before
+// the first byte (the format's error answer) and after it (the format's error event, then
+// the end), a client that hangs up (a 499, never the backend's fault), a backend's own
+// answer in the client's format relayed as it came — and each format brings only its wire
+// (answerFormat): chat (chat_answer.go), Responses, Messages, embeddings.
+
+// answerFormat is one wire format's answer to a call.
+type answerFormat interface {
+	// whole is the answer as one body.
+	whole() wholeSink
+}
+
+// streamedFormat is a format whose answer can also be streamed.
+type streamedFormat interface {
+	answerFormat
+	// stream is the answer as SSE events, written to out. It is asked for once the
+	// answer's headers are out.
+	stream(out *eventOut) streamSink
+}
+
+// streamSink is a format's streamed answer as the engine drives it. Its methods write
+// through the eventOut it was made with; an error is a failed write (eventOut.gone), or a
+// chunk the format cannot take: an *llm.Error says what failed, any other error is an
+// undecodable chunk.
+type streamSink interface {
+	start() error            // the events before the first chunk
+	add(ch *llm.Chunk) error // the events of one chunk
+	end() error              // the events after the last chunk
+	fail(a apiError) error   // the format's in-stream error event, ending the stream
+}
+
+// wholeSink is a format's whole answer as the engine reads it: every chunk, then the body.
+// An error is the backend's failure, as for streamSink.
+type wholeSink interface {
+	add(ch *llm.Chunk) error
+	build() (any, error)
+}
+
+// nativeFollower is a sink that keeps track of a native stream's events, so that an error
+// event it writes after them continues the stream (Responses' sequence numbers and response).
+type nativeFollower interface {
+	follow(event string, raw []byte)
+}
+
+// The formats: a format missing stream would be answered whole.
+var (
+	_ streamedFormat = (*chatAnswer)(nil)
+	_ streamedFormat = (*responsesAnswer)(nil)
+	_ streamedFormat = (*messagesAnswer)(nil)
+	_ answerFormat   = embeddingsAnswer{}
+	_ nativeFollower = (*responsesAnswer)(nil)
+)
 
 // buffered is the optional capability of a stream that can tell whether its next chunk has
 // already arrived (the OpenAI-compatible adapter can; translating adapters cannot).
 type buffered interface{ Buffered() bool }
 
-// relayStream writes the backend's chunks as OpenAI SSE. Once the first byte is out a failure
-// can only end the stream: with one error event, never a half event.
+// relay writes the answer of a call that started, in format in, streamed or whole as the
+// request asks (a format that cannot be streamed has no request that asks it).
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, in *ingress, st llm.Stream, p *parsed, rec *record) {
+	f := in.answer(s, p, rec)
+	if sf, ok := f.(streamedFormat); ok && p.req.Stream {
+		s.relayStream(w, r, in, st, sf, rec)
+		return
+	}
+	s.relayWhole(w, r, in, st, f, rec)
+}
+
+// relayStream writes a streamed answer. Chunks in the client's own format (a backend that
+// speaks it, relaying the client's body) are written as they came; the others go through
+// the format's sink. Once the first byte is out a failure can only end the stream: with the
+// format's error event, never a half event.
 //
-// An event is flushed as soon as it is written unless the stream says its next chunk is
-// already here: chunks that arrived together then share one write, as httputil.ReverseProxy
-// sends whatever one read returned, and no event ever waits unflushed for the backend.
-// Flushing each of them separately costs a syscall and a client wake-up per chunk, which a
-// bare proxy does not pay (docs/benchmarks.md).
-func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
+// An event is flushed as soon as its chunk is written unless the stream says its next chunk
+// is already here: chunks that arrived together then share one write, as
+// httputil.ReverseProxy sends whatever one read returned, and no event ever waits unflushed
+// for the backend. Flushing each of them separately costs a syscall and a client wake-up
+// per chunk, which a bare proxy does not pay (docs/benchmarks.md).
+func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, in *ingress, st llm.Stream, f streamedFormat, rec *record) {
 	if !openSSE(w, st, rec) {
 		return
 	}
-	rc := http.NewResponseController(w)
-	out := sse.NewWriter(struct{ io.Writer }{w}) // hides the Flusher: flushing is ours
-	enc := newChunkEncoder(rec.id, req.Model, s.opts.Now())
+	sr := &streamRelay{rec: rec, in: in}
+	sr.out.init(w)
+	sr.sink = f.stream(&sr.out)
 	hint, _ := st.(buffered)
-	var usage *llm.Usage // a structured stream's usage, sent last when the client asked for it
-	first := true
-	for {
-		ch, err := st.Next()
-		if err == io.EOF {
+	for first := true; ; first = false {
+		var err error
+		if sr.ch, err = st.Next(); err == io.EOF {
 			break
 		}
+		if err == nil {
+			s.took(&sr.ch, rec, first)
+			var over bool
+			if over, err = sr.add(&sr.ch); over {
+				return
+			}
+		}
 		if err != nil {
-			s.endStream(r, out, err, rec)
-			_ = rc.Flush()
-			return
-		}
-		if first {
-			rec.ttfb = s.opts.Now().Sub(rec.start)
-			first = false
-		}
-		if ch.Usage != nil {
-			rec.usage = *ch.Usage
-		}
-		data := enc.wire(&ch, req, &usage)
-		if data == nil {
-			continue
-		}
-		if err := out.Data(data); err != nil {
-			rec.clientGone = true
+			if a, ok := s.answerError(r, err, rec); ok {
+				sr.fail(a)
+			}
 			return
 		}
 		if hint == nil || !hint.Buffered() {
-			if err := rc.Flush(); err != nil {
+			if sr.out.flush() != nil {
 				rec.clientGone = true
 				return
 			}
 		}
 	}
-	if usage != nil && req.WantsUsage() {
-		if err := out.Data(enc.usage(usage)); err != nil {
-			rec.clientGone = true
+	sr.end()
+}
+
+// took notes what a chunk of the answer tells the log line: the time to the first, and the
+// usage so far.
+func (s *Server) took(ch *llm.Chunk, rec *record, first bool) {
+	if first {
+		rec.ttfb = s.opts.Now().Sub(rec.start)
+	}
+	if ch.Usage != nil {
+		rec.usage = *ch.Usage
+	}
+}
+
+// streamRelay is a streamed answer as relayStream writes it.
+type streamRelay struct {
+	out     eventOut
+	ch      llm.Chunk // the chunk being written: here, as the sinks take its address
+	sink    streamSink
+	rec     *record
+	in      *ingress
+	native  bool // the backend's own events are being relayed
+	started bool // the sink's opening events are out
+}
+
+// add writes one chunk. It reports the stream over when the client is gone or a native
+// stream's terminal event is out, and returns the failure of a chunk the sink could not
+// take, which the stream is to end with.
+//
+// A native stream is over once its terminal event is out: what follows is only the end of
+// the backend's body, and a client that hangs up as soon as it has the terminal event, as
+// Codex does, has its whole answer.
+func (sr *streamRelay) add(ch *llm.Chunk) (over bool, err error) {
+	if ch.Format == sr.in.native && sr.in.native != llm.FormatChat {
+		sr.native = true
+		if f, ok := sr.sink.(nativeFollower); ok {
+			f.follow(ch.Event, ch.Raw)
+		}
+		if sr.out.event(ch.Event, ch.Raw) != nil || sr.in.terminal[ch.Event] && sr.out.flush() != nil {
+			sr.rec.clientGone = true
+			return true, nil
+		}
+		return sr.in.terminal[ch.Event], nil
+	}
+	if !sr.started {
+		sr.started = true
+		if sr.sink.start() != nil {
+			sr.rec.clientGone = true
+			return true, nil
+		}
+	}
+	if err := sr.sink.add(ch); err != nil {
+		if sr.out.gone {
+			sr.rec.clientGone = true
+			return true, nil
+		}
+		return false, chunkFailure(err)
+	}
+	return false, nil
+}
+
+// fail ends the stream with the format's error event for a, opening the answer first if
+// nothing was written yet.
+func (sr *streamRelay) fail(a apiError) {
+	if !sr.native && !sr.started {
+		_ = sr.sink.start()
+	}
+	a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
+	_ = sr.sink.fail(a)
+	_ = sr.out.flush()
+}
+
+// end closes an answer written from chat chunks after the last; a relayed native stream
+// ended with the backend's own events.
+func (sr *streamRelay) end() {
+	if !sr.native && (!sr.started && sr.sink.start() != nil || sr.sink.end() != nil) || sr.out.flush() != nil {
+		sr.rec.clientGone = true
+	}
+}
+
+// relayWhole writes a whole answer: a backend's own body in the client's format as it came,
+// or the format's body made from every chunk once they are all in.
+func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, in *ingress, st llm.Stream, f answerFormat, rec *record) {
+	sink := f.whole()
+	var ch llm.Chunk // one for the whole answer, as the sink takes its address
+	for {
+		var err error
+		if ch, err = st.Next(); err == io.EOF {
+			break
+		}
+		if err == nil {
+			s.took(&ch, rec, false)
+			if ch.Complete && ch.Format == in.native {
+				s.writeWhole(w, ch.Raw, rec)
+				return
+			}
+			err = sink.add(&ch)
+			if err != nil {
+				err = chunkFailure(err)
+			}
+		}
+		if err != nil {
+			s.fail(w, r, in, err, rec)
 			return
 		}
 	}
-	if err := out.Data(doneData); err != nil || rc.Flush() != nil {
+	body, err := sink.build()
+	if err != nil {
+		s.fail(w, r, in, err, rec)
+		return
+	}
+	rec.ttfb = s.opts.Now().Sub(rec.start)
+	writeJSON(w, http.StatusOK, body)
+}
+
+// writeWhole writes a backend's whole answer as it came.
+func (s *Server) writeWhole(w http.ResponseWriter, raw []byte, rec *record) {
+	rec.ttfb = s.opts.Now().Sub(rec.start)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(raw); err != nil {
 		rec.clientGone = true
 	}
 }
 
-// openSSE starts a streamed answer: the status and the SSE headers. The call has left the
-// queue: the headers (X-Gateway-Queue-Ms among them) go out now, unless the first chunk is
-// already here to carry them, so a client can tell a call still queued from one whose backend
-// is slow to its first token (the console's "queued in the gateway" and "generating"). It
-// reports false, noting it, when the client is gone.
-func openSSE(w http.ResponseWriter, st llm.Stream, rec *record) bool {
-	sse.SetHeaders(w.Header())
-	w.WriteHeader(http.StatusOK)
-	if hint, _ := st.(buffered); hint == nil || !hint.Buffered() {
-		if http.NewResponseController(w).Flush() != nil {
-			rec.clientGone = true
-			return false
-		}
-	}
-	return true
-}
-
-// answerError maps a failure before the headers went out to the client's answer and records
-// it, unless the call ended because the client left: then nothing is written (a 499 in the
-// log, and never the backend's fault).
+// answerError maps a failure to the client's answer and records it, unless the call ended
+// because the client left: then nothing is written (a 499 in the log, and never the
+// backend's fault).
 func (s *Server) answerError(r *http.Request, err error, rec *record) (apiError, bool) {
 	if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
 		rec.clientGone = true
@@ -107,45 +260,11 @@ func (s *Server) answerError(r *http.Request, err error, rec *record) (apiError,
 	return a, true
 }
 
-// endStream reports a failure after the headers went out: one error event, then the end.
-func (s *Server) endStream(r *http.Request, out *sse.Writer, err error, rec *record) {
-	if a, ok := s.answerError(r, err, rec); ok {
-		a.retryAfter = 0 // too late for the client to act on a wait: the stream just ends
-		_ = out.Data(a.event())
+// chunkFailure is the failure a format's error on a chunk stands for: the *llm.Error it
+// is, or the backend's undecodable chunk.
+func chunkFailure(err error) error {
+	if e := (*llm.Error)(nil); errors.As(err, &e) {
+		return err
 	}
-}
-
-// relayWhole answers a non-streaming request with one chat.completion.
-func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, st llm.Stream, req *llm.Request, rec *record) {
-	var acc completion
-	for {
-		ch, err := st.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			if a, ok := s.answerError(r, err, rec); ok {
-				a.write(w)
-			}
-			return
-		}
-		if ch.Usage != nil {
-			rec.usage = *ch.Usage
-		}
-		if ch.Complete {
-			rec.ttfb = s.opts.Now().Sub(rec.start)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(ch.Raw)
-			return
-		}
-		if err := acc.add(&ch); err != nil {
-			a := toAPIError(&llm.Error{Kind: llm.KindUpstream, Message: "backend sent an undecodable chunk: " + err.Error()}, 0)
-			rec.fail(a)
-			a.write(w)
-			return
-		}
-	}
-	rec.ttfb = s.opts.Now().Sub(rec.start)
-	writeJSON(w, http.StatusOK, acc.build(rec.id, req.Model, s.opts.Now()))
+	return &llm.Error{Kind: llm.KindUpstream, Message: "backend sent an undecodable chunk: " + err.Error()}
 }

@@ -1,14 +1,16 @@
 // Package replicas is the contract between the actors and the state several replicas share
 // (SPEC §17): the interface the gateway drives (Shared), what a call claims of it (Claim:
 // Scopes and Buckets), its answer when there is no room (Busy), the cluster's health as
-// /admin/state shows it (Health), and the names of the scopes, buckets and cooldowns, as
-// every replica must spell them. The actors use it; cmd/internal/cluster implements it on
-// Redis. It imports the standard library only, so either side can import it without
-// importing the other.
+// /admin/state shows it (Health), the conversations' bindings (Binding), and the names of
+// the scopes, buckets, cooldowns and bindings, as every replica must spell them. The actors
+// use it; cmd/internal/cluster implements it on Redis. It imports the standard library
+// only, so either side can import it without importing the other.
 package replicas
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -41,6 +43,13 @@ type Shared interface {
 	// stored one that refused it.
 	Learn(ctx context.Context, scope string, lanes, was int) (stored int, err error)
 	Learned(ctx context.Context, scopes []string) (map[string]int, error)
+	// Bound is the binding of the conversation named name (an AffinityScope) and how long
+	// ago it was last bound; ok is false when it has none live under rule. One bounded
+	// round trip; an error (Redis away) means nothing is known.
+	Bound(ctx context.Context, name string, rule Affinity) (b Binding, age time.Duration, ok bool, err error)
+	// Bind records each of bs (at most MaxBind) as bound now, under rule, in one bounded
+	// round trip.
+	Bind(ctx context.Context, bs []Binding, rule Affinity) error
 }
 
 // Lease is one call's hold on its scopes, renewed while held.
@@ -97,6 +106,27 @@ func (b *Busy) Error() string {
 
 func (b *Busy) Unwrap() error { return b.Err }
 
+// Binding is where a conversation was last served (session affinity, SPEC §19), as the
+// replicas share it: Name is the conversation's AffinityScope, Key the key's index in the
+// pool of Model's provider (replicas share a binding's key only if they list the
+// provider's keys in the same order, as for KeyScope).
+type Binding struct {
+	Name     string
+	Provider string
+	Key      int
+	Model    string // the served model's id, "provider/model"
+}
+
+// Affinity is the rule of the shared bindings: each is kept TTL after its last Bind, and
+// at most Max are kept, the least recently bound going first.
+type Affinity struct {
+	TTL time.Duration
+	Max int
+}
+
+// MaxBind is the most bindings one Bind carries.
+const MaxBind = 1000
+
 // Health is /admin/state's "cluster" object.
 type Health struct {
 	Replica       string `json:"replica"`
@@ -142,6 +172,14 @@ func BreakerScope(p string) string { return "breaker/" + p }
 // (0: the provider's keys, then the models' own, in model order) of provider p. Replicas
 // share a key's cooldown only if they list the provider's keys in the same order.
 func KeyScope(p string, pl, k int) string { return fmt.Sprintf("key/%s/%d/%d", p, pl, k) }
+
+// AffinityScope names conversation conv's shared binding: a digest of it, so that any
+// client-chosen name (of any length or bytes) is a short printable name, and the shared
+// state does not hold what the client wrote.
+func AffinityScope(conv string) string {
+	sum := sha256.Sum256([]byte(conv))
+	return "affinity/" + hex.EncodeToString(sum[:16])
+}
 
 // Cooldown is what a shared cooldown's name says: provider Provider's breaker
 // (BreakerScope), or key Key of its pool Pool (KeyScope).

@@ -1,6 +1,9 @@
 package replicas
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestParseCooldown: every name BreakerScope and KeyScope make reads back as what made it,
 // and every other name is refused.
@@ -49,4 +52,33 @@ func FuzzParseCooldown(f *testing.F) {
 			t.Fatalf("%q parsed as %+v, which names %q, which parses as %+v, %v", name, c, again, c2, ok2)
 		}
 	})
+}
+
+// TestAffinityScope: a conversation's shared name is the same for every replica, differs
+// between conversations, and is a short printable name whatever the client sent, without
+// what it sent.
+func TestAffinityScope(t *testing.T) {
+	long := string(make([]byte, 10_000))
+	names := map[string]string{}
+	for _, conv := range []string{"one", "One", "user_abc_account_x_session_9f1c", "with space|and bar", "日本語", long} {
+		n := AffinityScope(conv)
+		if n != AffinityScope(conv) {
+			t.Fatalf("%q: two names", conv)
+		}
+		if len(n) != len("affinity/")+32 || n[:9] != "affinity/" {
+			t.Errorf("%q: name %q, want affinity/ and 32 hex digits", conv, n)
+		}
+		for i := range len(n) {
+			if c := n[i]; c <= ' ' || c > '~' || c == '|' {
+				t.Errorf("%q: name %q has byte %q", conv, n, c)
+			}
+		}
+		if len(conv) > 3 && len(conv) < 100 && strings.Contains(n, conv) {
+			t.Errorf("%q: the name %q holds it", conv, n)
+		}
+		if other, dup := names[n]; dup {
+			t.Errorf("%q and %q share the name %q", conv, other, n)
+		}
+		names[n] = conv
+	}
 }

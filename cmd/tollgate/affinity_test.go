@@ -12,6 +12,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/rs/zerolog"
 
+	"github.com/tollgate/tollgate/actors/replicas"
+	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
 	"github.com/tollgate/tollgate/cmd/internal/fakellm"
 )
 
@@ -153,5 +155,87 @@ func TestAgentsAffinity(t *testing.T) {
 			g.waitIdle(t)
 			waitNoProcesses(t, marker, 5*time.Second)
 		})
+	}
+}
+
+// affinityKey is the hash in which the replicas share the bindings (cmd/internal/cluster).
+const affinityKey = "{tollgate}:affinity"
+
+// TestAffinitySharedByReplicas: two replicas on one redis-server in front of one backend of
+// three keys. A conversation bound on replica 1 (to its second key: its first turn went to
+// another conversation) is served on that key by replica 2, whose own ring would take the
+// first; with Redis stopped, a conversation replica 2 never served (bound on replica 1) is
+// served at once, unbound, and one it served keeps its key from its own table.
+func TestAffinitySharedByReplicas(t *testing.T) {
+	redis := redistest.Start(t)
+	be := startRecorded(t, fakellm.Options{Chunks: 2})
+	cfg := func(replica string) string {
+		return affinityConfig(be.URL) + fmt.Sprintf("cluster: {redis: {addr: %q}, lease_ttl: 1s, replica: %s}\n", redis.Addr(), replica)
+	}
+	logs1, logs2 := &logLines{}, &logLines{}
+	r1 := serveGateway(t, cfg("r1"), nil, zerolog.New(logs1))
+	r2 := serveGateway(t, cfg("r2"), nil, zerolog.New(logs2))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	turn := func(g *gateway, conv string) (string, time.Duration) {
+		t.Helper()
+		n := len(be.arrivals())
+		began := time.Now()
+		if s := chatSDK(ctx, g.URL, "oai/fake-model", "hi", option.WithJSONSet("prompt_cache_key", conv)); s.err != nil {
+			t.Fatalf("%s: %v", conv, s.err)
+		}
+		took := time.Since(began)
+		a := be.arrivals()[n:]
+		if len(a) != 1 {
+			t.Fatalf("%s: %d backend calls, want 1", conv, len(a))
+		}
+		return a[0].key, took
+	}
+	rdb := redis.Client()
+	shared := func(conv string) {
+		t.Helper()
+		pollUntil(t, 5*time.Second, conv+"'s binding written to Redis", func() bool {
+			return rdb.HExists(ctx, affinityKey, replicas.AffinityScope(conv)).Val()
+		})
+	}
+	first, _ := turn(r1, "zero")
+	one, _ := turn(r1, "one")
+	if one == first {
+		t.Fatalf("replica 1 put two conversations on %s", one)
+	}
+	shared("one")
+	if k, _ := turn(r2, "one"); k != one {
+		t.Fatalf("replica 2 served conversation one on %s, want %s where replica 1 bound it", k, one)
+	}
+	if k, _ := turn(r2, "one"); k != one {
+		t.Fatalf("replica 2's second turn of conversation one on %s, want %s", k, one)
+	}
+	turn(r1, "three")
+	shared("three")
+
+	// Redis stopped: the first turn after waits at most for the leases' outage rule
+	// (docs/architecture.md, "Without Redis"); once replica 2 knows Redis away, a lookup
+	// costs nothing.
+	redis.Stop()
+	if _, took := turn(r2, "four"); took > 2*time.Second {
+		t.Errorf("the first turn with Redis stopped took %s", took)
+	}
+	pollUntil(t, 10*time.Second, "replica 2 knowing Redis away", func() bool { return adminCluster(t, r2.URL).Redis == "down" })
+	_, took := turn(r2, "three")
+	if k, t2 := turn(r2, "one"); k != one {
+		t.Errorf("with Redis away, replica 2 served conversation one on %s, want %s from its own table", k, one)
+	} else {
+		took = max(took, t2)
+	}
+	t.Logf("with Redis away the slower turn took %s (the round-trip bound is lease_ttl/5 = 200ms)", took.Round(time.Millisecond))
+	if took > 500*time.Millisecond {
+		t.Errorf("with Redis away a turn took %s: an affinity lookup must not wait for Redis", took)
+	}
+	var said []any
+	for _, l := range logs2.requests("/v1/chat/completions") {
+		said = append(said, l["affinity"])
+	}
+	if fmt.Sprint(said) != "[hit hit new new hit]" {
+		t.Errorf("replica 2's log lines say affinity %v, want hit hit (bound on replica 1), new new (Redis stopped), hit (its own)", said)
 	}
 }

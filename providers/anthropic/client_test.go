@@ -575,8 +575,8 @@ func TestBaseURLWithV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.base != "http://127.0.0.1:9" {
-		t.Errorf("base %q, want the root without /v1", c.base)
+	if c.http.Base() != "http://127.0.0.1:9" {
+		t.Errorf("base %q, want the root without /v1", c.http.Base())
 	}
 }
 

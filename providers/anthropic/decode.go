@@ -94,8 +94,8 @@ func newDecoder(errorf func(*apiError) *llm.Error) *decoder {
 	return &decoder{errorf: errorf, toolIndex: map[int]int{}, toolArgs: map[int]bool{}}
 }
 
-// event decodes one SSE event and appends the chunks it yields to out.
-func (d *decoder) event(ev sse.Event, out []llm.Chunk) ([]llm.Chunk, error) {
+// Event decodes one SSE event and appends the chunks it yields to out.
+func (d *decoder) Event(ev sse.Event, out []llm.Chunk) ([]llm.Chunk, error) {
 	var e streamEvent
 	if err := json.Unmarshal(ev.Data, &e); err != nil {
 		return out, &llm.Error{Kind: llm.KindUpstream, Message: fmt.Sprintf("bad %q event: %v", ev.Type, err), Err: err}

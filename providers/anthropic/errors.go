@@ -70,17 +70,18 @@ func (c *Client) statusError(status int, h http.Header, body []byte, key string)
 		e.KeyInvalid = upstream.KeyInvalid(e.UpstreamCode, e.Message)
 	}
 	if e.Kind == llm.KindUpstreamRateLimited || e.Kind == llm.KindProviderUnavailable {
-		e.RetryAfter = upstream.RetryHint(h, c.now())
+		e.RetryAfter = upstream.RetryHint(h, c.http.Now())
 	}
-	return upstream.Annotate(e, h, body, c.now())
+	return upstream.Annotate(e, h, body, c.http.Now())
 }
 
-// streamError builds the error for an "error" event that arrived after HTTP 200.
-func (c *Client) streamError(ae *apiError, key string) *llm.Error {
+// streamError builds provider's error for an "error" event that arrived after HTTP 200, or
+// an error body in a 200; key is redacted from its message.
+func streamError(provider string, ae *apiError, key string) *llm.Error {
 	kind, _ := kindForType(ae)
 	msg := ae.Message
 	if msg == "" {
 		msg = "error event: " + cmp.Or(ae.Type, "no details")
 	}
-	return &llm.Error{Kind: kind, Provider: c.name, UpstreamCode: ae.Type, Message: upstream.Redact(msg, key)}
+	return &llm.Error{Kind: kind, Provider: provider, UpstreamCode: ae.Type, Message: upstream.Redact(msg, key)}
 }

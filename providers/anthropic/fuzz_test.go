@@ -9,7 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 // FuzzAnthropicStream feeds arbitrary bytes to the stream decoder: it must never panic and
@@ -25,7 +26,7 @@ func FuzzAnthropicStream(f *testing.F) {
 	f.Add([]byte("data: {\"type\":\"content_block_delta\",\"index\":-1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"x\"}}\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := newDecoder(testErrorf)
-		s := newStream(context.Background(), "claude", io.NopCloser(bytes.NewReader(data)), nil, dec, 0, "")
+		s := upstream.NewEventStream(context.Background(), "claude", io.NopCloser(bytes.NewReader(data)), nil, dec, 0, "")
 		defer s.Close()
 		for i := 0; ; i++ {
 			if i > len(data)+10 {
@@ -56,7 +57,10 @@ func FuzzAnthropicBodies(f *testing.F) {
 	}
 	f.Add([]byte(`{"type":"error","error":{"type":"rate_limit_error","message":"spend limit"}}`))
 	f.Add([]byte(`{"content":[{"type":"tool_use","input":null}]}`))
-	c := &Client{name: "claude", now: time.Now}
+	c, err := New(Config{Name: "claude"})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if chunks, err := decodeMessage(data); err == nil && len(chunks) != 2 {
 			t.Fatalf("decoded answer has %d chunks, want 2", len(chunks))

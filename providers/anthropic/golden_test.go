@@ -130,8 +130,7 @@ func viewError(err error) errorView {
 
 // testErrorf builds in-stream errors the way a Client named "claude" does.
 func testErrorf(ae *apiError) *llm.Error {
-	c := &Client{name: "claude"}
-	return c.streamError(ae, "sk-test")
+	return streamError("claude", ae, "sk-test")
 }
 
 // TestRequestGolden translates each OpenAI request in testdata/anthropic/request/*.json and
@@ -171,7 +170,7 @@ func TestStreamGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := newStream(t.Context(), "claude", io.NopCloser(bytes.NewReader(raw)), nil, newDecoder(testErrorf), 0, "")
+			s := upstream.NewEventStream(t.Context(), "claude", io.NopCloser(bytes.NewReader(raw)), nil, newDecoder(testErrorf), 0, "")
 			defer s.Close()
 			checkGolden(t, strings.TrimSuffix(in, ".sse")+".golden.jsonl", transcript(t, s))
 		})

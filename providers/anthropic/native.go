@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/tollgate/tollgate/providers/llm"
+	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/upstream"
 )
 
@@ -29,19 +29,13 @@ func (c *Client) openNative(ctx context.Context, req *llm.Request, n *llm.Native
 	return c.exchange(ctx, req, body, key, n.Header, true)
 }
 
-// nativeEvents is a Messages stream as an upstream.Source that yields each event as sent.
-type nativeEvents struct{ *events }
+// nativeDecoder reads a Messages stream as an upstream.Decoder that yields each event as
+// sent, with what the chat decoder reads of it in the chunk's structured fields.
+type nativeDecoder struct{ *decoder }
 
-// Fill reads one event; message_stop ends the answer.
-func (e *nativeEvents) Fill(out []llm.Chunk) ([]llm.Chunk, error) {
-	if e.dec.done {
-		return out, io.EOF
-	}
-	ev, err := e.r.Next()
-	if err != nil {
-		return out, e.readError(err)
-	}
-	decoded, err := e.dec.event(ev, nil)
+// Event yields ev as sent; see upstream.Decoder.
+func (d nativeDecoder) Event(ev sse.Event, out []llm.Chunk) ([]llm.Chunk, error) {
+	decoded, err := d.decoder.Event(ev, nil)
 	if err != nil {
 		return out, err
 	}
@@ -50,7 +44,7 @@ func (e *nativeEvents) Fill(out []llm.Chunk) ([]llm.Chunk, error) {
 		var t struct {
 			Type string `json:"type"`
 		}
-		_ = json.Unmarshal(ev.Data, &t) // dec.event has decoded it once already
+		_ = json.Unmarshal(ev.Data, &t) // the chat decoder has decoded it once already
 		name = t.Type
 	}
 	ch := llm.Chunk{Raw: append([]byte(nil), ev.Data...), Format: llm.FormatMessages, Event: name}

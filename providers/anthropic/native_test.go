@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/providers/llm"
-	"github.com/tollgate/tollgate/providers/sse"
 	"github.com/tollgate/tollgate/providers/upstream"
 )
 
@@ -125,8 +124,8 @@ func FuzzNativeStream(f *testing.F) {
 	}
 	f.Add([]byte("data: {\"type\":\"message_stop\"}\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev := &events{ctx: context.Background(), r: sse.NewReader(bytes.NewReader(data)), dec: newDecoder(testErrorf)}
-		s := upstream.NewChunkStream("claude", io.NopCloser(bytes.NewReader(nil)), nil, &nativeEvents{ev})
+		dec := newDecoder(testErrorf)
+		s := upstream.NewEventStream(context.Background(), "claude", io.NopCloser(bytes.NewReader(data)), nil, nativeDecoder{dec}, 0, "")
 		defer s.Close()
 		for i := 0; ; i++ {
 			if i > len(data)+10 {
@@ -134,7 +133,7 @@ func FuzzNativeStream(f *testing.F) {
 			}
 			ch, err := s.Next()
 			if err == io.EOF {
-				if !ev.dec.done {
+				if !dec.done {
 					t.Fatal("io.EOF before message_stop")
 				}
 				return

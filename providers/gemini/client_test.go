@@ -492,7 +492,7 @@ func TestBaseURL(t *testing.T) {
 		"https://proxy/google/v1": "https://proxy/google/v1",
 	} {
 		c, err := New(Config{Name: "x", BaseURL: in})
-		if err != nil || c.base != want {
+		if err != nil || c.http.Base() != want {
 			t.Errorf("New(%q): base %v, err %v; want %q", in, c, err, want)
 		}
 	}

@@ -122,7 +122,7 @@ func (c *Client) openEmbed(ctx context.Context, req *llm.Request, key string) (l
 		return nil, fmt.Errorf("gemini: encoding embeddings: %w", err)
 	}
 	ch := llm.Chunk{Raw: raw, Complete: true, Format: llm.FormatEmbeddings, Usage: &llm.Usage{}}
-	return upstream.Chunks([]llm.Chunk{ch}, io.EOF).WithQuota(h, c.now()), nil
+	return upstream.Chunks([]llm.Chunk{ch}, io.EOF).WithQuota(h, c.http.Now()), nil
 }
 
 // embedOnce sends one embeddings request and reads its want vectors.
@@ -131,21 +131,16 @@ func (c *Client) embedOnce(ctx context.Context, path string, body any, want int,
 	if err != nil {
 		return nil, nil, fmt.Errorf("gemini: encoding request: %w", err)
 	}
-	resp, cancel, err := c.send(ctx, http.MethodPost, path, data, key, false)
+	resp, cancel, err := c.http.Post(ctx, upstream.Call{Path: path, Body: data, Key: key})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer cancel()
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return nil, nil, c.statusError(resp.StatusCode, resp.Header, upstream.ReadBody(resp.Body, maxErrorBody), key)
-	}
-	b, err := upstream.ReadAnswer(ctx, c.name, resp.Body, maxEmbedBody, c.keys.Secrets()...)
+	b, err := c.http.Whole(ctx, resp, cancel, maxEmbedBody)
 	if err != nil {
 		return nil, nil, err
 	}
 	if ae := parseErrorBody(b); ae != nil {
-		return nil, nil, apiErrorToLLM(c.name, ae, 0, resp.Header, c.now(), key)
+		return nil, nil, apiErrorToLLM(c.name, ae, 0, resp.Header, c.http.Now(), key)
 	}
 	vecs, err := decodeEmbed(b, want)
 	if err != nil {

@@ -138,9 +138,10 @@ func keyRefused(ae *apiError) bool {
 
 // statusError builds the error for a non-2xx answer.
 func (c *Client) statusError(status int, h http.Header, body []byte, key string) *llm.Error {
+	now := c.http.Now()
 	if ae := parseErrorBody(body); ae != nil {
-		return upstream.Annotate(apiErrorToLLM(c.name, ae, status, h, c.now(), key), h, body, c.now())
+		return upstream.Annotate(apiErrorToLLM(c.name, ae, status, h, now, key), h, body, now)
 	}
 	return upstream.Annotate(upstream.StatusError(c.name, status, h, "",
-		fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body, key)), c.now()), h, body, c.now())
+		fmt.Sprintf("HTTP %d: %s", status, upstream.Snippet(body, key)), now), h, body, now)
 }

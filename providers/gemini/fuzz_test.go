@@ -9,7 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 // FuzzGeminiStream feeds arbitrary bytes to the stream decoder: it must never panic and must
@@ -25,7 +26,7 @@ func FuzzGeminiStream(f *testing.F) {
 	f.Add([]byte("data: [{\"error\":{}}]\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := newDecoder(testErrorf)
-		s := newStream(context.Background(), "gemini", io.NopCloser(bytes.NewReader(data)), nil, dec, 0, "")
+		s := upstream.NewEventStream(context.Background(), "gemini", io.NopCloser(bytes.NewReader(data)), nil, dec, 0, "")
 		defer s.Close()
 		for i := 0; ; i++ {
 			if i > len(data)+10 {
@@ -56,7 +57,10 @@ func FuzzGeminiBodies(f *testing.F) {
 	}
 	f.Add([]byte(`[{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"retryDelay":"-1s"},{"violations":[{"quotaId":"PerDay"}]}]}}]`))
 	f.Add([]byte(`{"error":{"message":"Please retry in 99999999999999999999s."}}`))
-	c := &Client{name: "gemini", now: time.Now}
+	c, err := New(Config{Name: "gemini"})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = decodeResponse(data, testErrorf)
 		e := c.statusError(429, http.Header{"Retry-After": {"2"}}, data, "secret-key")

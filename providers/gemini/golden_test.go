@@ -171,7 +171,7 @@ func TestStreamGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := newStream(t.Context(), "gemini", io.NopCloser(bytes.NewReader(raw)), nil, newDecoder(testErrorf), 0, "")
+			s := upstream.NewEventStream(t.Context(), "gemini", io.NopCloser(bytes.NewReader(raw)), nil, newDecoder(testErrorf), 0, "")
 			defer s.Close()
 			checkGolden(t, strings.TrimSuffix(in, ".sse")+".golden.jsonl", transcript(t, s))
 		})

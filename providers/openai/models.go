@@ -61,8 +61,11 @@ func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 		}
 		out = append(out, info)
 	}
-	if c.kind == KindLMStudio {
+	switch c.kind {
+	case KindLMStudio:
 		c.markEmbedding(ctx, out)
+	case KindOllama:
+		c.markOllamaEmbedding(ctx, out) // ollama_models.go
 	}
 	return out, nil
 }

@@ -8,7 +8,9 @@
 // beyond Max bindings, the one used longest ago goes.
 //
 // A Table has no goroutines, timers or clock: every method that depends on time takes now.
-// It is not safe for concurrent use; its owner guards it.
+// It is not safe for concurrent use; its owner guards it. With several replicas, a table is
+// one replica's cache of the bindings they share: a binding another replica made is
+// adopted (Adopt) with the time it was made.
 package affinity
 
 import (
@@ -72,16 +74,21 @@ type Table struct {
 	byName map[string]*list.Element
 }
 
+// WithDefaults is cfg with each zero (or negative) field replaced by its default.
+func (cfg Config) WithDefaults() Config {
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Max <= 0 {
+		cfg.Max = DefaultMax
+	}
+	return cfg
+}
+
 // New returns an empty table.
 func New(cfg Config) *Table {
-	t := &Table{ttl: cfg.TTL, max: cfg.Max, lru: list.New(), byName: map[string]*list.Element{}}
-	if t.ttl <= 0 {
-		t.ttl = DefaultTTL
-	}
-	if t.max <= 0 {
-		t.max = DefaultMax
-	}
-	return t
+	cfg = cfg.WithDefaults()
+	return &Table{ttl: cfg.TTL, max: cfg.Max, lru: list.New(), byName: map[string]*list.Element{}}
 }
 
 // Lookup is conversation name's binding at now; ok is false when it has none, or its
@@ -124,11 +131,30 @@ func (t *Table) Bind(name string, b Binding, now time.Time) Outcome {
 		t.lru.MoveToFront(el)
 		return out
 	}
-	t.byName[name] = t.lru.PushFront(&entry{name: name, b: b, used: now})
+	t.push(name, b, now)
+	return Made
+}
+
+// push adds name's binding, used at used, as the most recently used; beyond Max, the least
+// recently used one is forgotten.
+func (t *Table) push(name string, b Binding, used time.Time) {
+	t.byName[name] = t.lru.PushFront(&entry{name: name, b: b, used: used})
 	for t.lru.Len() > t.max {
 		t.remove(t.lru.Back())
 	}
-	return Made
+}
+
+// Adopt records a binding name was given elsewhere (another replica's success at used),
+// unless the table holds a live one of its own: that one is as new or newer, since the
+// caller asks elsewhere only when it has none. A binding expired at now is not taken. It
+// reports whether b was taken; it becomes the most recently used, as a lookup that found
+// it is followed by the call it orders.
+func (t *Table) Adopt(name string, b Binding, used, now time.Time) bool {
+	if name == "" || !now.Before(used.Add(t.ttl)) || t.live(name, now) != nil {
+		return false
+	}
+	t.push(name, b, used)
+	return true
 }
 
 func (t *Table) remove(el *list.Element) {

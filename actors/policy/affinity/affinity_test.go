@@ -96,3 +96,52 @@ func TestDefaultsAndBound(t *testing.T) {
 		t.Error("the newest binding is gone")
 	}
 }
+
+// TestAdopt: a binding made elsewhere is taken, with its own last use (it expires TTL after
+// that, not after the adoption), unless the table has a live one of its own or it expired;
+// the conversation's next success on the adopted key is a hit.
+func TestAdopt(t *testing.T) {
+	a0 := Binding{Provider: "p", Key: 0, Model: "p/m"}
+	a1 := Binding{Provider: "p", Key: 1, Model: "p/m"}
+	tests := []struct {
+		name  string
+		own   bool // the table bound "A" to a0 at t0 itself
+		used  time.Duration
+		at    time.Duration
+		taken bool
+		want  Binding // A's binding after
+	}{
+		{"a binding made elsewhere a minute ago", false, 0, time.Minute, true, a1},
+		{"one made elsewhere is kept its TTL from its last use", false, 0, 10*time.Minute - time.Nanosecond, true, a1},
+		{"one expired elsewhere is not taken", false, 0, 10 * time.Minute, false, Binding{}},
+		{"a live binding of the table's own stays", true, time.Minute, 2 * time.Minute, false, a0},
+		{"an expired one of its own is replaced", true, 11 * time.Minute, 12 * time.Minute, true, a1},
+	}
+	for _, tt := range tests {
+		tb := New(Config{TTL: 10 * time.Minute})
+		if tt.own {
+			tb.Bind("A", a0, t0)
+		}
+		now := t0.Add(tt.at)
+		if got := tb.Adopt("A", a1, t0.Add(tt.used), now); got != tt.taken {
+			t.Fatalf("%s: Adopt = %v, want %v", tt.name, got, tt.taken)
+		}
+		got, _ := tb.Lookup("A", now)
+		if got != tt.want {
+			t.Fatalf("%s: bound to %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+	tb := New(Config{TTL: 10 * time.Minute, Max: 1})
+	tb.Adopt("A", a1, t0, t0.Add(time.Minute))
+	if _, ok := tb.Lookup("A", t0.Add(10*time.Minute)); ok {
+		t.Error("an adopted binding outlived its TTL from its last use elsewhere")
+	}
+	tb.Adopt("A", a1, t0, t0.Add(time.Minute))
+	if got := tb.Bind("A", a1, t0.Add(2*time.Minute)); got != Hit {
+		t.Errorf("a success on the adopted key is %v, want hit", got)
+	}
+	tb.Adopt("B", a0, t0.Add(time.Minute), t0.Add(2*time.Minute))
+	if tb.Len() != 1 || tb.Adopt("", a0, t0, t0) {
+		t.Errorf("Len %d after adopting beyond Max 1, or an empty name adopted", tb.Len())
+	}
+}

@@ -126,14 +126,18 @@ func discovered(p *config.Provider, listed []llm.ModelInfo, known map[string]boo
 			continue
 		}
 		known[in.ID] = true
-		out = append(out, actors.Model{Name: in.ID, Lanes: p.ModelLanes, Card: fillCard(llm.Spec{Type: in.Type}, in, in.ID)})
+		out = append(out, actors.Model{Name: in.ID, Lanes: p.ModelLanes, Card: fillCard(llm.Spec{}, in, in.ID)})
 	}
 	return out
 }
 
 // fillCard completes a card whose set values came from the configuration: the backend's
-// numbers next, then the catalog's.
+// type and numbers next (a model configured without a type that the backend lists as an
+// embedding model is one), then the catalog's.
 func fillCard(s llm.Spec, in llm.ModelInfo, model string) llm.Spec {
+	if s.Type == "" {
+		s.Type = in.Type
+	}
 	if s.ContextWindow == nil && in.ContextWindow > 0 {
 		v := in.ContextWindow
 		s.ContextWindow = &v

@@ -139,3 +139,28 @@ func TestMemberReplica(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeBinding: a stored binding that decodes is one a replica could have written,
+// and writing it again reads back the same.
+func FuzzDecodeBinding(f *testing.F) {
+	for _, s := range []string{`{"p":"openai","k":2,"m":"openai/gpt-5"}`, `{"p":"","k":0,"m":"x"}`, `{"p":"a","k":-1,"m":"b"}`,
+		`{"p":"a","k":65536,"m":"b"}`, `{"p":"a","k":1e3,"m":"b"}`, `[]`, `null`, ``} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := decodeBinding(s)
+		if err != nil {
+			return
+		}
+		if b.Provider == "" || b.Model == "" || b.Key < 0 || b.Key >= maxBindingKey {
+			t.Fatalf("%q decoded as %+v", s, b)
+		}
+		again, err := json.Marshal(wireBinding{Provider: b.Provider, Key: b.Key, Model: b.Model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b2, err := decodeBinding(string(again)); err != nil || b2 != b {
+			t.Fatalf("%q decoded as %+v, written as %s, read back as %+v, %v", s, b, again, b2, err)
+		}
+	})
+}

@@ -24,6 +24,10 @@ var (
 	lanesSrc string
 	//go:embed lua/occupancy.lua
 	occupancySrc string
+	//go:embed lua/affinity_bind.lua
+	affinityBindSrc string
+	//go:embed lua/affinity_bound.lua
+	affinityBoundSrc string
 
 	acquireScript   = redis.NewScript(acquireSrc)
 	releaseScript   = redis.NewScript(releaseSrc)
@@ -32,4 +36,6 @@ var (
 	coolScript      = redis.NewScript(coolSrc)
 	lanesScript     = redis.NewScript(lanesSrc)
 	occupancyScript = redis.NewScript(occupancySrc)
+	affinityBind    = redis.NewScript(affinityBindSrc)
+	affinityBound   = redis.NewScript(affinityBoundSrc)
 )

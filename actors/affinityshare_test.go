@@ -1,0 +1,204 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate/tollgate/actors/replicas"
+	"github.com/tollgate/tollgate/providers/llm"
+)
+
+// sharedBindings is a replicas.Shared with room for every call and the bindings of a test:
+// Bound answers from held (or err), Bind records each batch in binds, and waits for gate
+// when it is set.
+type sharedBindings struct {
+	mu      sync.Mutex
+	held    map[string]replicas.Binding
+	err     error
+	lookups atomic.Int32
+	binds   chan []replicas.Binding
+	gate    chan struct{} // nil: Bind answers at once
+	entered chan struct{} // told of each Bind as it begins
+	cut     atomic.Int32  // Binds whose context ended before gate opened
+}
+
+func newSharedBindings() *sharedBindings {
+	return &sharedBindings{held: map[string]replicas.Binding{}, binds: make(chan []replicas.Binding, 100),
+		entered: make(chan struct{}, 100)}
+}
+
+type freeLease struct{}
+
+func (freeLease) Release() {}
+
+func (s *sharedBindings) Acquire(_ context.Context, claims []replicas.Claim) ([]replicas.Lease, error) {
+	ls := make([]replicas.Lease, len(claims))
+	for i := range ls {
+		ls[i] = freeLease{}
+	}
+	return ls, nil
+}
+func (s *sharedBindings) Health() replicas.Health {
+	return replicas.Health{Redis: "ok", Phase: "shared"}
+}
+func (s *sharedBindings) Occupancy(context.Context, []string) (map[string]map[string]int, error) {
+	return map[string]map[string]int{}, nil
+}
+func (s *sharedBindings) Cool(_ context.Context, _ string, d time.Duration) (time.Duration, error) {
+	return d, nil
+}
+func (s *sharedBindings) Cooldowns(context.Context, []string) (map[string]time.Duration, error) {
+	return map[string]time.Duration{}, nil
+}
+func (s *sharedBindings) Adjust(context.Context, replicas.Bucket, int) error { return nil }
+func (s *sharedBindings) Learn(_ context.Context, _ string, lanes, _ int) (int, error) {
+	return lanes, nil
+}
+func (s *sharedBindings) Learned(context.Context, []string) (map[string]int, error) {
+	return map[string]int{}, nil
+}
+
+func (s *sharedBindings) Bound(_ context.Context, name string, _ replicas.Affinity) (replicas.Binding, time.Duration, bool, error) {
+	s.lookups.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return replicas.Binding{}, 0, false, s.err
+	}
+	b, ok := s.held[name]
+	return b, time.Minute, ok, nil
+}
+
+func (s *sharedBindings) Bind(ctx context.Context, bs []replicas.Binding, _ replicas.Affinity) error {
+	s.entered <- struct{}{}
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			s.cut.Add(1)
+			return ctx.Err()
+		}
+	}
+	s.binds <- bs
+	return nil
+}
+
+// sharedGateway is a gateway on sh whose provider p has model m and keys keys (b records
+// which each call takes), and its Shutdown, run once (at the latest when the test ends).
+func sharedGateway(t *testing.T, sh replicas.Shared, b *keyedDown) (*Gateway, func()) {
+	t.Helper()
+	p := testProvider("p", b, "m")
+	p.Keys, p.Lanes = b.keys, 4
+	p.Models[0].Lanes = 4
+	g, err := New(Options{MaxRunning: 10, MaxAdmitted: 20, Providers: []Provider{p}, Logger: zerolog.Nop(), Shared: sh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	shutdown := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
+			defer cancel()
+			if err := g.Shutdown(ctx); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+		})
+	}
+	t.Cleanup(shutdown)
+	return g, shutdown
+}
+
+// turn makes one call of conversation conv and returns what it said of affinity.
+func turn(t *testing.T, g *Gateway, conv string) string {
+	t.Helper()
+	sv, err := g.Start(context.Background(), "p/m", llm.Interactive, &llm.Request{Conversation: conv,
+		Messages: []llm.Message{{Role: "user", Content: llm.Content{Text: "hi"}}}})
+	if err != nil {
+		t.Fatalf("%s: %v", conv, err)
+	}
+	if _, err := drain(t, sv.Stream); err != nil {
+		t.Fatal(err)
+	}
+	return sv.Affinity
+}
+
+// TestSharedBindingIsAdopted: a conversation this replica never served, bound by another
+// replica to key 2, is served on key 2 (round-robin alone would take key 0) and counts as a
+// hit; its next turn is served from the local table without asking again; each success is
+// written through; a conversation the shared state does not know goes where the ring says.
+func TestSharedBindingIsAdopted(t *testing.T) {
+	sh := newSharedBindings()
+	sh.held[replicas.AffinityScope("c")] = replicas.Binding{Name: replicas.AffinityScope("c"), Provider: "p", Key: 2, Model: "p/m"}
+	b := &keyedDown{keys: 3}
+	g, _ := sharedGateway(t, sh, b)
+	if got := turn(t, g, "c"); got != "hit" {
+		t.Errorf("the first turn here of a conversation bound elsewhere says affinity %q, want hit", got)
+	}
+	if got := turn(t, g, "c"); got != "hit" || sh.lookups.Load() != 1 {
+		t.Errorf("second turn: affinity %q after %d shared lookups, want hit after 1", got, sh.lookups.Load())
+	}
+	if got := turn(t, g, "new"); got != "new" || sh.lookups.Load() != 2 {
+		t.Errorf("a conversation nobody bound: affinity %q after %d shared lookups, want new after 2", got, sh.lookups.Load())
+	}
+	if got := fmt.Sprint(b.keysUsed()); got != "[2 2 0]" {
+		t.Errorf("keys used %s, want [2 2 0]", got)
+	}
+	written := map[string]replicas.Binding{}
+	for len(written) < 2 {
+		select {
+		case bs := <-sh.binds:
+			for _, x := range bs {
+				written[x.Name] = x
+			}
+		case <-time.After(patience):
+			t.Fatalf("written through: %v; want both conversations", written)
+		}
+	}
+	if w := written[replicas.AffinityScope("new")]; w.Provider != "p" || w.Key != 0 || w.Model != "p/m" {
+		t.Errorf("written %+v for the new conversation, want p key 0 p/m", w)
+	}
+	if n := waitState(t, g, "bindings counted", func(st AdminState) bool { return st.Providers[0].AffinityBindings == 2 }); n.Providers[0].AffinityBindings != 2 {
+		t.Error("not counted")
+	}
+}
+
+// TestSharedBindingsAway: a shared state that does not answer leaves the call unbound
+// ("new", on the ring's key) and served; a write that hangs delays no answer, coalesces the
+// turns made meanwhile, and is cut off by Shutdown, whose writer exits (goleak checks).
+func TestSharedBindingsAway(t *testing.T) {
+	sh := newSharedBindings()
+	sh.held[replicas.AffinityScope("c")] = replicas.Binding{Provider: "p", Key: 2, Model: "p/m"}
+	sh.err = errors.New("redis away")
+	sh.gate = make(chan struct{})
+	b := &keyedDown{keys: 3}
+	g, shutdown := sharedGateway(t, sh, b)
+	for i := range 5 {
+		if got := turn(t, g, "c"); got != map[bool]string{true: "new", false: "hit"}[i == 0] {
+			t.Errorf("turn %d says affinity %q", i, got)
+		}
+	}
+	if got := fmt.Sprint(b.keysUsed()); got != "[0 0 0 0 0]" {
+		t.Errorf("keys used %s, want the ring's first, then the binding made here", got)
+	}
+	select {
+	case <-sh.entered: // the first turn's write, held by the gate
+	case <-time.After(patience):
+		t.Fatal("no write through")
+	}
+	shutdown()
+	if sh.cut.Load() != 1 {
+		t.Errorf("%d writes cut off by Shutdown, want the one in flight", sh.cut.Load())
+	}
+	select {
+	case bs := <-sh.binds:
+		t.Errorf("a write went through after Shutdown: %v", bs)
+	default:
+	}
+}
