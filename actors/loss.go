@@ -81,7 +81,7 @@ func (m *startCall) lost(l *loss) {
 		if a.pol.Finish(m.c.id, now) {
 			send(l.g.system.Root, a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
 		}
-		l.again(&abort{c: m.c, lease: m.run.replicas().lease})
+		l.again(&abort{c: m.c, lease: m.run.leases().lease})
 	}
 }
 

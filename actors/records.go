@@ -92,8 +92,8 @@ type startShared struct {
 	charged []replicas.Bucket
 }
 
-// replicas is what s's leases claim or hold; zero without replicas.
-func (s *start) replicas() startShared {
+// leases is what s's leases claim or hold; zero without replicas.
+func (s *start) leases() startShared {
 	if s.shared == nil {
 		return startShared{}
 	}

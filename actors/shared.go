@@ -201,7 +201,7 @@ func (a *laneActor) acquire(ctx actor.Context, r laneRun) {
 	r.leasing = cancel
 	a.running[c.id] = r
 	gen := a.g.leaseGen.Load()
-	learned := r.run.replicas()
+	learned := r.run.leases()
 	claims := []replicas.Claim{a.g.claim(c, learned.lanes, learned.keyName)}
 	root, self, sh := a.g.system.Root, ctx.Self(), a.g.opts.Shared
 	go func() { // exits when Acquire returns: one bounded round trip, or lctx's end
@@ -274,7 +274,7 @@ func (rl replicaLink) unleased(ctx actor.Context, m *unleased) {
 	c := m.c
 	r, ok := a.runs[c.id]
 	if !ok {
-		r = run{c: c, started: m.run.started, key: m.run.key, keyName: m.run.replicas().keyName}
+		r = run{c: c, started: m.run.started, key: m.run.key, keyName: m.run.leases().keyName}
 	}
 	delete(a.runs, c.id)
 	a.vitals.neutral(&r, now) // it never ran: nothing to say of the provider's health (a probe lets the next go)
