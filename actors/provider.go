@@ -76,6 +76,10 @@ type providerActor struct {
 	rebuilding bool
 	reportsDue bool
 	reported   []bool
+	// unreported are the started calls no lane has reported yet in the rebuild: a record
+	// still here once every lane has is of a call that runs nowhere (its start was handed
+	// back and the message that said so lost in the crash), and is forgotten.
+	unreported map[policy.ID]bool
 
 	timer  *time.Timer
 	wakeAt time.Time // when timer fires; zero when none is armed

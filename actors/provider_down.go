@@ -139,12 +139,14 @@ func (d outOfService) laneReport(ctx actor.Context, m *laneReport, now time.Time
 	a := d.a
 	for _, rc := range m.calls {
 		a.pol.Resume(rc.member, rc.started, rc.key)
+		delete(a.unreported, rc.member.ID)
 	}
 	if m.m < len(a.reported) {
 		a.reported[m.m] = true
 	}
 	if a.reportsDue && !slices.Contains(a.reported, false) {
 		a.reportsDue = false
+		rebuildMode{a}.forgetUnreported()
 		d.offer(ctx, now)
 	}
 }

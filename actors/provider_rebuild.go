@@ -23,10 +23,15 @@ func (a *providerActor) rebuild(ctx actor.Context) {
 	a.offerQueued = false // an offerDue lost in the crash must not hold every later offer back
 	a.pol = policy.NewProvider(a.spec())
 	clear(a.blocks)
+	a.unreported = make(map[policy.ID]bool, len(a.runs))
+	for id := range a.runs {
+		a.unreported[id] = true
+	}
 	for _, res := range a.reserved { // batch members: running in the policy, on no lane yet
 		for _, c := range res.calls {
 			r := a.runs[c.id]
 			a.pol.Resume(c.member(c.route.m), r.started, r.key)
+			delete(a.unreported, c.id)
 		}
 	}
 	a.rebuilding = true
@@ -103,11 +108,20 @@ func (r rebuildMode) laneReport(ctx actor.Context, m *laneReport) {
 		a.reported[m.m] = true
 		for _, rc := range m.calls {
 			a.pol.Resume(rc.member, rc.started, rc.key)
+			delete(a.unreported, rc.member.ID)
 		}
 	}
 	if !slices.Contains(a.reported, false) {
 		r.finish(ctx)
 	}
+}
+
+// forgetUnreported drops the records of started calls no lane reported, once all have.
+func (r rebuildMode) forgetUnreported() {
+	for id := range r.a.unreported {
+		delete(r.a.runs, id)
+	}
+	r.a.unreported = nil
 }
 
 // arrive keeps a call to be queued when the rebuild ends; a capacity requeue gives the
@@ -140,6 +154,7 @@ func (r rebuildMode) unleased(m *unleased, now time.Time) {
 func (r rebuildMode) finish(ctx actor.Context) {
 	a := r.a
 	now := a.g.now()
+	r.forgetUnreported()
 	calls := make([]wait, 0, len(a.waiting))
 	for _, w := range a.waiting {
 		calls = append(calls, w)
