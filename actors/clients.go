@@ -152,24 +152,26 @@ func (g *Gateway) RevokeClient(name string) int {
 	return n
 }
 
-// clientFreed, from the slots to every provider actor: a client at its max_running has room
-// again, so a provider holding its calls could start one: it offers afresh.
-type clientFreed struct{}
+// clientRoom, from the slots to every provider actor: a client's room under its max_running
+// came or went (one of its calls stopped at its cap, or a start took its last slot), so what a
+// provider holding its calls could start has changed, and the dispatcher waits to know it
+// (policy.Slots): it offers afresh.
+type clientRoom struct{}
 
 // Sent again: an offer more changes nothing.
-func (m *clientFreed) lost(l *loss) { l.again(m) }
+func (m *clientRoom) lost(l *loss) { l.again(m) }
 
-// newClientSlots returns g's client slots, which tell every provider actor when a client at
-// its max_running has room again. The slots call that from the provider actor whose call
-// stopped, so it only sends.
+// newClientSlots returns g's client slots, which tell every provider actor when a client's
+// room under its max_running comes or goes. The slots call that from the provider actor whose
+// call stopped or started, so it only sends.
 func newClientSlots(g *Gateway) *policy.Slots {
-	return policy.NewSlots(func(string) { tellClientFreed(g) })
+	return policy.NewSlots(func(string) { tellClientRoom(g) })
 }
 
-func tellClientFreed(g *Gateway) {
+func tellClientRoom(g *Gateway) {
 	for _, s := range g.slots.all() {
 		if pid := s.pid.Load(); pid != nil && !s.retired.Load() {
-			send(g.system.Root, pid, &clientFreed{})
+			send(g.system.Root, pid, &clientRoom{})
 		}
 	}
 }

@@ -188,11 +188,12 @@ type Gateway struct {
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 	draining atomic.Bool
-	leaseGen atomic.Uint64 // counts LeaseNotice calls: a refusal older than a notice is retried
-	clients  clientTally   // each client's calls waiting, for max_queued (clients.go)
-	rates    clientRates   // each client's own rate_limit buckets (clientrate.go)
-	running  *policy.Slots // each capped client's calls running, for max_running (clients.go)
-	started  atomic.Bool   // New has returned: a provider spawned since reads the shared state itself
+	leaseGen atomic.Uint64  // counts LeaseNotice calls: a refusal older than a notice is retried
+	clients  clientTally    // each client's calls waiting, for max_queued (clients.go)
+	rates    clientRates    // each client's own rate_limit buckets (clientrate.go)
+	running  *policy.Slots  // each capped client's calls running, for max_running (clients.go)
+	shares   *policy.Shares // each client's service at max_running, for its fair share of it
+	started  atomic.Bool    // New has returned: a provider spawned since reads the shared state itself
 
 	idle      chan struct{} // closed by the supervisor once a drain has left nothing running
 	stopped   chan struct{} // closed once the actors have stopped (Shutdown)
@@ -222,6 +223,7 @@ func newGateway(opts Options, mw ...actor.MailboxMiddleware) (*Gateway, error) {
 		failed: make(chan struct{}), faults: newFaultPlan(), mailbox: actor.Unbounded(mw...),
 		sessions: newSessions(opts.Affinity, opts.Shared, opts.Logger)}
 	g.running = newClientSlots(g)
+	g.shares = policy.NewShares()
 	g.rates.now, g.rates.stopped = g.now, g.stopped
 	slots := make([]*slot, len(opts.Providers))
 	for p, pv := range opts.Providers {

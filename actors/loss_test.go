@@ -93,7 +93,7 @@ var crashTable = []lossRow{
 	{"retire", []string{"provider"}, "sent again", plain(func() message { return &retire{} }), nil},
 	{"retireCheck", []string{"provider"}, "sent again", plain(func() message { return &retireCheck{} }), &crashCase{trigger: "retire"}},
 	{"leaseFreed", []string{"provider"}, "sent again", plain(func() message { return &leaseFreed{} }), nil},
-	{"clientFreed", []string{"provider"}, "sent again", plain(func() message { return &clientFreed{} }), nil},
+	{"clientRoom", []string{"provider"}, "sent again", plain(func() message { return &clientRoom{} }), nil},
 	{"keyCooled", []string{"provider"}, "sent again", plain(func() message { return &keyCooled{} }), &crashCase{trigger: "cooled"}},
 	{"breakerShared", []string{"provider"}, "sent again", plain(func() message { return &breakerShared{} }), nil},
 	{"lanesShared", []string{"provider"}, "sent again", plain(func() message { return &lanesShared{} }), &crashCase{trigger: "learned"}},

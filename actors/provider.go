@@ -122,7 +122,7 @@ func (a *providerActor) spec() policy.ProviderSpec {
 	for _, m := range h.OwnKeys() {
 		pool[m] = h.Pool(m)
 	}
-	return policySpec(&a.pv, a.models, rings, pool, a.g.running)
+	return policySpec(&a.pv, a.models, rings, pool, a.g.running, a.g.shares)
 }
 
 // Receive hands the message to the provider's mode: normal (receiveNormal), rebuilding after
@@ -164,7 +164,7 @@ func (a *providerActor) receiveNormal(ctx actor.Context) {
 		a.peers.unleased(ctx, m)
 	case *leaseFreed:
 		a.peers.leaseFreed(ctx, m.scopes)
-	case *clientFreed:
+	case *clientRoom:
 		a.offer(ctx, a.g.now())
 	case *resync:
 		a.resync(ctx, m.sync)
@@ -355,21 +355,21 @@ func (a *providerActor) finish(c *call, end *ending, now time.Time) bool {
 var notRun ending
 
 // grants starts what the supervisor granted, applies its verdicts and its acknowledgement.
-// The supervisor predicts that each grant starts a waiting request it did not count as kept;
-// only when one does not (it is given back, or it started a kept request), a verdict
-// removes a request or was moot, or the acknowledgement leaves requests awaiting a verdict,
-// does it need a new offer.
+// The supervisor predicts that each grant starts a waiting request it did not count as kept,
+// for the client it named; only when one does not (it is given back, or the policy says to
+// offer again: see policy.Provider.Grant), a verdict removes a request or was moot, or the
+// acknowledgement leaves requests awaiting a verdict, does it need a new offer.
 func (a *providerActor) grants(ctx actor.Context, m *grants) {
 	now := a.g.now()
 	changed := false
 	for _, gr := range m.g {
-		st, kept, ok := a.pol.Grant(gr, now)
+		st, again, ok := a.pol.Grant(gr, now)
 		id := st.ID
 		if !ok {
 			changed = true
 			continue
 		}
-		changed = changed || kept
+		changed = changed || again
 		w, ok := a.waiting[id]
 		delete(a.waiting, id)
 		if !ok || w.c.answered.Load() {

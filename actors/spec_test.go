@@ -19,8 +19,8 @@ func TestPolicySpecMapsEveryField(t *testing.T) {
 	models := []Model{{Name: "a", Lanes: 2}, {Name: "b", Lanes: 1}}
 	rings := []*keys.Ring{keys.New(1, keys.Config{}), keys.New(2, keys.Config{})}
 	pool := map[int]int{1: 1}
-	slots := policy.NewSlots(nil)
-	got := policySpec(&pv, models, rings, pool, slots)
+	slots, shares := policy.NewSlots(nil), policy.NewShares()
+	got := policySpec(&pv, models, rings, pool, slots, shares)
 	nonZero := func(what string, v reflect.Value) {
 		for i := range v.NumField() {
 			if v.Field(i).IsZero() {
@@ -40,14 +40,14 @@ func TestPolicySpecMapsEveryField(t *testing.T) {
 	for name, change := range admission {
 		q := pv
 		change(&q)
-		if reflect.DeepEqual(policySpec(&q, models, rings, pool, slots), got) {
+		if reflect.DeepEqual(policySpec(&q, models, rings, pool, slots, shares), got) {
 			t.Errorf("Provider.%s changes nothing policySpec makes", name)
 		}
 	}
 	for name, change := range map[string]func(m *Model){"Name": func(m *Model) { m.Name = "c" }, "Lanes": func(m *Model) { m.Lanes = 5 }} {
 		ms := append([]Model(nil), models...)
 		change(&ms[0])
-		if reflect.DeepEqual(policySpec(&pv, ms, rings, pool, slots), got) {
+		if reflect.DeepEqual(policySpec(&pv, ms, rings, pool, slots, shares), got) {
 			t.Errorf("Model.%s changes nothing policySpec makes", name)
 		}
 	}

@@ -58,6 +58,7 @@ func newSupervisor(g *Gateway, spawned chan<- []*actor.PID) *supervisor {
 // leases anyway.
 func (s *supervisor) newDispatcher(n int) *policy.Dispatcher {
 	d := policy.NewDispatcher(s.limits, n)
+	d.SetClients(s.g.running, s.g.shares)
 	if s.g.opts.Shared == nil {
 		d.EnableCredit()
 	}

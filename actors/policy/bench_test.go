@@ -46,9 +46,9 @@ func (pr *pair) offer(p int, now time.Time, started func(ID)) {
 	pr.acks = pr.d.Acks(pr.acks[:0])
 	again := -1
 	for _, g := range pr.grant {
-		if st, kept, ok := pr.ps[g.Provider].Grant(g, now); ok {
+		if st, offerAgain, ok := pr.ps[g.Provider].Grant(g, now); ok {
 			started(st.ID)
-			if kept {
+			if offerAgain {
 				again = g.Provider
 			}
 		} else {

@@ -51,9 +51,12 @@ type composed struct {
 	early  []ID
 	stats  map[string]int // when set, counts the starts on credit and the recalls
 	// slots are the clients' running calls gateway-wide, shared by every provider; freed says
-	// a capped client got room back, so every provider offers again, as the actors' do.
+	// a capped client's room came or went, so every provider offers again, as the actors' do.
 	slots *Slots
 	freed bool
+	// shares are the clients' service at max_running, shared by the dispatcher (and any
+	// dispatcher rebuilt after it) and every provider.
+	shares *Shares
 }
 
 type wakeAt struct {
@@ -87,21 +90,22 @@ type handledGrant struct {
 
 func newComposed(l Limits, specs []ProviderSpec) *composed {
 	specs = slices.Clone(specs)
-	slots := NewSlots(nil)
+	slots, shares := NewSlots(nil), NewShares()
 	for i := range specs {
-		specs[i].Clients = slots
+		specs[i].Clients, specs[i].Shares = slots, shares
 	}
-	h := &composed{limits: l, specs: specs, slots: slots, d: NewDispatcher(l, len(specs)), where: map[ID]int{},
+	h := &composed{limits: l, specs: specs, slots: slots, shares: shares, d: NewDispatcher(l, len(specs)), where: map[ID]int{},
 		rejected: map[ID]llm.Kind{}, toProv: make([][]provMsg, len(specs)),
 		handled: make([][]handledGrant, len(specs)), announced: map[ID]bool{}, armed: make([]wakeAt, len(specs))}
+	h.d.SetClients(slots, shares)
 	for _, ps := range specs {
 		h.ps = append(h.ps, NewProvider(ps))
 	}
-	slots.freed = func(string) { h.freed = true }
+	slots.changed = func(string) { h.freed = true }
 	return h
 }
 
-// wakeFreed has every provider offer again if a capped client got room back.
+// wakeFreed has every provider offer again if a capped client's room came or went.
 func (h *composed) wakeFreed(now time.Time) {
 	if h.freed {
 		h.freed = false
@@ -208,6 +212,7 @@ func (h *composed) deliver(now time.Time) {
 		for p := range h.toProv {
 			if len(h.toProv[p]) > 0 {
 				h.deliverProv(p, now, -1)
+				h.wakeFreed(now) // a grant took a capped client's last slot
 				break
 			}
 		}
@@ -284,10 +289,10 @@ func (h *composed) deliverProv(p int, now time.Time, crashAfter int) {
 			h.rebuildProvider(p, now)
 			return
 		}
-		st, kept, ok := pr.Grant(g, now)
+		st, again, ok := pr.Grant(g, now)
 		id := st.ID
 		h.handled[p] = append(h.handled[p], handledGrant{id, ok})
-		changed = changed || kept
+		changed = changed || again
 		if ok && h.onStart != nil {
 			h.onStart(p, id)
 		}
@@ -388,6 +393,7 @@ func (h *composed) rebuildDispatcher() {
 	}
 	h.sync++
 	h.d = NewDispatcher(h.limits, len(h.ps))
+	h.d.SetClients(h.slots, h.shares)
 	if h.credit {
 		h.d.EnableCredit()
 	}

@@ -87,6 +87,7 @@ func (p *Provider) StartOnCredit(id ID, a Arrival, now time.Time) (Start, bool) 
 		return Start{}, false
 	}
 	p.start(e, key, now)
+	p.q.chargeShares(e)
 	return Start{ID: id, Key: key}, true
 }
 

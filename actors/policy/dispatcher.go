@@ -8,10 +8,11 @@ import (
 )
 
 // Dispatcher is the gateway-wide side of admission: the global caps (max_running and
-// max_admitted), class priority across providers and the providers' round-robin. It sees
-// each provider only through its latest Offer plus the grants it has sent since, and hands
-// out starts (Grant) in SPEC §2 order. Provider p is an index the caller chooses, 0 to
-// providers-1. See doc.go.
+// max_admitted), class priority across providers, the clients' fair shares of max_running
+// (SPEC §18, fairgrants.go) and the providers' round-robin on a tie. It sees each provider
+// only through its latest Offer plus the grants it has sent since, and hands out starts
+// (Grant) in SPEC §2 order. Provider p is an index the caller chooses, 0 to providers-1.
+// See doc.go.
 type Dispatcher struct {
 	limits     Limits
 	provs      []dprov
@@ -25,6 +26,11 @@ type Dispatcher struct {
 	kept       int                    // Σ provs.kept
 	held       int                    // slots Hold took for batches, counted in running
 	judge      []Verdict              // Verdicts' scratch list
+	shares     *Shares                // the clients' service at max_running (SetClients)
+	slots      *Slots                 // the clients' running calls, for their caps (SetClients)
+	// inflight counts, per client with a max_running of its own, the grants for it that
+	// their providers have not handled yet: the slots do not count them.
+	inflight map[string]int
 
 	// Standing credit (credit.go): whether it is handed out, how many providers hold some,
 	// how many of them were asked to give it back and have not yet, and whether a recall is
@@ -41,7 +47,9 @@ type dprov struct {
 	known   bool
 	offer   Offer
 	issued  uint64         // grants sent in offer.Epoch
-	pending []llm.Priority // classes of those grants not yet seen, oldest first
+	pending []pendingGrant // those grants not yet seen, oldest first
+	// used, per class, is how many of the offer's Heads the pending grants will start.
+	used [llm.NumPriorities]int
 	// answered are the verdicts sent on requests the provider still listed as pending in
 	// its last offer: it has not applied them yet. An overloaded one removes the request, so
 	// it is no longer counted as queued.
@@ -62,7 +70,7 @@ type dprov struct {
 // NewDispatcher starts a dispatcher for providers that are all idle at epoch 0, as new
 // Providers are.
 func NewDispatcher(l Limits, providers int) *Dispatcher {
-	d := &Dispatcher{limits: l, provs: make([]dprov, providers)}
+	d := &Dispatcher{limits: l, provs: make([]dprov, providers), shares: NewShares(), inflight: map[string]int{}}
 	for i := range d.provs {
 		d.provs[i].known = true
 	}
@@ -87,7 +95,22 @@ func (d *Dispatcher) Forget(sync uint64) {
 		d.retract(dp)
 		*dp = dprov{pending: dp.pending[:0], answered: dp.answered[:0]}
 	}
+	clear(d.inflight)
 	d.credited, d.recalling, d.recallWanted = 0, 0, false
+}
+
+// SetClients gives the dispatcher the gateway's client state that its providers share
+// (ProviderSpec.Clients and Shares): it charges the starts it grants to shares instead of
+// a count of its own, and with slots it grants no start for a client at its max_running
+// (see Slots). A dispatcher rebuilt after a crash is given the same ones, so the clients'
+// shares go on as they were. Nil leaves either as it was.
+func (d *Dispatcher) SetClients(slots *Slots, shares *Shares) {
+	if shares != nil {
+		d.shares = shares
+	}
+	if slots != nil {
+		d.slots = slots
+	}
 }
 
 // Ready reports whether every provider has reported since the last Forget.
@@ -127,11 +150,10 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	case o.Epoch != dp.offer.Epoch || dp.offer.Sync != o.Sync:
 		// A rebuilt provider may have lost verdicts in flight: answer its pending afresh.
 		dp.issued = 0
-		dp.pending = dp.pending[:0]
+		d.handled(dp, len(dp.pending))
 		dp.answered = dp.answered[:0]
 	case o.Seen > dp.issued-uint64(len(dp.pending)):
-		done := min(int(o.Seen-(dp.issued-uint64(len(dp.pending)))), len(dp.pending))
-		dp.pending = dp.pending[:copy(dp.pending, dp.pending[done:])]
+		d.handled(dp, min(int(o.Seen-(dp.issued-uint64(len(dp.pending)))), len(dp.pending)))
 	}
 	dp.offer = o
 	// Verdicts the provider has applied are no longer listed; those still listed are in
@@ -154,8 +176,10 @@ func (d *Dispatcher) Report(p int, o Offer) {
 	dp.running = o.Running + len(dp.pending)
 	dp.queued = max(0, o.Queued-len(dp.pending)-removed)
 	dp.avail = o.Avail
-	for _, c := range dp.pending {
-		dp.avail[c] = max(0, dp.avail[c]-1)
+	dp.used = [llm.NumPriorities]int{}
+	for _, g := range dp.pending {
+		dp.avail[g.class] = max(0, dp.avail[g.class]-1)
+		dp.used[g.class]++
 	}
 	d.running += d.contrib(dp)
 	d.queued += dp.queued
@@ -167,8 +191,9 @@ func (d *Dispatcher) Report(p int, o Offer) {
 }
 
 // Due reports whether Dispatch or Verdicts would send anything: a start some provider could
-// make while the global cap has room, or an arrival without its verdict. The supervisor
-// skips a dispatch that is not due.
+// make while the global cap has room, or an arrival without its verdict; or Recalls would,
+// for a start the cap holds back while credit not yet recalled may be what fills it. The
+// supervisor skips a dispatch that is not due.
 func (d *Dispatcher) Due() bool {
 	if d.unknown > 0 {
 		return false
@@ -181,7 +206,7 @@ func (d *Dispatcher) Due() bool {
 			return true
 		}
 	}
-	return d.running < d.limits.MaxRunning && d.avail != [llm.NumPriorities]int{}
+	return (d.running < d.limits.MaxRunning || d.credited > d.recalling) && d.avail != [llm.NumPriorities]int{}
 }
 
 // retract takes dp's derived counts out of the totals.
@@ -197,12 +222,13 @@ func (d *Dispatcher) retract(dp *dprov) {
 
 // Dispatch appends to buf the grants to send now, in the order they must be handled: while
 // the gateway runs fewer than MaxRunning, the highest class that some provider could start
-// is served, by the first such provider after the one that class was granted last.
+// is served, by the provider whose next start serves the client with the least service
+// (Shares), on a tie the first such provider after the one that class was granted last
+// (see next). Each grant is charged to the client it serves.
 func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 	if d.unknown > 0 {
 		return buf
 	}
-	np := len(d.provs)
 	for d.running < d.limits.MaxRunning {
 		c := 0
 		for c < llm.NumPriorities && d.avail[c] == 0 {
@@ -211,18 +237,12 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 		if c == llm.NumPriorities {
 			break
 		}
-		p := d.lastServed[c]
-		for {
-			if p++; p == np {
-				p = 0
-			}
-			if d.provs[p].avail[c] > 0 {
-				break
-			}
+		p := d.next(c)
+		if p < 0 {
+			break // a client at its cap: its providers' next offers say what they start instead
 		}
 		dp := &d.provs[p]
-		dp.issued++
-		dp.pending = append(dp.pending, llm.Priority(c))
+		client := d.grant(dp, c)
 		dp.avail[c]--
 		d.avail[c]--
 		before := d.contrib(dp)
@@ -233,7 +253,7 @@ func (d *Dispatcher) Dispatch(buf []Grant) []Grant {
 			d.queued--
 		}
 		d.lastServed[c] = p
-		buf = append(buf, Grant{Provider: p, Epoch: dp.offer.Epoch, Class: llm.Priority(c)})
+		buf = append(buf, Grant{Provider: p, Epoch: dp.offer.Epoch, Class: llm.Priority(c), Client: client})
 	}
 	if d.credited > 0 && d.avail != [llm.NumPriorities]int{} {
 		d.recallWanted = true // the cap holds back a start that unused credit may be keeping out

@@ -6,7 +6,8 @@
 //     lanes and model lanes, its limiters (rate limit, keys, start cap), and the choice of
 //     which of its requests starts next. The provider actor owns one.
 //   - The Dispatcher is the gateway's side: max_running, max_admitted, class priority across
-//     providers and the providers' round-robin. The supervisor actor owns it.
+//     providers, the clients' fair shares of max_running and, on a tie, the providers'
+//     round-robin. The supervisor actor owns it.
 //
 // Neither half has goroutines, timers or a clock of its own: every method that depends on
 // time takes now, and Provider.NextWake says when its owner should call back if nothing else
@@ -22,11 +23,13 @@
 // cancellation, an expiry, a new token, changed lanes, or a grant it could not use. The
 // offer's Avail says, class by class, how many starts the provider would make if granted
 // them, as SPEC §2 orders them within the provider and charging lanes, model lanes and
-// tokens in class order. The dispatcher keeps each provider's last offer, corrects it for
-// the grants it has sent since (counted as running, taken from Avail), and grants starts
+// tokens in class order; its Heads say whom those starts would serve, in order. The
+// dispatcher keeps each provider's last offer, corrects it for the grants it has sent since
+// (counted as running, taken from Avail and from the front of Heads), and grants starts
 // exactly as a single global dispatcher would: while fewer than MaxRunning run, the highest
-// class some provider can start, by the first such provider after the one that class was
-// granted last. A provider handles a grant by starting the request of that class it would
+// class some provider can start, by the provider whose next start serves the client with the
+// least service at max_running (Shares), on a tie the first such provider after the one that
+// class was granted last. A provider handles a grant by starting the request of that class it would
 // start now; when it cannot (the request was cancelled or expired while the grant was in
 // flight, or a higher class now wants the lane), it starts nothing and its next offer counts
 // the grant as seen, which gives the start back at once.
@@ -86,9 +89,11 @@
 //
 //  1. only eligible requests (provider lane, model lane, the limiters below, global cap);
 //  2. highest class first (llm.Interactive, then Normal, then Background);
-//  3. within a class, providers take turns: the search starts at the provider after the
-//     one this class was granted last. The cursor is per class, so background traffic keeps
-//     its own rotation however busy the interactive class is;
+//  3. within a class, the provider whose next start serves the client with the least
+//     service for its weight at the gateway's max_running (SPEC §18: Shares, fairgrants.go);
+//     on a tie, providers take turns: the search starts at the provider after the one this
+//     class was granted last. The cursor is per class, so background traffic keeps its own
+//     rotation however busy the interactive class is;
 //  4. within the provider, clients share the class's starts by weighted fair queuing (SPEC
 //     §18): the client with the least service for its weight among those with an eligible
 //     request; tie: the one whose request has waited longest (see queue);
@@ -97,9 +102,16 @@
 //     waited longest; tie again: the lower model index;
 //  6. within a client, model and class, first come, first served.
 //
-// Without client keys every request is the anonymous client's, and steps 4 and 6 are SPEC
-// §2's first come, first served. Clients are shared fairly at each provider's queue; the
-// dispatcher's choice between providers (step 3) does not look at clients.
+// Without client keys every request is the anonymous client's: step 3 is SPEC §2's turns
+// between providers, and steps 4 and 6 its first come, first served. Clients are shared
+// fairly at both points where calls wait: each provider's queue, by their service there
+// (step 4), and max_running, by their service at the whole gateway (step 3). Step 3 sees
+// each provider's next start only: a client whose request waits behind another client's at
+// its provider (step 4's order) waits for that start too. A client at its max_running
+// gateway-wide (Slots) is skipped at step 4; at step 3 the dispatcher grants nothing past a
+// provider whose next start would serve it, until the providers have offered afresh (the
+// slots' change makes them), since that provider would start someone else whose share its
+// offer does not show.
 //
 // A provider keeps its queues per client, model and class as intrusive FIFO lists over a
 // slab of entries, with counts at every level, so one choice costs O(clients × models) and

@@ -123,8 +123,38 @@ func rarelyZero(src source, n int) int {
 	return 1 + src.intn(n)
 }
 
-func newDriver(t testing.TB, src source, stats map[string]int) *driver {
+// contendedConfig is randomConfig with long queues and the room to admit them, so that
+// calls of several clients wait at several providers for max_running at once: where the
+// dispatcher's choice between providers follows the clients' shares (Shares).
+func contendedConfig(src source) (Limits, []ProviderSpec) {
 	l, specs := randomConfig(src)
+	if len(specs) == 1 {
+		specs = append(specs, ProviderSpec{Name: "p1", Models: []ModelSpec{{Name: "p1-m0"}}, Keys: []KeyPool{{Ring: keys.New(1, testKeys)}}})
+	}
+	lanes := 0
+	for i := range specs {
+		ps := &specs[i]
+		ps.Lanes, ps.QueueLength = 2+src.intn(4), 4+src.intn(12)
+		ps.QueueTimeout = time.Duration(20+src.intn(40)) * time.Second
+		if src.intn(4) > 0 { // mostly no rate limit: the lanes and the cap decide
+			ps.RPM, ps.TPM = 0, 0
+		}
+		for m := range ps.Models {
+			ps.Models[m].Lanes = 1 + src.intn(ps.Lanes)
+		}
+		lanes += ps.Lanes
+	}
+	l.MaxRunning = 1 + src.intn(lanes-1)
+	l.MaxAdmitted = l.MaxRunning + 12 + src.intn(30)
+	return l, specs
+}
+
+func newDriver(t testing.TB, src source, stats map[string]int) *driver {
+	return newDriverOf(t, src, stats, randomConfig)
+}
+
+func newDriverOf(t testing.TB, src source, stats map[string]int, config func(source) (Limits, []ProviderSpec)) *driver {
+	l, specs := config(src)
 	return &driver{
 		t: t, src: src, now: t0, specs: specs, limits: l,
 		g: newComposed(l, specs), ref: newRef(l, specs), fates: map[ID]fate{}, stats: stats,
@@ -245,13 +275,6 @@ func (d *driver) arrive() {
 		d.stats["arrived earlier"]++
 	}
 	cl := testClients[d.src.intn(len(testClients))]
-	if cl.MaxRunning > 0 && p != 0 {
-		// A capped client's calls at several providers are not served in the reference's
-		// order: a grant may go to one whose call the client's cap then holds back
-		// (TestClientCapAcrossProviders). Here its calls wait at one provider, p0; its draw
-		// elsewhere is an anonymous call.
-		cl = testClients[0]
-	}
 	d.last = fmt.Sprintf("arrive %d p%d m%d c%d cost %d client %q arrived %v", id, p, m, c, cost, cl.Name, arrived.Sub(t0))
 	o, k := d.g.Enter(id, p, Arrival{Model: m, Class: llm.Priority(c), Tokens: cost, Client: cl, Arrived: arrived}, d.now)
 	wo, wk, others := d.ref.arrive(id, p, m, c, cost, cl, arrived, d.now)
@@ -658,6 +681,30 @@ func TestPropertiesWithCredit(t *testing.T) {
 		if stats[c] == 0 {
 			t.Errorf("no step exercised %q: %v", c, stats)
 		}
+	}
+}
+
+// TestPropertiesContended is TestProperties, with and without standing credit, where calls
+// of several clients wait at several providers for max_running: every choice between
+// providers by the clients' shares must be the reference's.
+func TestPropertiesContended(t *testing.T) {
+	seeds, steps := 200, 2000
+	if testing.Short() {
+		seeds, steps = 40, 1000
+	}
+	stats := map[string]int{}
+	for seed := range uint64(seeds) {
+		src := randSource{rand.New(rand.NewPCG(seed, 0x5ba7e5))}
+		d := newDriverOf(t, src, stats, contendedConfig)
+		if seed%2 == 1 {
+			d.withCredit()
+		}
+		d.ref.stats = stats
+		d.run(steps)
+	}
+	checkCases(t, stats)
+	if stats["chosen by shares"] == 0 {
+		t.Errorf("no start went to a provider by the clients' shares rather than its turn: %v", stats)
 	}
 }
 

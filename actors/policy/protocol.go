@@ -40,6 +40,11 @@ type ProviderSpec struct {
 	// providers, by which a client's MaxRunning holds gateway-wide; nil holds no client to a
 	// cap of its own.
 	Clients *Slots
+	// Shares is the gateway's count of each client's service at max_running, shared with
+	// its Dispatcher (SetShares): the provider's queue brings a client back from idle to the
+	// virtual time in it, and the provider charges it for the starts it makes on standing
+	// credit, which the dispatcher does not grant. Nil keeps none.
+	Shares *Shares
 }
 
 // KeyPool is one set of keys: their health and each key's own rate limit.
@@ -154,10 +159,28 @@ type Offer struct {
 	// lanes and the rate limiter shared between classes are charged in class order, which
 	// is the order in which the dispatcher grants.
 	Avail [llm.NumPriorities]int
+	// Heads says whom those starts serve: class by class, in the order the provider would
+	// make them, runs of starts of one client, Avail[c] starts in all for class c; nil when
+	// all serve the anonymous client. The dispatcher shares max_running between clients by
+	// them (Shares). The slice belongs to the offer, as Pending does: the provider never
+	// changes it after making the offer.
+	Heads []Head
 	// Room is how many more requests the provider could start at once beyond Avail's, by its
 	// free (effective) lanes and its start cap: what standing credit could be of use to it
 	// (see Credit).
 	Room int
+}
+
+// Head is a run of N starts of class Class that a provider's offer would make for one
+// client: its name, its share (weight, at least 1) by which each start is charged, and its cap.
+type Head struct {
+	Client string
+	Share  int
+	// MaxRunning is the client's max_running, gateway-wide (Slots); 0: no cap of its own. A
+	// client at its cap holds the dispatcher back until the providers offer afresh.
+	MaxRunning int
+	Class      llm.Priority
+	N          int
 }
 
 // Credit, from the dispatcher to provider Provider with its answer to offer Seq: the
@@ -185,11 +208,13 @@ type Recall struct {
 }
 
 // Grant, from the dispatcher to provider Provider: start one request of class Class now.
-// Epoch is the provider epoch of the offer the grant was computed from.
+// Epoch is the provider epoch of the offer the grant was computed from; Client is whom the
+// dispatcher expects the start to serve (Offer.Heads), and charged it to.
 type Grant struct {
 	Provider int
 	Epoch    uint64
 	Class    llm.Priority
+	Client   string
 }
 
 // Verdict, from the dispatcher to provider Provider, on its waiting request ID: whether it

@@ -33,6 +33,7 @@ type Provider struct {
 	credit      int    // the ceiling of the credit held (credit.go); 0: none
 
 	sim       simulation // Offer's and Grant's scratch space
+	lastHeads []Head     // the last offer's Heads, which never change once sent
 	batchHold batchHold  // the batch lanes are kept for (batchhold.go)
 }
 
@@ -75,6 +76,7 @@ func NewProvider(ps ProviderSpec) *Provider {
 	// Size for the usual worst case so steady state never grows: a full queue and every lane.
 	size := p.queueLength + p.lanes + 1
 	p.q = newQueue(size, len(p.models))
+	p.q.shares = ps.Shares
 	return p
 }
 
@@ -171,10 +173,14 @@ type Start struct {
 // returns ok false and starts nothing when the grant is void (an older epoch's) or can no
 // longer be used (the request it was meant for was cancelled or expired in between, or a
 // request of a higher class arrived for the same lanes). A grant of the current epoch counts
-// as seen either way: the next Offer tells the dispatcher, which takes the start back. kept
-// says the request had been kept by a verdict: the dispatcher counted it as kept, so the
-// owner must offer again for it to count it as running instead.
-func (p *Provider) Grant(g Grant, now time.Time) (st Start, kept, ok bool) {
+// as seen either way: the next Offer tells the dispatcher, which takes the start back. again
+// says the owner must offer again although the grant was used: the request had been kept by
+// a verdict (the dispatcher counted it as kept, not as running); it is another client's
+// than the grant's (the provider's order changed since its offer, which the dispatcher's
+// view of whom its next starts serve must learn); or its client has a max_running of its
+// own (the dispatcher counts the grant against the client's room until an offer says it
+// was handled, when the slots count it instead).
+func (p *Provider) Grant(g Grant, now time.Time) (st Start, again, ok bool) {
 	if g.Epoch != p.epoch {
 		return Start{}, false, false
 	}
@@ -198,9 +204,10 @@ func (p *Provider) Grant(g Grant, now time.Time) (st Start, kept, ok bool) {
 		p.q.unclaim(e, p.slots)
 		return Start{}, false, false // the simulation found a key: unreachable
 	}
-	kept = p.q.entries[e].confirmed
+	cl := &p.q.clients[p.q.entries[e].client]
+	again = p.q.entries[e].confirmed || cl.name != g.Client || p.slots != nil && cl.maxRun > 0
 	p.start(e, key, now)
-	return Start{ID: p.q.entries[e].id, Key: key}, kept, true
+	return Start{ID: p.q.entries[e].id, Key: key}, again, true
 }
 
 // Offer is the provider's snapshot for the dispatcher at now.
@@ -210,6 +217,7 @@ func (p *Provider) Offer(now time.Time) Offer {
 	p.credit = 0 // an offer gives the credit back (see Credit)
 	o := Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Seq: p.offers, Running: p.running, Queued: p.q.n,
 		Kept: p.q.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail, Room: p.sim.room(p)}
+	o.Heads = offerHeads(p.sim.served, &p.lastHeads)
 	o.Fresh, o.Pending = p.q.unjudged(p.offers)
 	return o
 }

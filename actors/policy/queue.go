@@ -30,6 +30,7 @@ type queue struct {
 	clients   []client
 	byName    map[string]int32
 	vtime     [llm.NumPriorities]int64 // per class: the highest tag a start was charged at
+	shares    *Shares                  // the clients' service at max_running; nil: none kept
 }
 
 // client is one client's part of a provider's queue.
@@ -42,6 +43,7 @@ type client struct {
 	queued  int
 	running int
 	tag     [llm.NumPriorities]int64
+	svc     *serviceTags // its service at max_running (Shares); nil without shares
 }
 
 func newQueue(size, models int) queue {
@@ -58,6 +60,9 @@ func (q *queue) clientFor(c llm.Client) int32 {
 	k, ok := q.byName[c.Name]
 	if !ok {
 		q.clients = append(q.clients, client{name: c.Name})
+		if q.shares != nil {
+			q.clients[len(q.clients)-1].svc = q.shares.of(c.Name)
+		}
 		k = int32(len(q.clients) - 1)
 		q.byName[c.Name] = k
 	}
@@ -90,6 +95,9 @@ func (q *queue) link(e int32) {
 	cl := &q.clients[en.client]
 	if cl.byClass[en.class] == 0 {
 		cl.tag[en.class] = max(cl.tag[en.class], q.vtime[en.class])
+		if cl.svc != nil {
+			q.shares.floor(cl.svc, int(en.class))
+		}
 	}
 	q.insert(q.fifo(en.client, en.class, en.m), byModel, e)
 	q.insert(&q.deadlines, byDeadline, e)
@@ -126,6 +134,15 @@ func (q *queue) dequeue(e int32) {
 func (q *queue) running(e int32, slots *Slots) {
 	q.clients[q.entries[e].client].running++
 	q.claim(e, slots, true)
+}
+
+// chargeShares charges running entry e's start at max_running (Shares), for a start the
+// dispatcher did not grant.
+func (q *queue) chargeShares(e int32) {
+	en := &q.entries[e]
+	if cl := &q.clients[en.client]; cl.svc != nil {
+		q.shares.charge(cl.svc, int(en.class), cl.share)
+	}
 }
 
 // started counts queued entry e as running and charges its client for the start.
@@ -187,6 +204,21 @@ func (q *queue) capped(slots *Slots) bool {
 		}
 	}
 	return false
+}
+
+// soleClient is the one client with requests of class c queued, or -1 when there are
+// several.
+func (q *queue) soleClient(c int) int {
+	k := -1
+	for i := range q.clients {
+		if q.clients[i].byClass[c] > 0 {
+			if k >= 0 {
+				return -1
+			}
+			k = i
+		}
+	}
+	return k
 }
 
 // startCost is the service one start charges a client of the given share.

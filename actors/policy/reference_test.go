@@ -37,6 +37,12 @@ type refGate struct {
 	// service a start was charged at, which a client whose class queue was empty takes up.
 	tags  map[refTag]int64
 	vtime [][llm.NumPriorities]int64
+	// The same at the gateway's max_running: each client's service per class over every
+	// provider, and per class the highest service a start was charged at, which a client
+	// with nothing of the class queued at a provider takes up when a call enters there.
+	gtags  map[string][llm.NumPriorities]int64
+	gvtime [llm.NumPriorities]int64
+	stats  map[string]int // when set, counts the picks the shares decided against the turn
 }
 
 type refTag struct {
@@ -72,7 +78,7 @@ type refReq struct {
 var testKeys = keys.Config{Cooldown: 2 * time.Second, MaxCooldown: 20 * time.Second}
 
 func newRef(l Limits, specs []ProviderSpec) *refGate {
-	r := &refGate{limits: l, specs: specs, meff: map[[2]int]int{}, tags: map[refTag]int64{},
+	r := &refGate{limits: l, specs: specs, meff: map[[2]int]int{}, tags: map[refTag]int64{}, gtags: map[string][llm.NumPriorities]int64{},
 		vtime: make([][llm.NumPriorities]int64, len(specs))}
 	for _, ps := range specs {
 		r.eff = append(r.eff, ps.Lanes)
@@ -202,6 +208,9 @@ func (r *refGate) enqueue(q *refReq) {
 	if r.count(func(o *refReq) bool { return o.state == refQueued && o.p == q.p && o.c == q.c && o.client == q.client }) == 0 {
 		t := refTag{q.p, q.client, q.c}
 		r.tags[t] = max(r.tags[t], r.vtime[q.p][q.c])
+		g := r.gtags[q.client]
+		g[q.c] = max(g[q.c], r.gvtime[q.c])
+		r.gtags[q.client] = g
 	}
 	q.state = refQueued
 }
@@ -311,23 +320,36 @@ func (r *refGate) candidate(p int, now time.Time, wake func(time.Time)) *refReq 
 }
 
 // pick is the request the global dispatcher starts next: among the providers' candidates,
-// the highest class, then the provider first after the one that class was served last.
+// the highest class, then the one whose client has the least service at the gateway, then
+// the provider first after the one that class was served last.
 func (r *refGate) pick(now time.Time) *refReq {
 	np := len(r.specs)
 	var best *refReq
-	bestKey := [2]int{}
+	bestKey := [3]int64{}
+	turn := int64(np) // the least turn distance among the candidates of the best class
 	for p := range r.specs {
 		q := r.candidate(p, now, nil)
 		if q == nil {
 			continue
 		}
-		key := [2]int{q.c, (q.p - r.last[q.c] - 1 + np) % np}
-		if best == nil || key[0] < bestKey[0] || key[0] == bestKey[0] && key[1] < bestKey[1] {
+		key := [3]int64{int64(q.c), r.gtag(q.client, q.c), int64((q.p - r.last[q.c] - 1 + np) % np)}
+		if best == nil || key[0] < bestKey[0] {
+			turn = key[2]
+		} else if key[0] == bestKey[0] {
+			turn = min(turn, key[2])
+		}
+		if best == nil || slices.Compare(key[:], bestKey[:]) < 0 {
 			best, bestKey = q, key
 		}
 	}
+	if best != nil && bestKey[2] != turn && r.stats != nil {
+		r.stats["chosen by shares"]++
+	}
 	return best
 }
+
+// gtag is client cl's service in class c at the gateway.
+func (r *refGate) gtag(cl string, c int) int64 { return r.gtags[cl][c] }
 
 // start runs q: its lanes, a start of the cap, its tokens, and the key the ring's turn gives.
 func (r *refGate) start(q *refReq, now time.Time) {
@@ -336,6 +358,10 @@ func (r *refGate) start(q *refReq, now time.Time) {
 	t := refTag{q.p, q.client, q.c}
 	r.vtime[q.p][q.c] = max(r.vtime[q.p][q.c], r.tags[t])
 	r.tags[t] += fairScale / int64(q.share)
+	g := r.gtags[q.client]
+	r.gvtime[q.c] = max(r.gvtime[q.c], g[q.c])
+	g[q.c] += fairScale / int64(q.share)
+	r.gtags[q.client] = g
 	r.last[q.c] = q.p
 	if r.caps[q.p] > 0 {
 		r.caps[q.p]--

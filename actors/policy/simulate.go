@@ -37,6 +37,8 @@ type simulation struct {
 	// keep, per model: the model lanes kept for a batch from the class being simulated
 	// (batchhold.go); nil: none.
 	keep []int
+	// served is whom the simulated starts serve, in their order, for Offer.Heads.
+	served []Head
 }
 
 // simPool is one key pool in the simulation.
@@ -104,6 +106,7 @@ func (s *simulation) play(p *Provider, now time.Time, want int) int32 {
 // start cap allow.
 func (s *simulation) reset(p *Provider, now time.Time) int {
 	s.avail = [llm.NumPriorities]int{}
+	s.served = s.served[:0]
 	s.lim, s.starts, s.tokens, s.stop = p.limiter, 0, 0, -1
 	s.resetPools(p)
 	n := len(p.models)
@@ -155,6 +158,7 @@ func (s *simulation) class(p *Provider, c, want, free int, now time.Time) (int32
 		s.tokens += cost
 		s.take(pl, key, cost, now)
 		s.avail[c]++
+		s.note(p, c, k, 1)
 		free--
 		s.run[m]++
 		s.tag[k] += startCost(p.q.clients[k].share)
@@ -244,23 +248,58 @@ func (s *simulation) lanes(p *Provider, free, want int, now time.Time) int32 {
 		if p.q.byClass[c] == 0 {
 			continue
 		}
-		for i := range p.models {
-			md := &p.models[i]
-			if md.blocked {
-				continue
-			}
-			k := min(p.q.byModel[i][c], md.eff-s.run[i]-kept(s.keep, i), free)
-			if k <= 0 {
-				continue
-			}
-			s.run[i] += k
-			s.avail[c] += k
-			if free -= k; free == 0 {
-				return none
-			}
+		if free = s.laneClass(p, c, free, now); free == 0 {
+			return none
 		}
 	}
 	return none
+}
+
+// laneClass is lanes for class c, given free lanes, and returns what is left of them. With
+// one client waiting in the class, each model starts as many of its requests as its free
+// model lanes take, all for that client; with several, the order of the starts decides
+// whom they serve (Offer.Heads), so they are played one at a time as class does, which
+// costs O(clients × models) a start, never a walk of the queue.
+func (s *simulation) laneClass(p *Provider, c, free int, now time.Time) int {
+	k := p.q.soleClient(c)
+	if k < 0 {
+		_, free = s.class(p, c, -1, free, now)
+		return free
+	}
+	n := 0
+	for i := range p.models {
+		md := &p.models[i]
+		if md.blocked {
+			continue
+		}
+		x := min(p.q.byModel[i][c], md.eff-s.run[i]-kept(s.keep, i), free)
+		if x <= 0 {
+			continue
+		}
+		s.run[i] += x
+		n += x
+		if free -= x; free == 0 {
+			break
+		}
+	}
+	s.avail[c] += n
+	if cl := &p.q.clients[k]; cl.name != "" || cl.share != 1 || cl.maxRun != 0 {
+		s.note(p, c, k, n) // a class without runs is the anonymous client's (offerHeads)
+	}
+	return free
+}
+
+// note records n simulated starts of class c for client k, as a run of Offer.Heads.
+func (s *simulation) note(p *Provider, c, k, n int) {
+	if n <= 0 {
+		return
+	}
+	cl := &p.q.clients[k]
+	if h := len(s.served) - 1; h >= 0 && s.served[h].Class == llm.Priority(c) && s.served[h].Client == cl.name {
+		s.served[h].N += n
+		return
+	}
+	s.served = append(s.served, Head{Client: cl.name, Share: max(cl.share, 1), MaxRunning: cl.maxRun, Class: llm.Priority(c), N: n})
 }
 
 // keepLanes is the free lanes of class c, given free for the classes above it: from the

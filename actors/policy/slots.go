@@ -9,18 +9,22 @@ import "sync"
 // takes a slot atomically, so providers running concurrently never let a client past its
 // cap. Only clients with a cap are counted. It is safe for concurrent use.
 //
-// Freed is told the name of a client that was at its cap when one of its calls stopped: the
-// providers holding its calls must offer again, since what they could start has changed
-// without anything happening to them.
+// Changed is told the name of a client whose room under its cap came or went: one of its
+// calls stopped while it was at its cap, or a start took its last slot. The providers
+// holding its calls must offer again, since what they could start has changed without
+// anything happening to them; and the dispatcher, which knows whom each offered start
+// serves (Offer.Heads), grants nothing past a start for a client with no room until they
+// have.
 type Slots struct {
 	mu      sync.Mutex
 	running map[string]int
-	freed   func(name string)
+	changed func(name string)
 }
 
-// NewSlots returns empty slots that tell freed (nil: nobody) of a capped client's stop.
-func NewSlots(freed func(name string)) *Slots {
-	return &Slots{running: map[string]int{}, freed: freed}
+// NewSlots returns empty slots that tell changed (nil: nobody) of a capped client's room
+// coming or going.
+func NewSlots(changed func(name string)) *Slots {
+	return &Slots{running: map[string]int{}, changed: changed}
 }
 
 // Room is how many more calls client name may start under its cap max (> 0).
@@ -35,16 +39,21 @@ func (s *Slots) Room(name string, max int) int {
 // admits as a whole).
 func (s *Slots) Take(name string, max int, force bool) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !force && s.running[name] >= max {
+	n := s.running[name]
+	if !force && n >= max {
+		s.mu.Unlock()
 		return false
 	}
-	s.running[name]++
+	s.running[name] = n + 1
+	s.mu.Unlock()
+	if n+1 == max && s.changed != nil {
+		s.changed(name)
+	}
 	return true
 }
 
 // Put counts one of client name's counted calls as stopped; max is its cap: a client that
-// had exactly max running has room again, and Freed is told.
+// had exactly max running has room again, and Changed is told.
 func (s *Slots) Put(name string, max int) {
 	s.mu.Lock()
 	n := s.running[name]
@@ -54,8 +63,8 @@ func (s *Slots) Put(name string, max int) {
 		s.running[name] = n - 1
 	}
 	s.mu.Unlock()
-	if n == max && s.freed != nil {
-		s.freed(name)
+	if n == max && s.changed != nil {
+		s.changed(name)
 	}
 }
 

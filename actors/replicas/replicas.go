@@ -137,6 +137,9 @@ type Health struct {
 	// Phase is the rule in force: shared, holding, settling, fallback or rejoining
 	// (docs/architecture.md, "Without Redis").
 	Phase string `json:"phase"`
+	// LastHeartbeat is when a heartbeat last answered: this replica's view of what the
+	// others hold, which the outage rule starts from, is as of then. Absent before the first.
+	LastHeartbeat *time.Time `json:"last_heartbeat,omitempty"`
 	// RunningCluster is what every replica runs (the max_running scope), and
 	// RunningByReplica who runs it; both absent when the shared state did not answer.
 	RunningCluster   *int           `json:"running_cluster,omitempty"`

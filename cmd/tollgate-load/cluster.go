@@ -252,9 +252,22 @@ func busyReplicas(ctx context.Context, envs []*env, clients int) (stop func() (o
 // alpha/a1 (3 model lanes, so each of the three has a share of 1 of every scope it needs):
 // each must serve it on its share within lease_ttl (1 s) + 1 s of the loss, not wait for
 // Redis (SPEC §17: never a stall of the whole cluster). Redis is started again after.
+//
+// Idle means idle in every replica's view, which the outage rule starts from: Redis holds
+// no lease, and each replica has had a heartbeat since. A view from the busy stage before
+// would rightly hold a replica back until those calls' deadlines (run_timeout).
 func clusterQuietOutage(ctx context.Context, envs []*env, rs *redistest.Server, r *result) {
-	if !allCluster(ctx, envs, 10*time.Second, func(c *replicas.Health) bool { return c.Phase == "shared" }) {
-		r.breach("quiet outage: the replicas were not all on shared leases before it")
+	if !allCluster(ctx, envs, 10*time.Second, func(c *replicas.Health) bool {
+		return c.Phase == "shared" && c.RunningCluster != nil && *c.RunningCluster == 0
+	}) {
+		r.breach("quiet outage: the replicas were not all on shared leases, with nothing running, before it")
+		return
+	}
+	quiet := time.Now()
+	if !allCluster(ctx, envs, 10*time.Second, func(c *replicas.Health) bool {
+		return c.LastHeartbeat != nil && c.LastHeartbeat.After(quiet)
+	}) {
+		r.breach("quiet outage: a replica had no heartbeat after the cluster was quiet")
 		return
 	}
 	rs.Stop()

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"runtime"
 	"testing"
 )
 
@@ -69,6 +70,9 @@ func TestIdleReleaseChecks(t *testing.T) {
 	if released != 0 {
 		t.Fatalf("released while allocating")
 	}
+	// Live until here, or the collector may take the first slices while the later ones are
+	// made (it does without -race), and the heap would never hold the 64 MiB.
+	runtime.KeepAlive(garbage)
 	garbage = nil
 	r.check() // quiet now, and holding the 64 MiB
 	if released != 1 || r.state.wait != 0 {

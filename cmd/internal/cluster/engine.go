@@ -109,8 +109,9 @@ type Engine struct {
 	rejoined time.Time // non-zero: Rejoining (out is still the rule a call must pass)
 	beating  bool      // a heartbeat is in flight: releases wait for it (no resurrection)
 	lastBeat time.Time
-	// announced: a heartbeat went out since the last adoption (so a heartbeat that does
-	// not find this replica's own in Redis means Redis lost it).
+	// announced: a heartbeat said this replica alive since it started or last adopted (so
+	// one that does not find that in Redis finds Redis lost it, and only registers the
+	// calls: heartbeat.lua's mode 2).
 	announced bool
 	known     []string // replicas alive at the last heartbeat, this one included
 	ages      map[string]time.Duration

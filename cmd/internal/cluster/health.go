@@ -22,6 +22,7 @@ type Status struct {
 	Outages       uint64    // times Redis was lost
 	LostLeases    uint64    // entries found expired at renewal and counted again
 	Beats         uint64    // heartbeats answered
+	LastBeat      time.Time // when a heartbeat last answered (and refreshed the view); zero before the first
 	// OutageExcess counts the calls beyond this replica's shares, started too lately for
 	// the other replicas' views to show them, that it held when it lost Redis: the only
 	// calls that can take a scope beyond its limit during an outage.
@@ -46,6 +47,9 @@ func (e *Engine) Health() replicas.Health {
 	h := replicas.Health{Replica: st.Replica, ReplicasAlive: st.ReplicasAlive, Redis: "down", Phase: st.Phase.String()}
 	if st.Redis {
 		h.Redis = "ok"
+	}
+	if !st.LastBeat.IsZero() {
+		h.LastHeartbeat = &st.LastBeat
 	}
 	return h
 }

@@ -37,3 +37,18 @@ func TestCollectorSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthLastHeartbeat: /admin/state's cluster object dates the view the outage rule
+// would start from, and a later heartbeat moves it on.
+func TestHealthLastHeartbeat(t *testing.T) {
+	s := startRedis(t)
+	e, _ := newEngine(t, s, "a")
+	first := e.Health().LastHeartbeat
+	if first == nil {
+		t.Fatal("no last_heartbeat after New's first heartbeat")
+	}
+	eventually(t, 5*time.Second, "a later heartbeat", func() bool {
+		h := e.Health().LastHeartbeat
+		return h != nil && h.After(*first)
+	})
+}

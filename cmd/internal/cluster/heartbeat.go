@@ -39,7 +39,7 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 	p := e.planBeatLocked()
 	e.mu.Unlock()
 
-	res, err := e.beat(ctx, p.groups, !p.adopt, p.notAfter)
+	res, err := e.beat(ctx, p)
 
 	e.mu.Lock()
 	e.beating = false
@@ -66,6 +66,7 @@ func (e *Engine) beatOnce(ctx context.Context) (again bool, err error) {
 // beatPlan is what one heartbeat sends: this replica's leases at the time, by scope.
 type beatPlan struct {
 	adopt    bool     // away: register the calls the outage rule started, say nothing of being alive
+	renew    bool     // said alive before: if Redis lost that, register the calls only (mode 2)
 	snap     []*Lease // the leases the heartbeat renews
 	groups   map[string][]string
 	sent     time.Time
@@ -74,7 +75,8 @@ type beatPlan struct {
 
 // planBeatLocked takes the snapshot one heartbeat sends.
 func (e *Engine) planBeatLocked() beatPlan {
-	p := beatPlan{adopt: e.out != nil && e.rejoined.IsZero(), snap: make([]*Lease, 0, len(e.leases)), groups: map[string][]string{}}
+	p := beatPlan{adopt: e.out != nil && e.rejoined.IsZero(), renew: e.announced,
+		snap: make([]*Lease, 0, len(e.leases)), groups: map[string][]string{}}
 	for _, l := range e.leases {
 		p.snap = append(p.snap, l)
 		for _, s := range l.scopes {
@@ -115,6 +117,9 @@ func (e *Engine) beatAnsweredLocked(p beatPlan, res beatResult) (again bool) {
 		e.foldLocked()
 		e.announced = false
 		again = true // now the heartbeat
+	case !res.alive:
+		e.forgottenLocked()
+		again = true // now the heartbeat that says this replica is alive again
 	default:
 		e.beatenLocked(res, p.sent)
 	}
@@ -125,8 +130,8 @@ func (e *Engine) beatAnsweredLocked(p beatPlan, res beatResult) (again bool) {
 }
 
 // beatenLocked records a heartbeat sent at sent that Redis answered with res: when it
-// ran, the view and the replicas it saw, and what it found (a lost heartbeat, entries
-// counted again); a rejoin whose peers are all fresh ends.
+// ran, the view and the replicas it saw, and what it found (entries counted again); a
+// rejoin whose peers are all fresh ends.
 func (e *Engine) beatenLocked(res beatResult, sent time.Time) {
 	e.lastBeat = sent
 	now := e.now()
@@ -134,9 +139,6 @@ func (e *Engine) beatenLocked(res beatResult, sent time.Time) {
 	e.beatRedis, e.beatSent, e.beatRTT = res.redisNow, sent, now.Sub(sent)
 	e.seeViewLocked(res.view, now)
 	e.seenLocked(res)
-	if !res.known && e.announced {
-		e.forgottenLocked()
-	}
 	e.announced = true
 	if res.added > 0 && e.out == nil {
 		e.status.LostLeases += uint64(res.added)
@@ -186,14 +188,18 @@ func laterOf(a, b time.Time) time.Time {
 
 // forgottenLocked handles a heartbeat that found this replica's own heartbeat gone from
 // Redis: Redis lost its data (a restart without persistence) so fast that this replica
-// never saw it away. This heartbeat has registered its calls again, but its peers' calls
-// may not be until their next: it rejoins, exactly as after an outage that began now
-// (the acquire script refuses every replica whose heartbeat is gone meanwhile).
+// never saw it away. That heartbeat registered its calls again but did not say this
+// replica is alive (heartbeat.lua, mode 2), so the acquire script still refuses it; its
+// peers' calls may not be registered until their next. It rejoins, exactly as after an
+// outage that began now, from the replicas and the view of its last heartbeat (the
+// emptied Redis shows neither the peers nor their calls, and keeps no share free for
+// them), and the next heartbeat says it is alive.
 func (e *Engine) forgottenLocked() {
 	e.log.Error().Msg("cluster: Redis lost its data (restarted?): calls registered again, waiting for the other replicas")
 	e.status.LastError = "Redis lost this replica's heartbeat"
 	e.newOutageLocked()
 	e.rejoined = e.now()
+	e.announced = false
 }
 
 // unregisteredLocked reports a running call whose entries are not known to be in Redis.
@@ -219,6 +225,7 @@ func (e *Engine) seenLocked(res beatResult) {
 	}
 	e.status.DuplicateName = dup
 	e.status.Beats++
+	e.status.LastBeat = e.now()
 }
 
 // silencedLocked counts, for each peer whose heartbeat turned silent since the last
@@ -308,22 +315,27 @@ func (e *Engine) flush(ctx context.Context, pending []entry, folds []fold) {
 type beatResult struct {
 	added    int64
 	previous string // the incarnation that heartbeat with this name before
-	known    bool   // this replica had a heartbeat in Redis already
+	alive    bool   // the heartbeat said this replica is alive (false: an adoption, or Redis lost it)
 	names    []string
 	ages     map[string]time.Duration
-	redisNow int64       // the server's clock (ms) when it ran the heartbeat; 0 for an adoption
-	view     seenEntries // every replica's live entries; nil for an adoption
+	redisNow int64       // the server's clock (ms) when it ran the heartbeat; 0 unless alive
+	view     seenEntries // every replica's live entries; nil unless alive
 }
 
-// beat runs the heartbeat script; alive false adopts only (see the script).
-func (e *Engine) beat(ctx context.Context, groups map[string][]string, alive bool, notAfter int64) (beatResult, error) {
+// beat runs the heartbeat script for plan p: an adoption, a heartbeat that says this
+// replica is alive (its first since it started or adopted), or one that says so only if
+// Redis still knows it (see the script's modes).
+func (e *Engine) beat(ctx context.Context, p beatPlan) (beatResult, error) {
 	keys := []string{e.ks.replicas(), e.ks.incarnations(), e.ks.scopes()}
-	flag := 0
-	if alive {
-		flag = 1
+	mode := 1
+	switch {
+	case p.adopt:
+		mode = 0
+	case p.renew:
+		mode = 2
 	}
-	args := []any{e.o.Replica, e.incarnation, e.t.ttl.Milliseconds(), flag, e.ks.scopePrefix(), notAfter}
-	for scope, members := range groups {
+	args := []any{e.o.Replica, e.incarnation, e.t.ttl.Milliseconds(), mode, e.ks.scopePrefix(), p.notAfter}
+	for scope, members := range p.groups {
 		keys = append(keys, e.ks.scope(scope))
 		args = append(args, len(members))
 		for _, m := range members {
@@ -339,7 +351,7 @@ func (e *Engine) beat(ctx context.Context, groups map[string][]string, alive boo
 	return parseBeat(res)
 }
 
-// parseBeat decodes {added, previous, known} (an adoption) or {added, previous, known,
+// parseBeat decodes {added, previous, known} (not said alive) or {added, previous, known,
 // now_ms, n, name1, age1, ..., view...} (a heartbeat: parseView has the view's shape).
 func parseBeat(res []any) (beatResult, error) {
 	bad := func() (beatResult, error) {
@@ -350,14 +362,15 @@ func parseBeat(res []any) (beatResult, error) {
 	}
 	added, ok1 := res[0].(int64)
 	prev, ok2 := res[1].(string)
-	known, ok3 := res[2].(int64)
+	_, ok3 := res[2].(int64) // known: the script acts on it (mode 2)
 	if !ok1 || !ok2 || !ok3 {
 		return bad()
 	}
-	out := beatResult{added: added, previous: prev, known: known == 1, ages: map[string]time.Duration{}}
+	out := beatResult{added: added, previous: prev, ages: map[string]time.Duration{}}
 	if len(res) == 3 {
 		return out, nil
 	}
+	out.alive = true
 	if len(res) < 6 {
 		return bad()
 	}

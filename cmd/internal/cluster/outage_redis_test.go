@@ -286,3 +286,112 @@ func TestRedisRestartedQuickly(t *testing.T) {
 	l.stop()
 	m.check(t, limits)
 }
+
+// TestRestartUnnoticedWaitsForPeers: Redis restarts empty while one replica (a) misses
+// it and the other (b) sees it away and holds, running its call on the slot it held,
+// which the restarted Redis no longer counts. a's next heartbeat finds its own gone: a
+// must rejoin on the outage rule, with the replicas and the view it knew before the
+// restart, until b is back; Redis alone (which now counts only a's calls and keeps
+// nothing free for b, whose heartbeat it lost) would let a take b's slot.
+func TestRestartUnnoticedWaitsForPeers(t *testing.T) {
+	s := startRedis(t)
+	engines := startEngines(t, s, 2, patient)
+	a, b := engines[0], engines[1]
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/x", Limit: 2}}}
+	la, lb := mustAcquire(t, a, context.Background(), c), mustAcquire(t, b, context.Background(), c)
+	eventually(t, 5*time.Second, "each replica's view showing the other's call", func() bool {
+		return viewCount(a, "p/x", "r2") == 1 && viewCount(b, "p/x", "r1") == 1
+	})
+
+	resumeA := holdBeats(t, a) // a sends no heartbeat while Redis is away
+	s.stop()
+	eventually(t, 5*time.Second, "b holding", func() bool { return b.Status().Phase == Holding })
+	resumeB := holdBeats(t, b) // b stays away from the restarted Redis
+	s.start()
+	resumeA()
+	eventually(t, 10*time.Second, "a finding Redis lost its heartbeat", func() bool { return a.Status().Outages == 1 })
+
+	// b runs its call uncounted by Redis: a may take no second slot of the two.
+	if p := a.Status().Phase; p != Rejoining {
+		t.Errorf("a after Redis lost its data, b still away: phase %s, want rejoining", p)
+	}
+	var busy *replicas.Busy
+	if l, err := a.acquireOne(context.Background(), c); !errors.As(err, &busy) {
+		t.Errorf("a took a second p/x slot while b runs its own unregistered: %v", err)
+		if l != nil {
+			l.Release()
+		}
+	}
+
+	resumeB()
+	eventually(t, 20*time.Second, "both shared again", func() bool { return allIn(engines, Shared) })
+	if n := occupancy(t, a, "p/x"); n != 2 {
+		t.Errorf("p/x after the rejoin: %d entries in Redis, want both calls' 2", n)
+	}
+	if _, err := a.acquireOne(context.Background(), c); !errors.As(err, &busy) {
+		t.Errorf("a third p/x call, limit 2, shared again: %v", err)
+	}
+	la.Release()
+	lb.Release()
+}
+
+// patient engines take a loaded machine's round trips (up to 2 s) for slow, not absent,
+// and rejoin for lease_ttl (5 s): the steps a restart test orders are not lost to timing.
+func patient(o *Options) {
+	o.LeaseTTL, o.MaxRun, o.Timeout = 5*time.Second, 10*time.Second, 2*time.Second
+}
+
+// holdBeats stops e's heartbeat loop (and everything else that takes its lock) at a
+// moment no heartbeat is in flight, until the returned func is called (at the latest
+// when the test ends).
+func holdBeats(t *testing.T, e *Engine) (resume func()) {
+	t.Helper()
+	eventually(t, 5*time.Second, "no heartbeat of "+e.o.Replica+" in flight", func() bool {
+		e.mu.Lock()
+		if !e.beating {
+			return true
+		}
+		e.mu.Unlock()
+		return false
+	})
+	var once sync.Once
+	resume = func() { once.Do(e.mu.Unlock) }
+	t.Cleanup(resume)
+	return resume
+}
+
+// TestRestartRefusesUntilNoticed: a heartbeat of a replica that said it was alive before
+// runs in a Redis restarted empty, and before the replica reads its answer, an acquire of
+// that replica runs there too. Redis must refuse it: the peer's call is not registered
+// again, and only the replica's outage rule, once it knows, can count it.
+func TestRestartRefusesUntilNoticed(t *testing.T) {
+	s := startRedis(t)
+	engines := startEngines(t, s, 2, patient)
+	a, b := engines[0], engines[1]
+	c := replicas.Claim{Scopes: []replicas.Scope{{Name: "p/x", Limit: 2}}}
+	la, lb := mustAcquire(t, a, context.Background(), c), mustAcquire(t, b, context.Background(), c)
+	resumeA, resumeB := holdBeats(t, a), holdBeats(t, b)
+	s.stop()
+	s.start()
+
+	p := a.planBeatLocked() // a's lock is held: its loop waits
+	if _, err := a.beat(context.Background(), p); err != nil {
+		t.Fatalf("a's heartbeat in the restarted Redis: %v", err)
+	}
+	tl, err := newTally([]replicas.Claim{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := a.acquire(context.Background(), []string{member(a.o.Replica, a.incarnation, 1<<40)}, tl)
+	if !errors.Is(err, errForgotten) {
+		t.Errorf("an acquire of a after its heartbeat found Redis emptied, before a knew: busy %v, err %v; want %v",
+			busy, err, errForgotten)
+	}
+
+	resumeA()
+	resumeB()
+	eventually(t, 20*time.Second, "both shared again", func() bool { return allIn(engines, Shared) })
+	la.Release()
+	lb.Release()
+	eventually(t, 5*time.Second, "p/x empty", func() bool { return occupancy(t, a, "p/x") == 0 })
+}

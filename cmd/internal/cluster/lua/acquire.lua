@@ -12,9 +12,10 @@
 -- Returns {1} when everything was taken, {0, 1, i, 0} when scope i has not the room,
 -- {0, 2, j, wait_ms} when bucket j has not the tokens yet, {0, 3, 0, 0} when this replica
 -- has no heartbeat in Redis (Redis lost its data, or never had it): its running calls may
--- not be counted, so nothing is taken until a heartbeat registers them. A lease the scope
--- already holds (a retried call) counts as taken. Expired leases are reclaimed on the way,
--- and their scopes announced as freed.
+-- not be counted, nor its peers', so nothing is taken until a heartbeat says it is alive
+-- (heartbeat.lua writes none for a replica Redis lost until that replica knows, and runs
+-- on the outage rule). A lease the scope already holds (a retried call) counts as taken.
+-- Expired leases are reclaimed on the way, and their scopes announced as freed.
 --
 -- A replica whose heartbeat is older than silent_ms (but younger than horizon_ms) may be
 -- cut off from Redis and serving on its share by the outage rule: each scope keeps that

@@ -5,23 +5,30 @@
 -- KEYS[2]  the replicas' incarnations (hash): which process last used each name
 -- KEYS[3]  the scopes' names (acquire.lua adds them)
 -- KEYS[4..] the scopes this replica holds leases in
--- ARGV: replica, incarnation, ttl_ms, beat (1, or 0 to adopt only), lease key prefix,
---       not_after (ms on the server's clock, 0: none), then per scope key: count, members...
+-- ARGV: replica, incarnation, ttl_ms, mode, lease key prefix, not_after (ms on the
+--       server's clock, 0: none), then per scope key: count, members...
+-- mode: 0 adopts only; 1 says this replica is alive; 2 says so only if Redis still has
+-- this replica's heartbeat (its sender said it is alive before): without it, Redis lost
+-- its data, and the heartbeat registers the calls only, as an adoption does. So the
+-- acquire script, which refuses a replica without a heartbeat, goes on refusing this one
+-- until its sender knows and has taken the outage rule (its next heartbeat, mode 1): a
+-- call it starts meanwhile takes no slot that the peers' calls, not registered again yet,
+-- may be using.
 -- A heartbeat that reaches Redis after not_after does nothing and fails: its sender gave it
 -- up, and may be serving on the outage rule, which its peers must see from its silence.
 -- Returns {added, previous incarnation or "", known, now_ms, n, name1, age1_ms, ...,
--- nameN, ageN_ms, view...}: known is 1 when
--- this replica already had a heartbeat in Redis (0: Redis lost its data, or this is its
--- first), added
--- counts entries that were missing (a lease reclaimed while this replica could not renew
--- it, or a call started without Redis being registered) and are counted again now. An
--- adoption returns {added, "", 0}: a replica back from an outage registers its calls first,
--- and says it is alive (which tells its peers Redis counts all it runs) only after.
+-- nameN, ageN_ms, view...}: known is 1 when this replica already had a heartbeat in Redis
+-- (0: Redis lost its data, or this is its first), added counts entries that were missing
+-- (a lease reclaimed while this replica could not renew it, or a call started without
+-- Redis being registered) and are counted again now. One that does not say this replica
+-- is alive (an adoption, or mode 2 without a heartbeat) returns {added, "", known}: a
+-- replica back from an outage registers its calls first, and says it is alive (which
+-- tells its peers Redis counts all it runs) only after.
 -- A heartbeat then adds the view of the cluster's occupancy: the number of scopes, then
 -- per scope its name, the number of its live entries, and those entries (lease ids).
 -- The scopes' keys are named from the prefix, not passed: which scopes exist is what the
 -- heartbeat learns here (all keys share one hash tag, so one slot of a Redis Cluster).
-local replica, incarnation, ttl, beat = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+local replica, incarnation, ttl, mode = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local prefix, not_after = ARGV[5], tonumber(ARGV[6])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -30,10 +37,11 @@ if not_after > 0 and now > not_after then
 end
 
 local previous, known = '', 0
+if redis.call('ZSCORE', KEYS[1], replica) then
+  known = 1
+end
+local beat = mode == '1' or mode == '2' and known == 1
 if beat then
-  if redis.call('ZSCORE', KEYS[1], replica) then
-    known = 1
-  end
   previous = redis.call('HGET', KEYS[2], replica) or ''
   redis.call('HSET', KEYS[2], replica, incarnation)
   redis.call('ZADD', KEYS[1], now, replica)
