@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/policy/breaker"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -38,6 +39,15 @@ type batchCall struct {
 	waiting map[int]bool    // providers whose reservation is still to come
 	failed  *llm.Error      // the first refusal a provider gave
 	ok      map[int]bool    // providers that reserved
+	// leases are the members' holds on the replicas' shared limits, by member, taken by
+	// StartBatch before it sends the batch (shared.go) and read-only after.
+	leases map[policy.ID]memberLease
+}
+
+// memberLease is one batch member's lease and the shared buckets it charged.
+type memberLease struct {
+	lease   replicas.Lease
+	charged []replicas.Bucket
 }
 
 func (b *batchCall) decide(err error) {
@@ -334,10 +344,11 @@ func (bp batchPart) reserve(ctx actor.Context, m *reserve) {
 	var why *llm.Error
 	if ok {
 		for i, c := range m.calls {
-			c.arrived, c.entered, c.started, c.key = now, now, now, res.Keys[i]
+			r := run{c: c, started: now, key: res.Keys[i]}
 			// The half-open probe is taken now, not at the commit: until then no other call
 			// may become one. The cap let every member start, so the breaker allows each.
-			a.vitals.allow(c, now)
+			a.vitals.allow(&r, now)
+			a.runs[c.id] = r
 		}
 		a.pol.SetStartCap(a.health.StartCap(now))
 		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
@@ -358,20 +369,7 @@ func (bp batchPart) settleBatch(ctx actor.Context, m *settle) {
 		for len(r.calls) > 0 {
 			c := r.calls[0]
 			r.calls = r.calls[1:]
-			if !c.probe && a.health.BreakerState(now) != breaker.Closed {
-				// The breaker opened after the reservation: the member does not start (the
-				// probe, reserved with it, does), and gives back what it holds.
-				a.pol.Finish(c.id, now)
-				if l := c.lease; l != nil {
-					c.lease = nil
-					go l.Release() // exits after one bounded round trip to the shared state
-				}
-				c.answer(admitResult{err: a.vitals.circuitOpen(now)})
-				continue
-			}
-			a.reloads.current(c)
-			a.vitals.began(c, c.key, c.started) // the retry budget, the lanes: as a grant's start, when it reserved
-			send(ctx, a.lanes[c.route.m], &startCall{c: c})
+			bp.run(ctx, m.b, a.runs[c.id], now)
 		}
 	} else if r != nil {
 		bp.release(r, now)
@@ -380,13 +378,41 @@ func (bp batchPart) settleBatch(ctx actor.Context, m *settle) {
 	a.offer(ctx, now)
 }
 
+// run hands a reserved member to its lane, or frees it when the breaker opened after the
+// reservation: the member does not start then (the probe, reserved with it, does), and
+// gives back what it holds.
+func (bp batchPart) run(ctx actor.Context, b *batchCall, r run, now time.Time) {
+	a := bp.a
+	c, ml := r.c, b.leases[r.c.id]
+	if !r.probe && a.health.BreakerState(now) != breaker.Closed {
+		a.pol.Finish(c.id, now)
+		delete(a.runs, c.id)
+		if l := ml.lease; l != nil {
+			go l.Release() // exits after one bounded round trip to the shared state
+		}
+		c.answer(admitResult{err: a.vitals.circuitOpen(now)})
+		return
+	}
+	a.vitals.began(&r, r.key, r.started) // the retry budget, the lanes: as a grant's start, when it reserved
+	a.runs[c.id] = r
+	m := &startCall{c: c}
+	m.run.set(&a.pv, &r, r.started, time.Time{})
+	if ml.lease != nil {
+		m.run.shared = &startShared{keyName: r.keyName, lease: ml.lease, charged: a.peers.chargeKey(&r, ml)}
+	}
+	send(ctx, a.lanes[c.route.m], m)
+}
+
 // release frees a reservation that will not run: its lanes and tokens, and the breaker's
 // probe if a member took it (the next call may be the probe).
 func (bp batchPart) release(r *reservation, now time.Time) {
 	a := bp.a
 	a.pol.Release(&r.pol, now)
 	for _, c := range r.calls {
-		a.vitals.neutral(c, now)
+		if rr, ok := a.runs[c.id]; ok {
+			a.vitals.neutral(&rr, now)
+			delete(a.runs, c.id)
+		}
 	}
 }
 

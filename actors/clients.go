@@ -82,15 +82,15 @@ func (m *revokeClient) lost(l *loss) { l.again(m) }
 func (a *providerActor) revoke(ctx actor.Context, m *revokeClient) {
 	now := a.g.now()
 	n := 0
-	for id, c := range a.waiting {
-		if c.client.Name != m.name {
+	for id, w := range a.waiting {
+		if w.c.client.Name != m.name {
 			continue
 		}
 		err := &llm.Error{Kind: llm.KindInvalidAPIKey, Message: "the client key " + strconv.Quote(m.name) +
 			" was revoked while this call waited"}
 		if a.rebuilding {
 			delete(a.waiting, id)
-			c.answer(admitResult{err: err, queueWait: c.queueWait(now)})
+			w.c.answer(admitResult{err: err, queueWait: w.queueWait(now)})
 		} else {
 			a.answerWaiting(id, err, now)
 		}

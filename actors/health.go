@@ -63,8 +63,8 @@ func (ph providerHealth) applyHealth(now time.Time) {
 
 // refusal is the answer to a call its provider cannot take at all now, before it queues: an
 // open circuit, keys all refused, or keys all cooling past the call's queue deadline. Nil
-// when it may queue.
-func (ph providerHealth) refusal(c *call, now time.Time) error {
+// when it may queue until deadline.
+func (ph providerHealth) refusal(c *call, deadline, now time.Time) error {
 	a := ph.a
 	switch a.health.BreakerState(now) {
 	case breaker.Open:
@@ -72,13 +72,13 @@ func (ph providerHealth) refusal(c *call, now time.Time) error {
 	case breaker.HalfOpen:
 		a.pol.SetStartCap(a.health.StartCap(now))
 	}
-	return ph.keysRefusal(c, now)
+	return ph.keysRefusal(c, deadline, now)
 }
 
 // keysRefusal is what the keys say of a call that would wait until deadline: every key
 // refused (502 upstream_auth_failed), or every key cooling until after it (429
 // upstream_rate_limited, Retry-After the first key's end); nil when the keys let it wait.
-func (ph providerHealth) keysRefusal(c *call, now time.Time) error {
+func (ph providerHealth) keysRefusal(c *call, deadline, now time.Time) error {
 	a := ph.a
 	pl, ring := a.pol.Keys(c.route.m)
 	if !a.health.Keyed(pl) {
@@ -87,7 +87,7 @@ func (ph providerHealth) keysRefusal(c *call, now time.Time) error {
 	if ring.AllRefused(c.route.m, now) {
 		return &llm.Error{Kind: llm.KindUpstreamAuth, Provider: a.name, Message: ph.allRefused(c, pl, now)}
 	}
-	if w := a.pol.KeyWait(c.route.m, now); w > 0 && now.Add(w).After(c.deadline) {
+	if w := a.pol.KeyWait(c.route.m, now); w > 0 && now.Add(w).After(deadline) {
 		return &llm.Error{Kind: llm.KindUpstreamRateLimited, Provider: a.name, RetryAfter: w,
 			Message: fmt.Sprintf("every key of %s is cooling after the backend's rate limits%s; the first is ready in %s, later than this request could wait (queue_timeout %s)",
 				c.route.id, a.peers.sharedKeyLimit(), w.Round(time.Millisecond), a.pv.QueueTimeout)}
@@ -99,11 +99,11 @@ func (ph providerHealth) keysRefusal(c *call, now time.Time) error {
 // time (see keysRefusal). The caller offers afterwards.
 func (ph providerHealth) keysChanged(pl int, now time.Time) {
 	a := ph.a
-	for id, c := range a.waiting {
-		if p, _ := a.pol.Keys(c.route.m); p != pl {
+	for id, w := range a.waiting {
+		if p, _ := a.pol.Keys(w.c.route.m); p != pl {
 			continue
 		}
-		if err := ph.keysRefusal(c, now); err != nil {
+		if err := ph.keysRefusal(w.c, w.deadline, now); err != nil {
 			a.answerWaiting(id, err, now)
 		}
 	}
@@ -119,21 +119,22 @@ func (ph providerHealth) circuitOpen(now time.Time) *llm.Error {
 			a.name, wait.Round(time.Millisecond))}
 }
 
-// started records what health needs of a call a grant just started on key. The policy's
-// start cap let it start, so the breaker allows it; while half-open it is the probe.
-func (ph providerHealth) started(c *call, key int, now time.Time) {
-	ph.allow(c, now)
-	ph.began(c, key, now)
+// started records, in run record r, what health needs of a call a grant just started on
+// key. The policy's start cap let it start, so the breaker allows it; while half-open it is
+// the probe.
+func (ph providerHealth) started(r *run, key int, now time.Time) {
+	ph.allow(r, now)
+	ph.began(r, key, now)
 }
 
-// allow asks the breaker whether c may start at now and, when it is the half-open probe,
-// marks it so (its ending must report it: success, failure or neutral).
-func (ph providerHealth) allow(c *call, now time.Time) bool {
+// allow asks the breaker whether r's call may start at now and, when it is the half-open
+// probe, marks it so (its ending must report it: success, failure or neutral).
+func (ph providerHealth) allow(r *run, now time.Time) bool {
 	a := ph.a
 	ok, probe := a.health.Allow(now)
 	if probe {
-		c.probe = true
-		a.g.log.Info().Str("provider", a.name).Str("model", c.route.id).Msg("circuit breaker half-open: one probe call goes through")
+		r.probe = true
+		a.g.log.Info().Str("provider", a.name).Str("model", r.c.route.id).Msg("circuit breaker half-open: one probe call goes through")
 	}
 	return ok
 }
@@ -141,26 +142,27 @@ func (ph providerHealth) allow(c *call, now time.Time) bool {
 // began records the rest of what health needs of a call that starts on key at now, once
 // the breaker has allowed it: whether it probes a set-aside key, whether it took the last
 // lane, the retry budget's call, and the start cap that follows.
-func (ph providerHealth) began(c *call, key int, now time.Time) {
+func (ph providerHealth) began(r *run, key int, now time.Time) {
 	a := ph.a
-	c.key, c.started = key, now
-	c.keyName = a.peers.keyName(c, key)
-	c.keyProbe, c.probeKey = a.health.Began(c.route.m, key, c.requeues == 0, now), key
-	a.peers.chargeKey(c) // a batch member, leased before its key was chosen
+	c := r.c
+	r.key, r.started = key, now
+	r.keyName = a.peers.keyName(c, key)
+	r.keyProbe, r.probeKey = a.health.Began(c.route.m, key, c.requeues == 0, now), key
 	if l, own := a.health.Lanes(c.route.m); own {
-		c.busy = a.pol.Snapshot().Models[c.route.m].Running >= l
+		r.busy = a.pol.Snapshot().Models[c.route.m].Running >= l
 	} else {
-		c.busy = a.pol.Running() >= a.pol.EffectiveLanes()
+		r.busy = a.pol.Running() >= a.pol.EffectiveLanes()
 	}
 	a.pol.SetStartCap(a.health.StartCap(now))
 }
 
-// retryAsk records a failed attempt and answers whether and how the call tries again.
-func (ph providerHealth) retryAsk(m *retryAsk, now time.Time) retryAnswer {
+// retryAsk records a failed attempt of run r's call and answers whether and how it tries
+// again.
+func (ph providerHealth) retryAsk(m *retryAsk, r *run, now time.Time) retryAnswer {
 	a := ph.a
 	c := m.c
-	c.recorded = m.n
-	if eff := ph.record(c, m.key, m.err, now); eff.CapacityRefused && !a.draining && c.requeues < maxRequeues && !c.batch {
+	r.recorded = m.n
+	if eff := ph.record(r, m.key, m.err, now); eff.CapacityRefused && !a.draining && c.requeues < maxRequeues && !c.batch {
 		return retryAnswer{requeue: true}
 	}
 	_, ring := a.pol.Keys(c.route.m)
@@ -193,12 +195,12 @@ func (ph providerHealth) retryAsk(m *retryAsk, now time.Time) retryAnswer {
 		}
 	}
 	a.pol.Retry(c.id, key, now)
-	c.keyProbe, c.probeKey = a.health.KeyProbe(c.route.m, key, now), key
-	a.peers.chargeRetry(c, key)
+	r.keyProbe, r.probeKey = a.health.KeyProbe(c.route.m, key, now), key
+	charged := a.peers.chargeRetry(r, key, m)
 	if o := a.g.opts.Observer; o != nil {
 		o.Retried(a.name)
 	}
-	return retryAnswer{retry: true, backoff: d.Backoff, key: key, wait: d.Wait}
+	return retryAnswer{retry: true, backoff: d.Backoff, key: key, wait: d.Wait, charged: charged}
 }
 
 // finalError is what a call whose attempt is not retried answers: the attempt's error, told
@@ -239,43 +241,44 @@ func (ph providerHealth) allRefused(c *call, pl int, now time.Time) string {
 	return msg
 }
 
-// record applies a failed attempt on key to the provider's health (health.State.Record).
-func (ph providerHealth) record(c *call, key int, err error, now time.Time) health.Effects {
-	o := ph.outcome(c, health.Failed, key)
-	o.Err, o.Running = err, ph.running(c)
-	return ph.recordHealth(c, o, now)
+// record applies a failed attempt of r's call on key to the provider's health
+// (health.State.Record).
+func (ph providerHealth) record(r *run, key int, err error, now time.Time) health.Effects {
+	o := ph.outcome(r, health.Failed, key)
+	o.Err, o.Running = err, ph.running(r.c)
+	return ph.recordHealth(r, o, now)
 }
 
-// settle applies how a call that started ended, once its lanes are free (freed).
-func (ph providerHealth) settle(c *call, now time.Time) {
-	switch end := &c.end; {
-	case c.recorded > 0 && c.recorded == end.attempts && !end.opened:
+// settle applies how r's call ended, once its lanes are free (freed).
+func (ph providerHealth) settle(r *run, end *ending, now time.Time) {
+	switch {
+	case r.recorded > 0 && r.recorded == end.attempts && !end.opened:
 		// Its last attempt failed and was recorded when its stream asked (retryAsk).
 	case end.err != nil:
-		ph.record(c, end.key, end.err, now)
+		ph.record(r, end.key, end.err, now)
 	case end.opened:
-		o := ph.outcome(c, health.Succeeded, end.key)
+		o := ph.outcome(r, health.Succeeded, end.key)
 		o.Quota = end.quota
-		ph.recordHealth(c, o, now)
+		ph.recordHealth(r, o, now)
 		return
 	default:
-		ph.recordHealth(c, ph.outcome(c, health.Neutral, end.key), now)
+		ph.recordHealth(r, ph.outcome(r, health.Neutral, end.key), now)
 		return
 	}
-	ph.recordHealth(c, ph.outcome(c, health.Settled, c.end.key), now) // a key probe it still holds ends
+	ph.recordHealth(r, ph.outcome(r, health.Settled, end.key), now) // a key probe it still holds ends
 }
 
 // neutral is a call that never ran (handed back before it did): a breaker probe it held
 // lets the next probe go.
-func (ph providerHealth) neutral(c *call, now time.Time) {
-	ph.recordHealth(c, ph.outcome(c, health.NotRun, c.key), now)
+func (ph providerHealth) neutral(r *run, now time.Time) {
+	ph.recordHealth(r, ph.outcome(r, health.NotRun, r.key), now)
 }
 
-// outcome is call c's ending of kind on key, as health takes it.
-func (ph providerHealth) outcome(c *call, kind health.Kind, key int) health.Outcome {
+// outcome is r's call's ending of kind on key, as health takes it.
+func (ph providerHealth) outcome(r *run, kind health.Kind, key int) health.Outcome {
 	a := ph.a
-	return health.Outcome{Kind: kind, Model: c.route.m, Key: key, Probe: c.probe, KeyProbe: c.keyProbe,
-		ProbeKey: c.probeKey, StaleKeys: a.reloads.staleKeys(c), Busy: c.busy, Started: c.started}
+	return health.Outcome{Kind: kind, Model: r.c.route.m, Key: key, Probe: r.probe, KeyProbe: r.keyProbe,
+		ProbeKey: r.probeKey, StaleKeys: a.reloads.staleKeys(r.started), Busy: r.busy, Started: r.started}
 }
 
 // running is how many calls run in the call's scope of learned lanes.

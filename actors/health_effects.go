@@ -7,18 +7,19 @@ import (
 	"github.com/tollgate/tollgate/actors/replicas"
 )
 
-// recordHealth applies outcome o of call c to the provider's health and carries out what
-// health returns: the call's probes, the policy's start cap and lanes, the log, the
+// recordHealth applies outcome o of run r's call to the provider's health and carries out
+// what health returns: the call's probes (in r), the policy's start cap and lanes, the log, the
 // observer, the other replicas, and the waiting calls an open breaker or a key's change
 // sends on.
-func (ph providerHealth) recordHealth(c *call, o health.Outcome, now time.Time) health.Effects {
+func (ph providerHealth) recordHealth(r *run, o health.Outcome, now time.Time) health.Effects {
 	a := ph.a
+	c := r.c
 	eff := a.health.Record(o, now)
 	if eff.ProbeOver {
-		c.probe = false
+		r.probe = false
 	}
 	if eff.KeyProbeOver {
-		c.keyProbe = false
+		r.keyProbe = false
 	}
 	if eff.SetCap {
 		a.pol.SetStartCap(eff.StartCap)

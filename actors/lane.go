@@ -4,13 +4,15 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/replicas"
 )
 
 // laneActor runs one model's calls: it makes each started call's stream (its backend
 // context and run timer), spawns its request actor, answers the waiting Start, and when the
 // backend has stopped tells its provider that the call's lanes are free. Its one fact is the
-// calls running on the model (the idle request actors it keeps for its next calls, and those
-// it retired, only save work). It survives a crash as it is (a crash loses only the message
+// calls running on the model, a record each (laneRun: what its provider started it with, its
+// stream, its leases); the idle request actors it keeps for its next calls, and those it
+// retired, only save work. It survives a crash as it is (a crash loses only the message
 // being handled, which the provider's supervision handles), and a provider rebuilding its
 // own state asks for it.
 type laneActor struct {
@@ -18,7 +20,7 @@ type laneActor struct {
 	p, m    int
 	slot    *slot
 	names   [2]string // provider and model, for the fault seam
-	running map[policy.ID]*call
+	running map[policy.ID]laneRun
 	idle    []*actor.PID // request actors waiting for a call, at most maxIdleRequesters
 	// retired are the request actors this lane stopped itself because idle was full: they
 	// serve no call, so their Terminated needs no search of running, a search of thousands
@@ -31,7 +33,7 @@ type laneActor struct {
 const maxIdleRequesters = 64
 
 func (a *providerActor) spawnLane(ctx actor.Context, m int) {
-	la := &laneActor{g: a.g, p: a.p, m: m, slot: a.slot, names: [2]string{a.name, a.models[m].Name}, running: map[policy.ID]*call{},
+	la := &laneActor{g: a.g, p: a.p, m: m, slot: a.slot, names: [2]string{a.name, a.models[m].Name}, running: map[policy.ID]laneRun{},
 		retired: map[string]bool{}}
 	props := a.g.props(func() actor.Actor { return la }, actor.WithSupervisor(requestStrategy{g: a.g}))
 	a.lanes = append(a.lanes, ctx.Spawn(props))
@@ -44,39 +46,43 @@ func (a *laneActor) Receive(ctx actor.Context) {
 	}
 	switch m := msg.(type) {
 	case *startCall:
-		if a.g.opts.Shared != nil && m.c.lease == nil {
-			a.acquire(ctx, m.c)
+		r := laneRun{c: m.c, run: &m.run}
+		if sh := m.run.shared; sh != nil {
+			r.lease, r.charged = sh.lease, sh.charged
+		}
+		if a.g.opts.Shared != nil && r.lease == nil {
+			a.acquire(ctx, r)
 		} else {
-			a.start(ctx, m.c)
+			a.start(ctx, r)
 		}
 	case *leased:
 		a.leased(ctx, m)
 	case *released:
-		a.release(ctx, m.c)
+		a.release(ctx, m.c, &m.end)
 	case *abort:
-		a.drop(ctx, m.c)
+		a.drop(ctx, m.c, m.lease)
 	case *reportRunning:
-		calls := make([]*call, 0, len(a.running))
-		for _, c := range a.running {
-			calls = append(calls, c)
+		calls := make([]runningCall, 0, len(a.running))
+		for _, r := range a.running {
+			calls = append(calls, runningCall{member: r.c.member(a.m), started: r.run.started, key: r.run.key})
 		}
 		send(ctx, ctx.Parent(), &laneReport{m: a.m, calls: calls})
 	case *cancelAll:
-		for _, c := range a.running {
+		for _, r := range a.running {
 			switch {
-			case c.s != nil:
-				c.s.cancel(m.cause)
-			case c.leasing != nil:
-				c.leasing(m.cause) // still asking for its leases
+			case r.s != nil:
+				r.s.cancel(m.cause)
+			case r.leasing != nil:
+				r.leasing(m.cause) // still asking for its leases
 			}
 		}
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
 	case *actor.Stopping:
 		// Its request actors stop with it, but name no call: what runs here stops now.
-		for _, c := range a.running {
-			if c.s != nil {
-				c.s.cancel(errStopped)
+		for _, r := range a.running {
+			if r.s != nil {
+				r.s.cancel(errStopped)
 			}
 		}
 	}
@@ -109,51 +115,49 @@ func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
 			break
 		}
 	}
-	for _, c := range a.running {
-		if c.s == nil || !c.s.self.Load().Equal(pid) {
+	for _, r := range a.running {
+		if r.s == nil || !r.s.self.Load().Equal(pid) {
 			continue
 		}
-		if c.s.requesterStopping.Load() {
-			c.s.cancel(errStopped) // it stopped while serving c (a no-op: it cancelled c)
+		if r.s.requesterStopping.Load() {
+			r.s.cancel(errStopped) // it stopped while serving the call (a no-op: it cancelled it)
 			continue
 		}
 		next := a.requester(ctx)
-		c.s.self.Store(next)
-		if c.ctx.Err() != nil {
-			send(ctx, next, &clientGone{s: c.s})
+		r.s.self.Store(next)
+		if r.c.ctx.Err() != nil {
+			send(ctx, next, &clientGone{s: r.s})
 		}
 	}
 }
 
-// start runs a call the provider started. The stream is made and the Start answered here,
-// so the waiting Start does not also wait for the request actor; the request actor owns the
-// call's cancellation from then on.
-func (a *laneActor) start(ctx actor.Context, c *call) {
-	if c.answered.Load() {
-		a.release(ctx, c) // answered while it was on its way: nobody runs it
-		return
+// start runs a call the provider started (r). The stream is made and the Start answered
+// here, so the waiting Start does not also wait for the request actor; the request actor
+// owns the call's cancellation from then on. A call answered while it was on its way is
+// released at once: nobody runs it.
+func (a *laneActor) start(ctx actor.Context, r laneRun) {
+	c := r.c
+	if !c.answered.Load() {
+		r.s = newStream(a.g, c, r.run, r.charged, r.lease != nil, ctx.Self(), a.requester(ctx))
 	}
-	a.running[c.id] = c
-	s := newStream(a.g, c, ctx.Self(), a.requester(ctx))
-	c.s = s
-	if !c.answer(admitResult{stream: s, queueWait: c.queueWait(c.started)}) {
-		a.drop(ctx, c)
+	a.running[c.id] = r
+	if r.s == nil || !c.answer(admitResult{stream: r.s, queueWait: r.run.queueWait()}) {
+		a.drop(ctx, c, nil)
 	}
 }
 
-// release frees a call whose backend has stopped. It always tells the provider, even for a
-// call it no longer holds: a release re-sent after a crash must still reach the provider,
-// and the provider ignores a call it has freed already.
-func (a *laneActor) release(ctx actor.Context, c *call) {
-	if l := c.lease; l != nil {
-		c.lease = nil
-		go l.Release() // exits after one bounded round trip to the shared state
-	}
-	if _, ok := a.running[c.id]; ok {
+// release frees a call whose backend has stopped, which ended as end (nil: it never ran).
+// It always tells the provider, even for a call it no longer holds: a release re-sent after a crash must still
+// reach the provider, and the provider ignores a call it has freed already.
+func (a *laneActor) release(ctx actor.Context, c *call, end *ending) {
+	if r, ok := a.running[c.id]; ok {
 		delete(a.running, c.id)
+		if l := r.lease; l != nil {
+			go l.Release() // exits after one bounded round trip to the shared state
+		}
 		// Its watcher is unregistered (the stream ended): the request actor is free.
-		if c.s != nil && !c.s.requesterStopping.Load() {
-			if self := c.s.self.Load(); len(a.idle) < maxIdleRequesters {
+		if r.s != nil && !r.s.requesterStopping.Load() {
+			if self := r.s.self.Load(); len(a.idle) < maxIdleRequesters {
 				a.idle = append(a.idle, self)
 			} else {
 				a.retired[self.Id] = true
@@ -161,16 +165,21 @@ func (a *laneActor) release(ctx actor.Context, c *call) {
 			}
 		}
 	}
-	send(ctx, ctx.Parent(), &freed{c: c})
+	send(ctx, ctx.Parent(), &freed{c: c, end: end})
 }
 
 // drop abandons a call nobody will run (its Start was answered otherwise): its stream is
 // stopped before it was ever opened, which releases it; a call that has no stream yet is
-// released at once.
-func (a *laneActor) drop(ctx actor.Context, c *call) {
-	if c.s != nil {
-		c.s.abandon()
+// released at once, and so is lease, a batch member's the lane does not hold (its start
+// was lost in a crash).
+func (a *laneActor) drop(ctx actor.Context, c *call, lease replicas.Lease) {
+	r, ok := a.running[c.id]
+	if ok && r.s != nil {
+		r.s.abandon()
 		return
 	}
-	a.release(ctx, c)
+	if !ok && lease != nil {
+		go lease.Release() // exits after one bounded round trip to the shared state
+	}
+	a.release(ctx, c, nil)
 }

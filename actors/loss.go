@@ -47,9 +47,9 @@ func lose(msg any, l *loss) {
 // again sends m to the failed actor again, after its rebuild.
 func (l *loss) again(m message) { send(l.g.system.Root, l.child, m) }
 
-// lostCall answers a call whose message an actor failed on.
-func lostCall(c *call, where string, now time.Time) bool {
-	return c.answer(admitResult{queueWait: c.queueWait(now), err: &llm.Error{Kind: llm.KindProviderUnavailable,
+// lostCall answers a call whose message an actor failed on, after queueWait in its queue.
+func lostCall(c *call, where string, queueWait time.Duration) bool {
+	return c.answer(admitResult{queueWait: queueWait, err: &llm.Error{Kind: llm.KindProviderUnavailable,
 		Provider: c.route.provider, RetryAfter: time.Second,
 		Message: "internal fault in provider " + c.route.provider + "'s " + where + " while handling this request; it did not run; try again"}})
 }
@@ -59,10 +59,10 @@ func lostCall(c *call, where string, now time.Time) bool {
 // lost arrive: the call is answered; the rebuild may have queued it again, so it is
 // withdrawn, and the refused call it replaced gives its lanes back.
 func (m *arrive) lost(l *loss) {
-	lostCall(m.c, "actor", l.g.now())
+	lostCall(m.c, "actor", 0)
 	l.again(&withdraw{c: m.c})
 	if old := m.c.requeueOf; old != nil {
-		l.again(&freed{c: old})
+		l.again(&freed{c: old.c, end: &old.end})
 	}
 }
 
@@ -70,18 +70,18 @@ func (m *arrive) lost(l *loss) {
 func (m *retryAsk) lost(*loss) { m.answer(retryAnswer{}) }
 
 // lost unleased: the rebuild does not know the call, since it ran nowhere.
-func (m *unleased) lost(l *loss) { lostCall(m.c, "actor", l.g.now()) }
+func (m *unleased) lost(*loss) { lostCall(m.c, "actor", m.run.queueWait()) }
 
 // lost startCall: the call is answered and its grant given back to the provider's policy
 // (offering what that frees); the lane drops whatever of it it made before it failed.
 func (m *startCall) lost(l *loss) {
 	a := l.lanes
 	now := a.g.now()
-	if lostCall(m.c, "lane for "+m.c.route.model, now) {
+	if lostCall(m.c, "lane for "+m.c.route.model, m.run.queueWait()) {
 		if a.pol.Finish(m.c.id, now) {
 			send(l.g.system.Root, a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
 		}
-		l.again(&abort{c: m.c})
+		l.again(&abort{c: m.c, lease: m.run.leases().lease})
 	}
 }
 

@@ -12,12 +12,17 @@ import (
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
-// call is one chat request's admission to one model, from Gateway.Start to its provider
-// actor, and on to its model's lane actor when it starts. Exactly one admitResult is ever
-// delivered on reply: answer decides which, once, whoever calls it (the provider while the
-// call waits, the lane once it starts, a supervision strategy for a call lost in a crash),
-// and every other owner drops what it holds for a call it finds answered. A request that
-// comes back (requeued after a capacity refusal) or moves on (a fallback) is a new call.
+// call is one chat request's admission to one model: the request as Gateway.Start (or
+// StartBatch, or a requeue's again) made it, written once before it is sent and never after,
+// so every owner may read it. What each owner learns of the call it keeps in its own record,
+// by the call's id: the provider actor its wait (wait) and its start (run), the lane actor
+// its run (laneRun), the stream its attempts; what one tells another travels as values in
+// the messages (start, ending). The one shared mutable bit is the answer latch: exactly one
+// admitResult is ever delivered on reply, and answer decides which, once, whoever calls it
+// (the provider while the call waits, the lane once it starts, a supervision strategy for a
+// call lost in a crash); every other owner drops what it holds for a call it finds answered.
+// A request that comes back (requeued after a capacity refusal) or moves on (a fallback) is
+// a new call.
 type call struct {
 	id     policy.ID
 	ctx    context.Context // the client's; its end is the client hanging up
@@ -29,60 +34,27 @@ type call struct {
 
 	answered atomic.Bool
 
-	// Set by Start before the call is sent, then read-only.
 	tokens    int           // estimated cost for the tpm buckets; 0 when none counts tokens
-	arrived   time.Time     // its place in the FIFO: when the request first came; zero: entered
-	requeueOf *call         // the running call it replaces after a capacity refusal, or nil
+	arrived   time.Time     // its place in the FIFO: when the request first came; zero: when it enters
+	deadline  time.Time     // a requeue's: its first arrival's queue deadline, kept; zero: set as it enters
+	requeueOf *prior        // the running call it replaces after a capacity refusal, or nil
 	attempts  int           // backend attempts made on this model before this call (requeues)
 	requeues  int           // capacity requeues before this call
 	batch     bool          // a batch member: it starts with its batch or not at all, never requeued
 	bound     int           // 1 + the key its conversation is bound to at this provider; 0 none (policy.Arrival.Bound)
 	keyWait   time.Duration // how long it waited for its client key's own tokens: its queue_timeout counts it
 	keyTokens int           // what its key's tpm bucket was charged for it (clientrate.go)
-
-	// Set by the provider actor that owns the call while it waits (facts a rebuild needs).
-	entered   time.Time // when the provider saw it: its queue wait starts then
-	deadline  time.Time // when it expires if still queued
-	started   time.Time // when a grant started it
-	confirmed bool      // the dispatcher's verdict kept it waiting
-	// Set by the provider actor when it starts the call: its first key, whether it is the
-	// breaker's probe, whether it took the last effective lane.
-	key   int
-	probe bool
-	busy  bool
-	// keyProbe says the current attempt is the probe of a key (or of the key for its
-	// model) set aside after a refusal, on key probeKey (keys.Ring.Began): its ending is
-	// the key's verdict.
-	keyProbe bool
-	probeKey int
-	// recorded is the attempt of this start (1-based) whose failure the provider actor
-	// recorded when the stream asked (retryAsk); 0 when none. An ending whose last attempt
-	// it is has nothing more to say; one whose retryAsk was answered otherwise (a crash's
-	// strategy, a rebuild) is recorded when the call is settled.
-	recorded int
-
-	// s is the running call's stream, set and read by its lane actor only.
-	s *stream
-	// end is what the stream says of the call's end, written before it gives the lanes
-	// back and read by the provider actor after.
-	end ending
-
-	// With several replicas (shared.go): lease is the call's hold on the replicas' shared
-	// limits once it has one, and leasing cancels its acquire while that is under way; both
-	// are its lane actor's (a batch's members come with their leases from StartBatch).
-	lease   replicas.Lease
-	leasing context.CancelCauseFunc
-	// lanes are its provider's and its model's effective lanes when it was granted: what
-	// its leases claim, so that lanes learned lower hold across the replicas too.
-	lanes [2]int
-	// keyName is its key's shared name when the replicas share key_rate_limit (its
-	// provider actor's: set at its start and each retry), and charged the shared buckets
-	// its leases and retries charged, for the correction from its usage (sharedbuckets.go).
-	keyName string
-	charged []replicas.Bucket
 }
 
-// ending is how a started call ended, for its provider's health and learned lanes.
+// prior is the running call a requeue replaces, and how its start ended: its provider frees
+// its lanes as the requeue arrives.
+type prior struct {
+	c   *call
+	end ending
+}
+
+// ending is how a started call ended, for its provider's health and learned lanes: the
+// stream's last word on it, carried by released and freed.
 type ending struct {
 	attempts int       // backend attempts its stream made
 	key      int       // the key of the last attempt
@@ -90,6 +62,9 @@ type ending struct {
 	err      error     // a backend error after it answered, or the last attempt's failure; nil for a clean end or a stop
 	usage    llm.Usage // what the backend reported
 	quota    *llm.Quota
+	// charged are the replicas' shared buckets its leases and retries charged, for the
+	// correction from its usage (sharedbuckets.go).
+	charged []replicas.Bucket
 }
 
 // answer delivers the call's one result; it reports false, delivering nothing, when the
@@ -102,37 +77,22 @@ func (c *call) answer(r admitResult) bool {
 	return true
 }
 
-// queueWait is how long the call has waited for admission by now (or until it started),
-// in this provider's queue.
-func (c *call) queueWait(now time.Time) time.Duration {
-	if !c.started.IsZero() {
-		return c.started.Sub(c.entered)
-	}
-	if c.entered.IsZero() {
-		return 0
-	}
-	return now.Sub(c.entered)
-}
-
 // again is the call that carries on with the same request on the same model after c was
-// refused for capacity: a new id, its place in the FIFO and its deadline kept.
-func (c *call) again(id policy.ID, attempts int) *call {
+// refused for capacity on start st, which ended as end: a new id, its place in the FIFO and
+// its deadline kept.
+func (c *call) again(id policy.ID, attempts int, st *start, end ending) *call {
+	arrived := c.arrived
+	if arrived.IsZero() {
+		arrived = st.entered()
+	}
 	return &call{id: id, ctx: c.ctx, req: c.req, route: c.route, prio: c.prio, client: c.client, reply: make(chan admitResult, 1),
-		tokens: c.tokens, arrived: c.placed(), requeueOf: c, attempts: c.attempts + attempts,
-		requeues: c.requeues + 1, deadline: c.deadline, bound: c.bound, keyTokens: c.keyTokens}
+		tokens: c.tokens, arrived: arrived, deadline: st.deadline, requeueOf: &prior{c: c, end: end}, attempts: c.attempts + attempts,
+		requeues: c.requeues + 1, bound: c.bound, keyTokens: c.keyTokens}
 }
 
 // member is the call as the policy knows it running on model m.
 func (c *call) member(m int) policy.Member {
 	return policy.Member{ID: c.id, Model: m, Class: c.prio, Tokens: c.tokens, Client: c.client}
-}
-
-// placed is the call's place in its FIFO.
-func (c *call) placed() time.Time {
-	if c.arrived.IsZero() {
-		return c.entered
-	}
-	return c.arrived
 }
 
 // admitResult answers a call: a running stream, or why not.
@@ -201,19 +161,35 @@ type wake struct{}
 // offerDue, from a provider actor to itself: send the offer (after the messages before it).
 type offerDue struct{}
 
-// startCall, from a provider actor to the lane actor of the call's model: run it.
-type startCall struct{ c *call }
+// startCall, from a provider actor to the lane actor of the call's model: run it with what
+// the provider decided as it started it.
+type startCall struct {
+	c   *call
+	run start
+}
 
 // abort, from a provider actor to a lane actor: a call whose start the lane lost in a crash
-// was answered with an error; drop whatever the lane holds of it.
-type abort struct{ c *call }
+// was answered with an error; drop whatever the lane holds of it, and give back the lease a
+// batch member came with.
+type abort struct {
+	c     *call
+	lease replicas.Lease
+}
 
-// released, from a stream to its lane actor: the backend has stopped, the lanes are free.
-type released struct{ c *call }
+// released, from a stream to its lane actor: the backend has stopped, the lanes are free;
+// end is how the call ended.
+type released struct {
+	c   *call
+	end ending
+}
 
-// freed, from a lane actor to its provider actor: a call's lanes are free; c.end says how it
-// ended.
-type freed struct{ c *call }
+// freed, from a lane actor to its provider actor: a call's lanes are free; end says how it
+// ended (nil for a call that never ran). It points at the ending its stream's released
+// carried, which nobody writes once sent.
+type freed struct {
+	c   *call
+	end *ending
+}
 
 // retryAsk, from a call's stream (in the caller's goroutine) to its provider actor: the
 // attempt failed with err; record what it says and answer whether to try again, and how.
@@ -222,11 +198,15 @@ type retryAsk struct {
 	c        *call
 	err      error
 	key      int // the key the failed attempt used
-	n        int // the failed attempt's number on this start (see call.recorded)
+	n        int // the failed attempt's number on this start (see run.recorded)
 	attempts int // attempts made on this model, the failed one included
 	backoffs int // of those retries, the ones that backed off
 	tried    uint64
-	reply    chan retryAnswer // buffered
+	// leased says the call holds leases on the replicas' shared limits, which charged the
+	// shared buckets charged: a retry charges them again (sharedbuckets.go).
+	leased  bool
+	charged []replicas.Bucket
+	reply   chan retryAnswer // buffered
 }
 
 // answer puts ans on the ask's reply unless an answer is there already: a failure path may
@@ -247,7 +227,8 @@ type retryAnswer struct {
 	key     int
 	wait    time.Duration
 	requeue bool
-	err     error // the error to answer with when neither; nil: the attempt's own
+	err     error             // the error to answer with when neither; nil: the attempt's own
+	charged []replicas.Bucket // a leased call's shared buckets once it retries
 }
 
 // reportRunning, from a provider actor rebuilding its state to each of its lane actors.
@@ -256,7 +237,15 @@ type reportRunning struct{}
 // laneReport, from a lane actor to its provider actor: the calls running on the lane.
 type laneReport struct {
 	m     int
-	calls []*call
+	calls []runningCall
+}
+
+// runningCall is a call a lane runs, as its rebuilt provider's policy resumes it: on which
+// key, since when.
+type runningCall struct {
+	member  policy.Member
+	started time.Time
+	key     int
 }
 
 // cancelAll, from a provider actor to its lane actors: stop every running call with cause.

@@ -22,9 +22,9 @@ import (
 // every call.
 //
 // Facts and derived state are kept apart so that a crash loses nothing that matters. The
-// facts are the calls it holds that have not started (waiting: each call carries its place,
-// deadline and whether its verdict kept it), its lane actors, its protocol epoch and
-// generation, and its health. Everything else is derived: after a crash, rebuild makes a new
+// facts are its records of the calls it holds that have not started (waiting: each call's
+// place, deadline and whether its verdict kept it) and of those it started (runs), its lane
+// actors, its protocol epoch and generation, and its health. Everything else is derived: after a crash, rebuild makes a new
 // policy.Provider from the calls still waiting and from the calls its lane actors report
 // running, with the same key rings and the lanes and start cap its health decided, starts a
 // new epoch (which voids the grants in flight), and offers afresh.
@@ -55,7 +55,8 @@ type providerActor struct {
 	reloads providerReload
 
 	// Facts, kept across a rebuild.
-	waiting     map[policy.ID]*call
+	waiting     map[policy.ID]wait
+	runs        map[policy.ID]run
 	reserved    map[*batchCall]*reservation // batch members started in the policy, not yet settled
 	lanes       []*actor.PID
 	epoch, sync uint64
@@ -75,6 +76,10 @@ type providerActor struct {
 	rebuilding bool
 	reportsDue bool
 	reported   []bool
+	// unreported are the started calls no lane has reported yet in the rebuild: a record
+	// still here once every lane has is of a call that runs nowhere (its start was handed
+	// back and the message that said so lost in the crash), and is forgotten.
+	unreported map[policy.ID]bool
 
 	timer  *time.Timer
 	wakeAt time.Time // when timer fires; zero when none is armed
@@ -98,7 +103,7 @@ type providerActor struct {
 
 func newProviderActor(g *Gateway, s *slot, pv Provider, models []Model) *providerActor {
 	a := &providerActor{g: g, p: s.p, name: pv.Name, slot: s, pv: pv, models: models, gone: make([]bool, len(models)),
-		waiting: map[policy.ID]*call{}, reserved: map[*batchCall]*reservation{}, blocks: map[int]block{},
+		waiting: map[policy.ID]wait{}, runs: map[policy.ID]run{}, reserved: map[*batchCall]*reservation{}, blocks: map[int]block{},
 		mode: actor.NewBehavior()}
 	a.mode.Become(a.receiveNormal)
 	a.vitals, a.peers, a.batches, a.reloads = providerHealth{a}, replicaLink{a}, batchPart{a}, providerReload{a}
@@ -142,7 +147,7 @@ func (a *providerActor) receiveNormal(ctx actor.Context) {
 	case *grants:
 		a.grants(ctx, m)
 	case *freed:
-		a.freed(ctx, m.c)
+		a.freed(ctx, m.c, m.end)
 	case *withdraw:
 		a.withdraw(ctx, m.c)
 	case *retryAsk:
@@ -248,13 +253,16 @@ func (a *providerActor) start(ctx actor.Context) {
 
 // answerRetry answers a stream's question whether its failed attempt is tried again.
 func (a *providerActor) answerRetry(ctx actor.Context, m *retryAsk) {
-	if a.reloads.staleKeys(m.c) {
-		// Its backend and keys are those of before a reload: it ends as it is.
+	r, ok := a.runs[m.c.id]
+	if !ok || a.reloads.staleKeys(r.started) {
+		// Its backend and keys are those of before a reload: it ends as it is. (A call
+		// with no record is not running here: it never asks.)
 		m.answer(retryAnswer{})
 		return
 	}
 	now := a.g.now()
-	m.answer(a.vitals.retryAsk(m, now))
+	m.answer(a.vitals.retryAsk(m, &r, now))
+	a.runs[m.c.id] = r
 	a.update(ctx, now)
 }
 
@@ -275,13 +283,13 @@ func (a *providerActor) reserveOnce(ctx actor.Context, m *reserve) {
 func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	now := a.g.now()
 	if old := c.requeueOf; old != nil {
-		a.finish(old, now)
+		a.finish(old.c, &old.end, now)
 	}
-	c.entered = now
-	if c.deadline.IsZero() {
-		c.deadline = now.Add(a.pv.QueueTimeout - c.keyWait) // the wait for its key's tokens counts
+	w := wait{c: c, entered: now, deadline: c.deadline}
+	if w.deadline.IsZero() {
+		w.deadline = now.Add(a.pv.QueueTimeout - c.keyWait) // the wait for its key's tokens counts
 	}
-	switch err := a.vitals.refusal(c, now); {
+	switch err := a.vitals.refusal(c, w.deadline, now); {
 	case c.requeueOf == nil && (a.retiring || a.gone[c.route.m]):
 		c.answer(admitResult{err: a.g.table.Load().notFound(c.route.id)}) // a reload removed it
 	case a.draining:
@@ -289,48 +297,62 @@ func (a *providerActor) arrive(ctx actor.Context, c *call) {
 	case err != nil:
 		c.answer(admitResult{err: err})
 	default:
-		a.enter(ctx, c, now)
+		a.enter(ctx, w, now)
 	}
 	a.update(ctx, now)
 }
 
 // enter starts a call at once on the provider's credit when it can, else queues it in the
 // policy; one the policy refuses is answered at once.
-func (a *providerActor) enter(ctx actor.Context, c *call, now time.Time) {
+func (a *providerActor) enter(ctx actor.Context, w wait, now time.Time) {
+	c := w.c
 	if a.creditable() {
-		if st, ok := a.pol.StartOnCredit(c.id, a.arrival(c), now); ok {
-			a.run(ctx, c, st.Key, now)
+		if st, ok := a.pol.StartOnCredit(c.id, a.arrival(&w), now); ok {
+			a.run(ctx, w, st.Key, now)
 			return
 		}
 	}
-	a.waiting[c.id] = c
-	if o, k := a.pol.Enter(c.id, a.arrival(c), now); o == policy.Rejected {
+	a.waiting[c.id] = w
+	if o, k := a.pol.Enter(c.id, a.arrival(&w), now); o == policy.Rejected {
 		delete(a.waiting, c.id)
 		c.answer(admitResult{err: &llm.Error{Kind: k, Provider: a.name, Message: "internal fault: the call could not be queued (" + k.String() + ")"}})
 	}
 }
 
-// arrival is the call as the policy queues it, from its facts.
-func (a *providerActor) arrival(c *call) policy.Arrival {
-	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Client: c.client, Arrived: c.placed(),
-		Deadline: c.deadline, Confirmed: c.confirmed || c.requeueOf != nil, Bound: c.bound}
+// arrival is the call as the policy queues it, from its wait record.
+func (a *providerActor) arrival(w *wait) policy.Arrival {
+	c := w.c
+	return policy.Arrival{Model: c.route.m, Class: c.prio, Tokens: c.tokens, Client: c.client, Arrived: w.placed(),
+		Deadline: w.deadline, Confirmed: w.confirmed || c.requeueOf != nil, Bound: c.bound}
 }
 
 // finish frees a started call's lanes once: its tokens are corrected from what the backend
-// reported, and its ending is applied to the provider's health. It reports whether the call
-// was running.
-func (a *providerActor) finish(c *call, now time.Time) bool {
-	if used := c.end.usage.PromptTokens + c.end.usage.CompletionTokens; used > 0 {
+// reported, and its ending (nil: it never ran) is applied to the provider's health. It
+// reports whether the call was running.
+func (a *providerActor) finish(c *call, end *ending, now time.Time) bool {
+	if end == nil {
+		end = &notRun
+	}
+	used := end.usage.PromptTokens + end.usage.CompletionTokens
+	if used > 0 {
 		a.pol.Correct(c.id, used, now)
 	}
-	a.peers.correctShared(c, c.end.usage.PromptTokens+c.end.usage.CompletionTokens)
-	a.g.rates.correct(c.client, c.keyTokens, c.end.usage.PromptTokens+c.end.usage.CompletionTokens)
+	a.peers.correctShared(end.charged, used)
+	a.g.rates.correct(c.client, c.keyTokens, used)
+	r, ok := a.runs[c.id]
+	delete(a.runs, c.id)
 	if !a.pol.Finish(c.id, now) {
 		return false
 	}
-	a.vitals.settle(c, now)
+	if !ok {
+		r = run{c: c}
+	}
+	a.vitals.settle(&r, end, now)
 	return true
 }
+
+// notRun is the ending of a call that never ran (read only).
+var notRun ending
 
 // grants starts what the supervisor granted, applies its verdicts and its acknowledgement.
 // The supervisor predicts that each grant starts a waiting request it did not count as kept,
@@ -348,33 +370,36 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 			continue
 		}
 		changed = changed || again
-		c := a.waiting[id]
+		w, ok := a.waiting[id]
 		delete(a.waiting, id)
-		if c == nil || c.answered.Load() {
+		if !ok || w.c.answered.Load() {
 			// Answered while it waited (a supervision strategy answered it after a crash):
 			// nobody runs it, so its lanes are free again.
 			a.pol.Finish(id, now)
 			changed = true
 			continue
 		}
-		a.run(ctx, c, st.Key, now)
+		a.run(ctx, w, st.Key, now)
 	}
 	for _, v := range m.v {
-		c := a.waiting[v.ID]
+		w, ok := a.waiting[v.ID]
 		kind, gone := a.pol.Verdict(v)
 		switch {
 		case gone:
 			delete(a.waiting, v.ID)
-			if c != nil {
-				c.answer(admitResult{err: a.busy(kind, c, now), queueWait: c.queueWait(now)})
+			if ok {
+				w.c.answer(admitResult{err: a.busy(kind, w.c, now), queueWait: w.queueWait(now)})
 			}
 			changed = true
-		case c == nil:
+		case !ok:
 			// Moot: the request started or left meanwhile, but the supervisor counted it as
 			// kept or removed; it must hear what became of it.
 			changed = true
 		case v.Epoch == a.epoch:
-			c.confirmed = !v.Overloaded && !v.QueueFull // kept, now or by an earlier verdict
+			if kept := !v.Overloaded && !v.QueueFull; kept != w.confirmed { // kept, now or by an earlier verdict
+				w.confirmed = kept
+				a.waiting[v.ID] = w
+			}
 		}
 	}
 	if m.ack != nil && a.pol.Ack(*m.ack) > 0 {
@@ -390,12 +415,19 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 	a.arm(now)
 }
 
-// run hands a call the policy started on key to its model's lane.
-func (a *providerActor) run(ctx actor.Context, c *call, key int, now time.Time) {
-	a.reloads.current(c)
-	a.vitals.started(c, key, now)
-	c.lanes = [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}
-	send(ctx, a.lanes[c.route.m], &startCall{c: c})
+// run hands a call the policy started on key to its model's lane, with what the lane and
+// its stream need of the start; the provider keeps its own record of it (runs).
+func (a *providerActor) run(ctx actor.Context, w wait, key int, now time.Time) {
+	c := w.c
+	r := run{c: c, probe: w.probe}
+	a.vitals.started(&r, key, now)
+	a.runs[c.id] = r
+	m := &startCall{c: c}
+	m.run.set(&a.pv, &r, w.entered, w.deadline)
+	if a.g.opts.Shared != nil {
+		m.run.shared = &startShared{lanes: [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}, keyName: r.keyName}
+	}
+	send(ctx, a.lanes[c.route.m], m)
 }
 
 // creditable reports whether the provider may hold and use standing credit: not while it
@@ -414,9 +446,9 @@ func (a *providerActor) update(ctx actor.Context, now time.Time) {
 	a.offer(ctx, now)
 }
 
-func (a *providerActor) freed(ctx actor.Context, c *call) {
+func (a *providerActor) freed(ctx actor.Context, c *call, end *ending) {
 	now := a.g.now()
-	if a.finish(c, now) {
+	if a.finish(c, end, now) {
 		a.update(ctx, now)
 	}
 }
@@ -424,8 +456,9 @@ func (a *providerActor) freed(ctx actor.Context, c *call) {
 func (a *providerActor) withdraw(ctx actor.Context, c *call) {
 	now := a.g.now()
 	if a.pol.Cancel(c.id) {
+		w := a.waiting[c.id]
 		delete(a.waiting, c.id)
-		c.answer(admitResult{err: c.ctx.Err(), queueWait: c.queueWait(now)})
+		c.answer(admitResult{err: c.ctx.Err(), queueWait: w.queueWait(now)})
 		a.offer(ctx, now)
 	}
 }
@@ -436,9 +469,9 @@ func (a *providerActor) wake(ctx actor.Context) {
 	now := a.g.now()
 	a.buf = a.pol.Expire(now, a.buf[:0])
 	for _, id := range a.buf {
-		if c := a.waiting[id]; c != nil {
+		if w, ok := a.waiting[id]; ok {
 			delete(a.waiting, id)
-			c.answer(admitResult{err: a.busy(llm.KindQueueTimeout, c, now), queueWait: c.queueWait(now)})
+			w.c.answer(admitResult{err: a.busy(llm.KindQueueTimeout, w.c, now), queueWait: w.queueWait(now)})
 		}
 	}
 	a.offer(ctx, now)
@@ -517,13 +550,13 @@ func (a *providerActor) stopTimer() {
 
 // answerWaiting answers a waiting call with err and forgets it.
 func (a *providerActor) answerWaiting(id policy.ID, err error, now time.Time) {
-	c := a.waiting[id]
-	if c == nil {
+	w, ok := a.waiting[id]
+	if !ok {
 		return
 	}
 	a.pol.Cancel(id)
 	delete(a.waiting, id)
-	c.answer(admitResult{err: err, queueWait: c.queueWait(now)})
+	w.c.answer(admitResult{err: err, queueWait: w.queueWait(now)})
 }
 
 // drain answers every waiting call gateway_draining and has the lanes stop what runs; the

@@ -40,10 +40,10 @@ func (a *providerActor) fail(ctx actor.Context) {
 		a.epoch++
 		a.pol.Rebuilt(now, a.epoch, a.sync)
 	}
-	for id, c := range a.waiting {
+	for id, w := range a.waiting {
 		a.pol.Cancel(id)
 		delete(a.waiting, id)
-		c.answer(admitResult{err: providerDown(a.name), queueWait: c.queueWait(now)})
+		w.c.answer(admitResult{err: providerDown(a.name), queueWait: w.queueWait(now)})
 	}
 	a.pol.SetEffectiveLanes(0)
 	for _, l := range a.lanes {
@@ -62,7 +62,8 @@ func (d outOfService) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *arrive:
 		if old := m.c.requeueOf; old != nil {
-			a.pol.Finish(old.id, now)
+			a.pol.Finish(old.c.id, now)
+			delete(a.runs, old.c.id)
 		}
 		m.c.answer(admitResult{err: providerDown(a.name)})
 	case *retryAsk:
@@ -136,14 +137,16 @@ func (d outOfService) settle(ctx actor.Context, m *settle, now time.Time) {
 // provider offer again.
 func (d outOfService) laneReport(ctx actor.Context, m *laneReport, now time.Time) {
 	a := d.a
-	for _, c := range m.calls {
-		a.pol.Resume(c.member(m.m), c.started, c.key)
+	for _, rc := range m.calls {
+		a.pol.Resume(rc.member, rc.started, rc.key)
+		delete(a.unreported, rc.member.ID)
 	}
 	if m.m < len(a.reported) {
 		a.reported[m.m] = true
 	}
 	if a.reportsDue && !slices.Contains(a.reported, false) {
 		a.reportsDue = false
+		rebuildMode{a}.forgetUnreported()
 		d.offer(ctx, now)
 	}
 }
@@ -160,6 +163,7 @@ func (d outOfService) offer(ctx actor.Context, now time.Time) {
 func (d outOfService) finish(ctx actor.Context, c *call, now time.Time) {
 	a := d.a
 	a.pol.Finish(c.id, now)
+	delete(a.runs, c.id)
 	d.offer(ctx, now)
 	if a.draining && a.pol.Running() == 0 {
 		send(ctx, a.g.supervisor, &providerIdle{p: a.p})

@@ -23,9 +23,15 @@ func (a *providerActor) rebuild(ctx actor.Context) {
 	a.offerQueued = false // an offerDue lost in the crash must not hold every later offer back
 	a.pol = policy.NewProvider(a.spec())
 	clear(a.blocks)
-	for _, r := range a.reserved { // batch members: running in the policy, on no lane yet
-		for _, c := range r.calls {
-			a.pol.Resume(c.member(c.route.m), c.started, c.key)
+	a.unreported = make(map[policy.ID]bool, len(a.runs))
+	for id := range a.runs {
+		a.unreported[id] = true
+	}
+	for _, res := range a.reserved { // batch members: running in the policy, on no lane yet
+		for _, c := range res.calls {
+			r := a.runs[c.id]
+			a.pol.Resume(c.member(c.route.m), r.started, r.key)
+			delete(a.unreported, c.id)
 		}
 	}
 	a.rebuilding = true
@@ -62,14 +68,14 @@ func (r rebuildMode) receive(ctx actor.Context) {
 	case *retryAsk:
 		m.answer(retryAnswer{}) // the rebuild does not know the call's state: no retry; its ending records it
 	case *withdraw:
-		if c := a.waiting[m.c.id]; c != nil {
+		if w, ok := a.waiting[m.c.id]; ok {
 			delete(a.waiting, m.c.id)
-			c.answer(admitResult{err: c.ctx.Err(), queueWait: c.queueWait(now)})
+			w.c.answer(admitResult{err: w.c.ctx.Err(), queueWait: w.queueWait(now)})
 		}
 	case *freed:
-		a.finish(m.c, now)
+		a.finish(m.c, m.end, now)
 	case *unleased:
-		r.unleased(m.c, now)
+		r.unleased(m, now)
 	case *resync:
 		a.sync = m.sync // answered when the rebuild ends
 	case *recall:
@@ -100,8 +106,9 @@ func (r rebuildMode) laneReport(ctx actor.Context, m *laneReport) {
 	a := r.a
 	if m.m < len(a.reported) && !a.reported[m.m] {
 		a.reported[m.m] = true
-		for _, c := range m.calls {
-			a.pol.Resume(c.member(m.m), c.started, c.key)
+		for _, rc := range m.calls {
+			a.pol.Resume(rc.member, rc.started, rc.key)
+			delete(a.unreported, rc.member.ID)
 		}
 	}
 	if !slices.Contains(a.reported, false) {
@@ -109,47 +116,59 @@ func (r rebuildMode) laneReport(ctx actor.Context, m *laneReport) {
 	}
 }
 
+// forgetUnreported drops the records of started calls no lane reported, once all have.
+func (r rebuildMode) forgetUnreported() {
+	for id := range r.a.unreported {
+		delete(r.a.runs, id)
+	}
+	r.a.unreported = nil
+}
+
 // arrive keeps a call to be queued when the rebuild ends; a capacity requeue gives the
 // refused call's lanes back at once.
 func (r rebuildMode) arrive(c *call, now time.Time) {
 	a := r.a
 	if old := c.requeueOf; old != nil {
-		a.pol.Finish(old.id, now)
+		a.pol.Finish(old.c.id, now) // its freed, still to come, forgets its record
 	}
-	c.entered = now
-	if c.deadline.IsZero() {
-		c.deadline = now.Add(a.pv.QueueTimeout)
+	w := wait{c: c, entered: now, deadline: c.deadline}
+	if w.deadline.IsZero() {
+		w.deadline = now.Add(a.pv.QueueTimeout)
 	}
-	a.waiting[c.id] = c
+	a.waiting[c.id] = w
 }
 
 // unleased puts a call the replicas had no room for back to waiting: the rebuild requeues
 // it in arrival order (if a lane reported it running before it was handed back, that is
 // undone first).
-func (r rebuildMode) unleased(c *call, now time.Time) {
+func (r rebuildMode) unleased(m *unleased, now time.Time) {
 	a := r.a
+	c := m.c
 	a.pol.Finish(c.id, now)
-	c.started, c.confirmed = time.Time{}, true
-	a.waiting[c.id] = c
+	probe := a.runs[c.id].probe
+	delete(a.runs, c.id)
+	a.waiting[c.id] = wait{c: c, entered: m.run.entered(), deadline: m.run.deadline, confirmed: true, probe: probe}
 }
 
 // finish requeues the waiting calls in arrival order, starts a new epoch, and offers.
 func (r rebuildMode) finish(ctx actor.Context) {
 	a := r.a
 	now := a.g.now()
-	calls := make([]*call, 0, len(a.waiting))
-	for _, c := range a.waiting {
-		calls = append(calls, c)
+	r.forgetUnreported()
+	calls := make([]wait, 0, len(a.waiting))
+	for _, w := range a.waiting {
+		calls = append(calls, w)
 	}
-	slices.SortFunc(calls, func(x, y *call) int {
-		return cmp.Or(x.entered.Compare(y.entered), cmp.Compare(x.id, y.id))
+	slices.SortFunc(calls, func(x, y wait) int {
+		return cmp.Or(x.entered.Compare(y.entered), cmp.Compare(x.c.id, y.c.id))
 	})
-	for _, c := range calls {
+	for _, w := range calls {
+		c := w.c
 		if c.answered.Load() {
 			delete(a.waiting, c.id)
 			continue
 		}
-		ar := a.arrival(c)
+		ar := a.arrival(&w)
 		ar.Reported = true // offered before the crash: it awaits only its verdict
 		if o, _ := a.pol.Enter(c.id, ar, now); o == policy.Rejected {
 			delete(a.waiting, c.id)

@@ -6,7 +6,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
-	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // A reload (Gateway.Reconfigure, reload.go) reaches the actors as these messages. Each
@@ -174,11 +173,11 @@ func (pr providerReload) reconfigure(ctx actor.Context, m *reconfigureProvider) 
 	}
 }
 
-// staleKeys reports whether call c started before a reload changed the keys: its key index
-// names a key of the old ring, and its backend is the old one.
-func (pr providerReload) staleKeys(c *call) bool {
+// staleKeys reports whether a call started at started, before a reload changed the keys:
+// its key index names a key of the old ring, and its backend is the old one.
+func (pr providerReload) staleKeys(started time.Time) bool {
 	a := pr.a
-	return !a.keysSince.IsZero() && !c.started.IsZero() && c.started.Before(a.keysSince)
+	return !a.keysSince.IsZero() && !started.IsZero() && started.Before(a.keysSince)
 }
 
 // retire takes the provider out of the served set: from now on only what it runs and has
@@ -256,15 +255,6 @@ func (s *supervisor) retiredMember(b *batchCall) *call {
 		}
 	}
 	return nil
-}
-
-// current gives a call that starts now the provider's adapter and run_timeout in force: the
-// route it got at Start may predate a reload, and a queued call must not start on a replaced
-// adapter (its old keys, base_url) while its errors mark the new key ring.
-func (pr providerReload) current(c *call) {
-	a := pr.a
-	c.route.backend, c.route.timeout = a.pv.Backend, a.pv.RunTimeout
-	c.route.keyed, _ = a.pv.Backend.(llm.KeyedBackend)
 }
 
 // providerReload is the provider actor's part of reloads: it takes a reload's settings and

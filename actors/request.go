@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
+	"github.com/tollgate/tollgate/actors/replicas"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -74,6 +75,7 @@ func (a *requestActor) Receive(ctx actor.Context) {
 type stream struct {
 	g    *Gateway
 	c    *call
+	run  *start // what its provider started it with
 	lane *actor.PID
 	// self is the request actor serving the call, which its hang-up watcher tells: the lane
 	// names another when it stops (laneActor.requesterStopped). stopWatch unregisters the
@@ -107,20 +109,28 @@ type stream struct {
 	// failed is the failure the ending reports: a backend error after it answered, or the
 	// last failed attempt's, which its provider may already have recorded when asked.
 	failed error
+	// leased: the call holds leases on the replicas' shared limits, which charged the
+	// shared buckets charged (its retries charge them again: sharedbuckets.go).
+	leased  bool
+	charged []replicas.Bucket
+	// done is the stream's one released message, written as it finishes and never after:
+	// a value in the stream's own memory, so that the ending costs no allocation.
+	done released
 }
 
 // newStream makes a started call's context (cancellable with a cause, derived from the
 // client's so that values such as the trace span reach the adapters, but not its
 // cancellation: that goes through the request actor), the watcher that turns the client's
 // hang-up into a message to the request actor requester (at once if the client has already
-// gone), and arms its run timer.
-func newStream(g *Gateway, c *call, lane, requester *actor.PID) *stream {
+// gone), and arms its run timer. run is what its provider started it with; leased and
+// charged its hold on the replicas' shared limits.
+func newStream(g *Gateway, c *call, run *start, charged []replicas.Bucket, leased bool, lane, requester *actor.PID) *stream {
 	bctx, cancel := context.WithCancelCause(context.WithoutCancel(c.ctx))
-	s := &stream{g: g, c: c, lane: lane, ctx: bctx, cancelCtx: cancel, key: c.key}
+	s := &stream{g: g, c: c, run: run, lane: lane, ctx: bctx, cancelCtx: cancel, key: run.key, leased: leased, charged: charged}
 	s.self.Store(requester)
 	root := g.system.Root
 	s.stopWatch = context.AfterFunc(c.ctx, func() { send(root, s.self.Load(), &clientGone{s: s}) })
-	s.timer = time.AfterFunc(c.route.timeout, func() { s.cancel(errRunTimeout) })
+	s.timer = time.AfterFunc(run.timeout, func() { s.cancel(errRunTimeout) })
 	return s
 }
 
@@ -188,15 +198,14 @@ func (s *stream) afterFailure(err error) error {
 		if ans.backoff {
 			s.backoffs++
 		}
-		s.key, s.failed = ans.key, nil
+		s.key, s.failed, s.charged = ans.key, nil, ans.charged
 		if s.wait(ans.wait) {
 			return nil
 		}
 		err = s.explain(err)
 	case ans.requeue:
-		next := s.c.again(policy.ID(s.g.nextID.Add(1)), s.attempts)
-		s.finishLocked()
-		return &requeued{next: next}
+		end := s.finishLocked()
+		return &requeued{next: s.c.again(policy.ID(s.g.nextID.Add(1)), s.attempts, s.run, end)}
 	default:
 		if ans.err != nil {
 			err = ans.err
@@ -215,12 +224,12 @@ func (r *requeued) Error() string { return "requeued after the backend refused t
 
 // ask reports a failed attempt to the provider actor and waits for its decision; a call
 // cancelled meanwhile (or a gateway stopping) ends with the attempt's error. Whether the
-// failure was recorded is the provider's to say (call.recorded): an answer from a crash's
+// failure was recorded is the provider's to say (run.recorded): an answer from a crash's
 // strategy or a rebuild records nothing, and the ending then records it (settle).
 func (s *stream) ask(err error) retryAnswer {
 	reply := make(chan retryAnswer, 1)
 	send(s.g.system.Root, s.c.route.slot.pid.Load(), &retryAsk{c: s.c, err: err, key: s.key, n: s.attempts,
-		attempts: s.c.attempts + s.attempts, backoffs: s.backoffs, tried: s.tried, reply: reply})
+		attempts: s.c.attempts + s.attempts, backoffs: s.backoffs, tried: s.tried, leased: s.leased, charged: s.charged, reply: reply})
 	select {
 	case ans := <-reply:
 		return ans
@@ -254,10 +263,10 @@ func (s *stream) safeOpen() (st llm.Stream, err error) {
 				Message: fmt.Sprintf("internal fault in the %s adapter: %v", s.c.route.provider, r)}
 		}
 	}()
-	if kb := s.c.route.keyed; kb != nil {
+	if kb := s.run.keyed; kb != nil {
 		return kb.OpenWithKey(s.ctx, s.c.req, s.key)
 	}
-	return s.c.route.backend.Open(s.ctx, s.c.req)
+	return s.run.backend.Open(s.ctx, s.c.req)
 }
 
 // Next returns the backend's next chunk, with a cancelled call's error explained. The
@@ -330,13 +339,13 @@ func (s *stream) abandon() {
 }
 
 // finishLocked gives the lanes back: the backend has stopped. Called with mu held, once. What
-// the call's provider needs of its ending is written on the call first.
-func (s *stream) finishLocked() {
+// the call's provider needs of its ending goes with the release, and is returned.
+func (s *stream) finishLocked() ending {
 	s.closed = true
 	s.timer.Stop()
 	s.stopWatch()
-	end := &s.c.end
-	end.attempts, end.key, end.opened, end.err, end.usage = s.attempts, s.key, s.opened, s.failed, s.usage
+	s.done = released{c: s.c, end: ending{attempts: s.attempts, key: s.key, opened: s.opened, err: s.failed, usage: s.usage, charged: s.charged}}
+	end := &s.done.end
 	if end.opened {
 		if qr, ok := s.inner.(llm.QuotaReporter); ok {
 			if q := qr.Quota(); q.Known() {
@@ -347,7 +356,8 @@ func (s *stream) finishLocked() {
 	if s.ctx.Err() == nil {
 		s.cancelCtx(context.Canceled) // releases the context's resources; the call has ended
 	}
-	send(s.g.system.Root, s.lane, &released{c: s.c})
+	send(s.g.system.Root, s.lane, &s.done)
+	return *end
 }
 
 // explain maps an error seen after the call's context was cancelled to what the client is
@@ -359,7 +369,7 @@ func (s *stream) explain(err error) error {
 		return err
 	case errors.Is(cause, errRunTimeout):
 		return &llm.Error{Kind: llm.KindRunTimeout, Provider: s.c.route.provider,
-			Message: fmt.Sprintf("%s ran past its run_timeout (%s) and was stopped", s.c.route.id, s.c.route.timeout)}
+			Message: fmt.Sprintf("%s ran past its run_timeout (%s) and was stopped", s.c.route.id, s.run.timeout)}
 	case errors.Is(cause, errClientGone):
 		return context.Canceled
 	case errors.Is(cause, errProviderFailed):

@@ -95,18 +95,18 @@ func (g *Gateway) LeaseNotice(scopes []string) {
 }
 
 // claim is what call c needs of the replicas' shared state: a slot of max_running, of its
-// provider's lanes and of its model's lanes (as this replica learned them, when lower:
-// each replica's learning caps the whole cluster), of its client key's max_running
+// provider's lanes and of its model's lanes (as this replica learned them, learned, when
+// lower: each replica's learning caps the whole cluster), of its client key's max_running
 // (clientScopes), and its provider's rate_limit (a request of rpm, its estimated tokens of
-// tpm), and its key's key_rate_limit alike.
-func (g *Gateway) claim(c *call) replicas.Claim {
+// tpm), and its key's key_rate_limit alike (keyName, a replicas.KeyScope; "": none).
+func (g *Gateway) claim(c *call, learned [2]int, keyName string) replicas.Claim {
 	r := c.route
 	pv := &g.table.Load().provs[r.p].Provider
 	lanes, modelLanes := pv.Lanes, g.table.Load().model(r.p, r.m).Lanes
-	if n := c.lanes[0]; n >= 1 && n < lanes { // learned lower: a cap across the replicas too
+	if n := learned[0]; n >= 1 && n < lanes { // learned lower: a cap across the replicas too
 		lanes = n
 	}
-	if n := c.lanes[1]; n >= 1 && n < modelLanes {
+	if n := learned[1]; n >= 1 && n < modelLanes {
 		modelLanes = n
 	}
 	cl := replicas.Claim{Scopes: []replicas.Scope{{Name: replicas.GatewayScope, Limit: g.caps.Load().limits.MaxRunning},
@@ -118,7 +118,7 @@ func (g *Gateway) claim(c *call) replicas.Claim {
 	if rl := pv.RateLimit; rl.TPM > 0 && c.tokens > 0 {
 		cl.Buckets = append(cl.Buckets, replicas.Bucket{Name: replicas.TokenScope(pv.Name), PerMinute: rl.TPM, Cost: c.tokens})
 	}
-	cl.Buckets = append(cl.Buckets, keyBuckets(pv.KeyRateLimit, c.keyName, c.tokens)...)
+	cl.Buckets = append(cl.Buckets, keyBuckets(pv.KeyRateLimit, keyName, c.tokens)...)
 	return cl
 }
 
@@ -134,7 +134,7 @@ func (g *Gateway) leaseBatch(ctx context.Context, b *batchCall) error {
 	}
 	claims := make([]replicas.Claim, len(b.members))
 	for i, c := range b.members {
-		claims[i] = g.claim(c)
+		claims[i] = g.claim(c, [2]int{}, "") // configured lanes; its key is chosen as it starts
 	}
 	ls, err := sh.Acquire(ctx, claims)
 	var busy *replicas.Busy
@@ -149,17 +149,18 @@ func (g *Gateway) leaseBatch(ctx context.Context, b *batchCall) error {
 		return &llm.Error{Kind: llm.KindProviderUnavailable, RetryAfter: time.Second,
 			Message: fmt.Sprintf("the replicas' shared state refused the batch's leases: %v", err)}
 	}
+	b.leases = make(map[policy.ID]memberLease, len(b.members))
 	for i, c := range b.members {
-		c.lease, c.charged = ls[i], claims[i].Buckets
+		b.leases[c.id] = memberLease{lease: ls[i], charged: claims[i].Buckets}
 	}
 	return nil
 }
 
-// unleaseBatch gives back the leases of a batch that did not start.
+// unleaseBatch gives back the leases of a batch that did not start (a lease is given back
+// once however often it is released).
 func unleaseBatch(b *batchCall) {
-	for _, c := range b.members {
-		if l := c.lease; l != nil {
-			c.lease = nil
+	for _, ml := range b.leases {
+		if l := ml.lease; l != nil {
 			go l.Release() // exits after one bounded round trip to the shared state
 		}
 	}
@@ -176,10 +177,12 @@ type leased struct {
 	charged []replicas.Bucket
 }
 
-// unleased, from a lane to its provider: the replicas have no room for call c now; put it
-// back in its place and block what was full, unless a notice came since gen.
+// unleased, from a lane to its provider: the replicas have no room for call c, started as
+// run says, now; put it back in its place and block what was full, unless a notice came
+// since gen.
 type unleased struct {
 	c    *call
+	run  start
 	busy *replicas.Busy
 	gen  uint64
 }
@@ -187,18 +190,20 @@ type unleased struct {
 // leaseFreed, from LeaseNotice to every provider actor.
 type leaseFreed struct{ scopes []string }
 
-// acquire asks the shared state for call c's leases; the lane holds c as running (its
-// provider's policy does) until the answer.
-func (a *laneActor) acquire(ctx actor.Context, c *call) {
+// acquire asks the shared state for the leases of r's call; the lane holds it as running
+// (its provider's policy does) until the answer.
+func (a *laneActor) acquire(ctx actor.Context, r laneRun) {
+	c := r.c
 	if c.answered.Load() {
 		send(ctx, ctx.Parent(), &freed{c: c}) // answered while it was on its way: nobody runs it
 		return
 	}
-	a.running[c.id] = c
 	lctx, cancel := context.WithCancelCause(c.ctx)
-	c.leasing = cancel
+	r.leasing = cancel
+	a.running[c.id] = r
 	gen := a.g.leaseGen.Load()
-	claims := []replicas.Claim{a.g.claim(c)}
+	learned := r.run.leases()
+	claims := []replicas.Claim{a.g.claim(c, learned.lanes, learned.keyName)}
 	root, self, sh := a.g.system.Root, ctx.Self(), a.g.opts.Shared
 	go func() { // exits when Acquire returns: one bounded round trip, or lctx's end
 		m := &leased{c: c, gen: gen, charged: claims[0].Buckets}
@@ -215,37 +220,36 @@ func (a *laneActor) acquire(ctx actor.Context, c *call) {
 // replicas are full, and ends it when its client left or its lane was told to stop.
 func (a *laneActor) leased(ctx actor.Context, m *leased) {
 	c := m.c
-	if c.leasing == nil { // handled already: sent again after a crash in the middle of it
-		if m.lease != nil && m.lease != c.lease {
+	r, mine := a.running[c.id]
+	if !mine || r.leasing == nil {
+		// Handled already (sent again after a crash in the middle of it), or dropped
+		// meanwhile (its start was lost in a crash and answered).
+		if m.lease != nil && m.lease != r.lease {
 			go m.lease.Release() // exits after one bounded round trip
 		}
-		if lostCall(c, "lane for "+c.route.model, a.g.now()) { // the crash stopped it before it ran
-			a.drop(ctx, c)
+		if lostCall(c, "lane for "+c.route.model, r.queueWait()) { // the crash stopped it before it ran
+			a.drop(ctx, c, nil)
 		}
 		return
 	}
-	c.leasing(context.Canceled) // frees the context; a no-op after a cancellation
-	c.leasing = nil
-	_, mine := a.running[c.id]
+	r.leasing(context.Canceled) // frees the context; a no-op after a cancellation
+	r.leasing = nil
+	a.running[c.id] = r
 	var busy *replicas.Busy
 	switch {
-	case mine && m.err == nil && m.cause == nil && !c.answered.Load():
-		c.lease, c.charged = m.lease, m.charged
-		delete(a.running, c.id)
-		a.start(ctx, c)
+	case m.err == nil && m.cause == nil && !c.answered.Load():
+		r.lease, r.charged = m.lease, m.charged
+		a.start(ctx, r)
 		return
 	case m.lease != nil:
 		go m.lease.Release() // nobody runs it; exits after one bounded round trip
-	case mine && m.cause == nil && errors.As(m.err, &busy):
+	case m.cause == nil && errors.As(m.err, &busy):
 		delete(a.running, c.id)
-		send(ctx, ctx.Parent(), &unleased{c: c, busy: busy, gen: m.gen})
+		send(ctx, ctx.Parent(), &unleased{c: c, run: *r.run, busy: busy, gen: m.gen})
 		return
 	}
-	if !mine {
-		return // dropped meanwhile (its start was lost in a crash and answered)
-	}
-	c.answer(admitResult{err: a.leaseFailure(c, m), queueWait: c.queueWait(a.g.now())})
-	a.release(ctx, c)
+	c.answer(admitResult{err: a.leaseFailure(c, m), queueWait: r.run.queueWait()})
+	a.release(ctx, c, nil)
 }
 
 // leaseFailure is the answer to a call that could not take its leases for another reason
@@ -269,17 +273,22 @@ func (rl replicaLink) unleased(ctx actor.Context, m *unleased) {
 	a := rl.a
 	now := a.g.now()
 	c := m.c
-	a.vitals.neutral(c, now) // it never ran: nothing to say of the provider's health (a probe lets the next go)
-	c.started, c.confirmed = time.Time{}, true
+	r, ok := a.runs[c.id]
+	if !ok {
+		r = run{c: c, started: m.run.started, key: m.run.key, keyName: m.run.leases().keyName}
+	}
+	delete(a.runs, c.id)
+	a.vitals.neutral(&r, now) // it never ran: nothing to say of the provider's health (a probe lets the next go)
+	w := wait{c: c, entered: m.run.entered(), deadline: m.run.deadline, confirmed: true, probe: r.probe}
 	if !a.pol.Unstart(c.id, now) {
 		// Not running in the policy (a rebuild that did not see it meanwhile): it enters
 		// again at its arrival's place, kept.
-		if o, _ := a.pol.Enter(c.id, a.arrival(c), now); o == policy.Rejected {
-			lostCall(c, "actor", now) // neither running nor new to the policy: never so
+		if o, _ := a.pol.Enter(c.id, a.arrival(&w), now); o == policy.Rejected {
+			lostCall(c, "actor", w.queueWait(now)) // neither running nor new to the policy: never so
 			return
 		}
 	}
-	a.waiting[c.id] = c
+	a.waiting[c.id] = w
 	switch {
 	case c.answered.Load():
 		a.pol.Cancel(c.id)
@@ -288,8 +297,8 @@ func (rl replicaLink) unleased(ctx actor.Context, m *unleased) {
 		a.answerWaiting(c.id, c.ctx.Err(), now)
 	case a.draining:
 		a.answerWaiting(c.id, &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}, now)
-	case keyRefused(m.busy, c):
-		rl.restKey(c, m.busy.Wait, now) // the next grant takes another key, if one is ready
+	case keyRefused(m.busy, r.keyName):
+		rl.restKey(c, r.key, m.busy.Wait, now) // the next grant takes another key, if one is ready
 	case a.g.leaseGen.Load() != m.gen: // a slot may have freed since: offer again
 	case clientRefused(m.busy, c):
 		rl.holdClient(c)

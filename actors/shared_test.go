@@ -33,8 +33,8 @@ func TestClaim(t *testing.T) {
 		{"learned lower", [2]int{2, 1}, scopes(2, 1)},
 		{"never above the configured", [2]int{9, 9}, scopes(4, 3)},
 	} {
-		c := &call{route: r, tokens: 120, lanes: tc.lanes, prio: llm.Interactive}
-		got := g.claim(c)
+		c := &call{route: r, tokens: 120, prio: llm.Interactive}
+		got := g.claim(c, tc.lanes, "")
 		if !reflect.DeepEqual(got.Scopes, tc.want) || !reflect.DeepEqual(got.Buckets, buckets) {
 			t.Errorf("%s: claim %+v, want scopes %+v and buckets %+v", tc.name, got, tc.want, buckets)
 		}
@@ -82,14 +82,14 @@ func TestClaimKeyBuckets(t *testing.T) {
 	g := newTestGateway(t, 8, 16, p)
 	r, _ := g.table.Load().lookup("p/m")
 	key := replicas.KeyScope("p", 0, 1)
-	c := &call{route: r, tokens: 120, keyName: key, prio: llm.Interactive}
+	c := &call{route: r, tokens: 120, prio: llm.Interactive}
 	want := []replicas.Bucket{{Name: replicas.RateScope("p"), PerMinute: 60, Cost: 1},
 		{Name: "rpm/key/p/0/1", PerMinute: 30, Burst: 2, Cost: 1}, {Name: "tpm/key/p/0/1", PerMinute: 3000, Cost: 120}}
-	if got := g.claim(c).Buckets; !reflect.DeepEqual(got, want) {
+	if got := g.claim(c, [2]int{}, key).Buckets; !reflect.DeepEqual(got, want) {
 		t.Errorf("buckets %+v, want %+v", got, want)
 	}
-	c.keyName = "" // no shared key_rate_limit (no shared state, or no real keys)
-	if got := g.claim(c).Buckets; !reflect.DeepEqual(got, want[:1]) {
+	// No key name: no shared key_rate_limit (no shared state, or no real keys).
+	if got := g.claim(c, [2]int{}, "").Buckets; !reflect.DeepEqual(got, want[:1]) {
 		t.Errorf("without a key name: buckets %+v, want %+v", got, want[:1])
 	}
 }

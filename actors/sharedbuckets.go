@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,62 +72,63 @@ func isKeyBucket(name string) bool {
 	return strings.HasPrefix(name, "rpm/key/") || strings.HasPrefix(name, "tpm/key/")
 }
 
-// keyRefused reports whether the replicas refused call c because its key's shared bucket
-// has no tokens now.
-func keyRefused(b *replicas.Busy, c *call) bool {
-	return c.keyName != "" && b.Scope == "" &&
-		(b.Bucket == replicas.KeyRateScope(c.keyName) || b.Bucket == replicas.KeyTokenScope(c.keyName))
+// keyRefused reports whether the replicas refused a call on the key named keyName (a
+// replicas.KeyScope; "" has none) because its shared bucket has no tokens now.
+func keyRefused(b *replicas.Busy, keyName string) bool {
+	return keyName != "" && b.Scope == "" &&
+		(b.Bucket == replicas.KeyRateScope(keyName) || b.Bucket == replicas.KeyTokenScope(keyName))
 }
 
-// restKey rests call c's key on this replica for wait, the time its shared bucket needs
-// for the call's tokens, so that the next grant picks another key; the calls no key can
-// serve in time are answered (keysChanged).
-func (rl replicaLink) restKey(c *call, wait time.Duration, now time.Time) {
+// restKey rests key key of call c's pool on this replica for wait, the time its shared
+// bucket needs for the call's tokens, so that the next grant picks another key; the calls
+// no key can serve in time are answered (keysChanged).
+func (rl replicaLink) restKey(c *call, key int, wait time.Duration, now time.Time) {
 	a := rl.a
 	pl, ring := a.pol.Keys(c.route.m)
-	if c.key < 0 || c.key >= ring.Len() {
+	if key < 0 || key >= ring.Len() {
 		return
 	}
 	wait = max(wait, time.Millisecond) // a wait under the script's millisecond still rests it
-	ring.RateLimited(c.key, wait, now)
-	a.g.log.Debug().Str("provider", a.name).Str("model", c.route.id).Int("key", c.key).Dur("for", wait).
+	ring.RateLimited(key, wait, now)
+	a.g.log.Debug().Str("provider", a.name).Str("model", c.route.id).Int("key", key).Dur("for", wait).
 		Msg("key at its key_rate_limit across the replicas: it rests until its bucket has the tokens")
 	a.vitals.keysChanged(pl, now)
 }
 
-// chargeRetry counts one more attempt of leased call c, on key, in the shared buckets: the
-// provider's it was charged and the retry key's own, which become the ones its usage
-// corrects.
-func (rl replicaLink) chargeRetry(c *call, key int) {
+// chargeRetry counts one more attempt of run r's call, leased as its stream says (m), on
+// key, in the shared buckets: the provider's it was charged and the retry key's own, which
+// become the ones its usage corrects. It returns the buckets charged now, which the stream
+// keeps (nil when not leased).
+func (rl replicaLink) chargeRetry(r *run, key int, m *retryAsk) []replicas.Bucket {
 	a := rl.a
-	if c.lease == nil {
+	if !m.leased {
 		// Not leased: no shared state, or a call of before the replicas shared it. (Not
-		// c.charged: a claim without buckets, no rate_limit, charged nothing yet.)
-		return
+		// m.charged: a claim without buckets, no rate_limit, charged nothing yet.)
+		return m.charged
 	}
-	c.keyName = rl.keyName(c, key)
+	r.keyName = rl.keyName(r.c, key)
 	var out []replicas.Bucket
-	for _, b := range c.charged {
+	for _, b := range m.charged {
 		if !isKeyBucket(b.Name) {
 			out = append(out, b)
 		}
 	}
-	out = append(out, keyBuckets(a.pv.KeyRateLimit, c.keyName, c.tokens)...)
-	c.charged = out
+	out = append(out, keyBuckets(a.pv.KeyRateLimit, r.keyName, r.c.tokens)...)
 	rl.adjustShared(charges(out))
+	return out
 }
 
-// chargeKey counts the key a leased batch member starts on in the shared buckets: its
-// leases were taken before its key was chosen (leaseBatch), so the key is counted, not
-// held back.
-func (rl replicaLink) chargeKey(c *call) {
+// chargeKey counts the key a leased batch member (run r, lease ml) starts on in the shared
+// buckets: its leases were taken before its key was chosen (leaseBatch), so the key is
+// counted, not held back. It returns the buckets the member has charged.
+func (rl replicaLink) chargeKey(r *run, ml memberLease) []replicas.Bucket {
 	a := rl.a
-	kb := keyBuckets(a.pv.KeyRateLimit, c.keyName, c.tokens)
-	if c.lease == nil || len(kb) == 0 {
-		return // not leased (see chargeRetry), or its key has no shared bucket
+	kb := keyBuckets(a.pv.KeyRateLimit, r.keyName, r.c.tokens)
+	if ml.lease == nil || len(kb) == 0 {
+		return ml.charged // not leased (see chargeRetry), or its key has no shared bucket
 	}
-	c.charged = append(c.charged, kb...)
 	rl.adjustShared(charges(kb))
+	return append(slices.Clip(ml.charged), kb...)
 }
 
 // charges are the adjustments that charge each of bs its cost once more.
@@ -138,12 +140,10 @@ func charges(bs []replicas.Bucket) []adjustment {
 	return adj
 }
 
-// correctShared replaces the estimate call c's last attempt charged to the shared tpm
-// buckets by the tokens the backend reported it used (none reported: the estimate stands).
-// It runs once per call: the charges are forgotten.
-func (rl replicaLink) correctShared(c *call, used int) {
-	bs := c.charged
-	c.charged = nil
+// correctShared replaces the estimate a call's last attempt charged to the shared tpm
+// buckets bs by the tokens the backend reported it used (none reported: the estimate
+// stands). It runs once per call, as its lanes are freed.
+func (rl replicaLink) correctShared(bs []replicas.Bucket, used int) {
 	if used <= 0 {
 		return
 	}

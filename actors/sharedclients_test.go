@@ -15,7 +15,7 @@ func TestClaimClientScope(t *testing.T) {
 	p := testProvider("p", newHeld(), "m")
 	g := newTestGateway(t, 8, 16, p)
 	r, _ := g.table.Load().lookup("p/m")
-	base := g.claim(&call{route: r, prio: llm.Interactive}).Scopes
+	base := g.claim(&call{route: r, prio: llm.Interactive}, [2]int{}, "").Scopes
 	for _, tc := range []struct {
 		name   string
 		client llm.Client
@@ -27,7 +27,7 @@ func TestClaimClientScope(t *testing.T) {
 		{"anonymous", llm.Client{MaxRunning: 3}, false, nil},
 		{"batch member", llm.Client{Name: "alice", MaxRunning: 3}, true, nil},
 	} {
-		got := g.claim(&call{route: r, prio: llm.Interactive, client: tc.client, batch: tc.batch}).Scopes
+		got := g.claim(&call{route: r, prio: llm.Interactive, client: tc.client, batch: tc.batch}, [2]int{}, "").Scopes
 		if want := append(append([]replicas.Scope{}, base...), tc.want...); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: scopes %+v, want %+v", tc.name, got, want)
 		}
