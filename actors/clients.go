@@ -17,18 +17,20 @@ import (
 // holds each client to its max_queued here, and answers a revoked client's queued calls.
 
 // clientTally counts each client's calls waiting in admission, gateway-wide, for
-// max_queued: a call counts from its entry until it starts or is turned away.
+// max_queued: a call counts while it waits (for its key's tokens, in a queue, back in one
+// after a capacity refusal, in a fallback's), not while it runs.
 type clientTally struct {
 	mu      sync.Mutex
 	waiting map[string]int
 }
 
-// enter counts a new call of c as waiting, or reports false, counting nothing, when c
-// already has its max_queued waiting.
-func (t *clientTally) enter(c llm.Client) bool {
+// enter counts a call of c as waiting, or reports false, counting nothing, when c already
+// has its max_queued waiting; with force it counts the call whatever the cap (a call back
+// in a queue, which keeps the place it had).
+func (t *clientTally) enter(c llm.Client, force bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c.MaxQueued > 0 && t.waiting[c.Name] >= c.MaxQueued {
+	if !force && c.MaxQueued > 0 && t.waiting[c.Name] >= c.MaxQueued {
 		return false
 	}
 	if t.waiting == nil {
@@ -47,20 +49,45 @@ func (t *clientTally) leave(c llm.Client) {
 	}
 }
 
-// admitClient counts a call for client c as waiting; it returns the function that counts
-// it out, or client_concurrency_limited when c already has its max_queued waiting. A client
-// without max_queued (the anonymous one among them) is not counted, which keeps the common
-// path free of the lock: a cap set by an edit holds for the calls that enter from then on.
-func (g *Gateway) admitClient(c llm.Client) (func(), error) {
-	if c.MaxQueued <= 0 {
-		return func() {}, nil
+// clientWait is one call's count in its client's max_queued. It is the call's own, used by
+// its caller's goroutine only.
+type clientWait struct {
+	t  *clientTally // nil: the client is not counted
+	c  llm.Client
+	in bool // counted as waiting now
+}
+
+// out counts the call as no longer waiting: it started, or was turned away. Again, it does
+// nothing.
+func (w *clientWait) out() {
+	if w.in {
+		w.t.leave(w.c)
+		w.in = false
 	}
-	if !g.clients.enter(c) {
-		return nil, &llm.Error{Kind: llm.KindClientConcurrency, RetryAfter: g.RetryAfter(),
+}
+
+// again counts the call as waiting once more, whatever the cap: it goes back to a queue.
+func (w *clientWait) again() {
+	if w.t != nil && !w.in {
+		w.t.enter(w.c, true)
+		w.in = true
+	}
+}
+
+// admitClient counts a call for client c as waiting, or answers client_concurrency_limited
+// when c already has its max_queued waiting. A client without max_queued (the anonymous one
+// among them) is not counted, which keeps the common path free of the lock: a cap set by an
+// edit holds for the calls that enter from then on.
+func (g *Gateway) admitClient(c llm.Client) (clientWait, error) {
+	if c.MaxQueued <= 0 {
+		return clientWait{}, nil
+	}
+	if !g.clients.enter(c, false) {
+		return clientWait{}, &llm.Error{Kind: llm.KindClientConcurrency, RetryAfter: g.RetryAfter(),
 			Message: "client key " + strconv.Quote(c.Name) + " already has its max_queued (" +
 				strconv.Itoa(c.MaxQueued) + ") calls waiting; try again later"}
 	}
-	return func() { g.clients.leave(c) }, nil
+	return clientWait{t: &g.clients, c: c, in: true}, nil
 }
 
 // revokeClient, from Gateway.RevokeClient to each provider actor: answer the waiting calls

@@ -190,3 +190,47 @@ func TestRevokeSkipsStoppedProviders(t *testing.T) {
 		t.Fatalf("%d queries went to the stopped provider", n)
 	}
 }
+
+// openHeld is a backend whose Open blocks until the test releases it, as a non-streaming
+// HTTP backend's does until its whole answer is ready.
+type openHeld struct {
+	opened  chan struct{}
+	release chan struct{}
+}
+
+func (b *openHeld) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
+	b.opened <- struct{}{}
+	select {
+	case <-b.release:
+		return instantStream{}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestClientMaxQueuedCountsOnlyWaiting: a call that started counts no more in its client's
+// max_queued, even while its backend has not answered yet, so the client's next call
+// queues behind it instead of being refused.
+func TestClientMaxQueuedCountsOnlyWaiting(t *testing.T) {
+	b := &openHeld{opened: make(chan struct{}, 4), release: make(chan struct{})}
+	g := newTestGateway(t, 10, 100, testProvider("p", b, "m"))
+	a := llm.Client{Name: "a", MaxQueued: 1}
+	running := startFor(g, a, "p/m")
+	<-b.opened // started: the backend holds its Open
+	queued := startFor(g, a, "p/m")
+	waitState(t, g, "one queued", func(st AdminState) bool { return st.Queued == 1 })
+	r := recv(t, startFor(g, a, "p/m"))
+	var e *llm.Error
+	if !errors.As(r.err, &e) || e.Kind != llm.KindClientConcurrency {
+		t.Fatalf("a second waiting call: %v, want client_concurrency_limited", r.err)
+	}
+	close(b.release)
+	for _, ch := range []chan result{running, queued} {
+		if r := recv(t, ch); r.err != nil {
+			t.Fatalf("a's call: %v", r.err)
+		} else if _, err := drain(t, r.stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitState(t, g, "idle", idle)
+}
