@@ -28,6 +28,11 @@ func post(ctx context.Context, url, model, prio string, stream bool) answer {
 	if prio != "" {
 		req.Header.Set("X-Gateway-Priority", prio)
 	}
+	return do(req)
+}
+
+// do sends req and reads its whole answer.
+func do(req *http.Request) answer {
 	res, err := rawClient.Do(req)
 	if err != nil {
 		return answer{err: err}

@@ -138,13 +138,7 @@ func keyPost(url, key, model, prio string) answer {
 	if prio != "" {
 		req.Header.Set("X-Gateway-Priority", prio)
 	}
-	res, err := rawClient.Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return answer{status: res.StatusCode, header: res.Header, body: string(b), err: err}
+	return do(req)
 }
 
 // keyStream opens a streamed call with key, waits for its first event and reads the rest

@@ -29,6 +29,17 @@ func (e *Engine) shared(ctx context.Context, op func(ctx context.Context) error)
 	return err
 }
 
+// mget reads keys in one round trip, as shared runs it.
+func (e *Engine) mget(ctx context.Context, keys []string) ([]any, error) {
+	var vals []any
+	err := e.shared(ctx, func(ctx context.Context) error {
+		var err error
+		vals, err = e.rdb.MGet(ctx, keys...).Result()
+		return err
+	})
+	return vals, err
+}
+
 // Cool makes the shared cooldown name (a key's, or anything else that rests for a while
 // on every replica at once) last at least d from now, never shortening it, and tells every
 // replica (Event Cooled) when it grew. It returns how long it now has left. d is cut to
@@ -110,12 +121,7 @@ func (e *Engine) Learned(ctx context.Context, scopes []string) (map[string]int, 
 	for i, s := range scopes {
 		keys[i] = e.ks.lanes(s)
 	}
-	var vals []any
-	err := e.shared(ctx, func(ctx context.Context) error {
-		var err error
-		vals, err = e.rdb.MGet(ctx, keys...).Result()
-		return err
-	})
+	vals, err := e.mget(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: learned: %w", err)
 	}

@@ -54,12 +54,7 @@ func (e *Engine) Spends(ctx context.Context, ps []Period) ([]int64, error) {
 	for i, p := range ps {
 		keys[i] = e.ks.spend(p)
 	}
-	var vals []any
-	err := e.shared(ctx, func(ctx context.Context) error {
-		var err error
-		vals, err = e.rdb.MGet(ctx, keys...).Result()
-		return err
-	})
+	vals, err := e.mget(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: spends: %w", err)
 	}
