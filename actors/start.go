@@ -32,11 +32,11 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 		return llm.Served{}, err
 	}
 	client := llm.ClientOf(ctx)
-	wait, err := g.admitClient(client)
+	waiting, err := g.admitClient(client)
 	if err != nil {
 		return llm.Served{}, err
 	}
-	defer wait.out()
+	defer waiting.out()
 	charge, err := g.rates.await(ctx, client, &chain[0], req)
 	if err != nil {
 		return llm.Served{}, err
@@ -56,7 +56,7 @@ func (g *Gateway) Start(ctx context.Context, model string, prio llm.Priority, re
 			}
 		}
 		sv.Model, sv.Provider = cand.id, cand.provider
-		s, err := g.serve(ctx, cand, prio, req, arrived, boundKey(b, bound, cand), charge, &wait, &sv)
+		s, err := g.serve(ctx, cand, prio, req, arrived, boundKey(b, bound, cand), charge, &waiting, &sv)
 		if err == nil {
 			sv.Stream = s
 			sv.Affinity = g.sessions.bind(req.Conversation, affinity.Binding{Provider: cand.provider, Key: s.key, Model: cand.id}, g.now()).String()
@@ -114,9 +114,9 @@ func (r *route) fallsBack(err error) bool {
 // serve admits the call on one model and opens it: its attempts and retries happen in open,
 // and a capacity refusal sends it back to the head of its queue, as often as its provider
 // allows. It adds its queue wait and attempts to sv. The call counts in its client's
-// max_queued (wait) while it waits for admission, not while it runs.
+// max_queued (waiting) while it waits for admission, not while it runs.
 // bound is 1 + the key the call's conversation prefers at r's provider (0: none).
-func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *llm.Request, arrived time.Time, bound int, charge keyCharge, wait *clientWait, sv *llm.Served) (*stream, error) {
+func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *llm.Request, arrived time.Time, bound int, charge keyCharge, waiting *clientWait, sv *llm.Served) (*stream, error) {
 	if err := g.refusing(r); err != nil {
 		return nil, err
 	}
@@ -126,9 +126,9 @@ func (g *Gateway) serve(ctx context.Context, r *route, prio llm.Priority, req *l
 		reply: make(chan admitResult, 1), arrived: arrived, tokens: g.estimate(r, req), bound: bound,
 		keyWait: charge.wait, keyTokens: charge.tokens}
 	for {
-		wait.again()
+		waiting.again()
 		res, err := g.admit(ctx, c)
-		wait.out()
+		waiting.out()
 		sv.QueueWait += res.queueWait
 		if err != nil {
 			return nil, err
