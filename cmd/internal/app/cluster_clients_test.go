@@ -56,16 +56,8 @@ func TestReplicasShareClientMaxRunning(t *testing.T) {
 			t.Errorf("bob's call on r2: %v", err)
 		}
 	})
-	select {
-	case <-gated.opened: // bob's
-	case <-time.After(5 * time.Second):
-		t.Fatal("bob's call did not start past alice's held calls")
-	}
-	select {
-	case <-gated.opened:
-		t.Fatal("a third call of alice opened with her max_running 2 running on the other replica")
-	case <-time.After(200 * time.Millisecond): // a call that would start, starts within this
-	}
+	opens(t, gated.opened, 5*time.Second, "bob's call did not start past alice's held calls")
+	opensNot(t, gated.opened, 200*time.Millisecond, "a third call of alice opened with her max_running 2 running on the other replica")
 	if n := gated.inflight.Load(); n != 3 {
 		t.Errorf("the backend runs %d calls, want alice's 2 and bob's", n)
 	}
@@ -153,25 +145,34 @@ func TestReplicaClientShareWithoutRedis(t *testing.T) {
 	for range 2 {
 		wg.Go(func() { _ = call(alice, apps[0]) })
 	}
-	select {
-	case <-b.opened:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no call of alice started on r1 without Redis: its share is 1")
-	}
+	opens(t, b.opened, 10*time.Second, "no call of alice started on r1 without Redis: its share is 1")
 	wg.Go(func() { _ = call(clientCtx(llm.Client{Name: "bob"}), apps[0]) })
-	select {
-	case <-b.opened: // bob's
-	case <-time.After(5 * time.Second):
-		t.Fatal("bob's call did not start past alice's")
-	}
-	select {
-	case <-b.opened:
-		t.Fatal("a second call of alice started on r1 without Redis, past its share (1) of her max_running 2")
-	case <-time.After(300 * time.Millisecond): // a call that would start, starts within this
-	}
+	opens(t, b.opened, 5*time.Second, "bob's call did not start past alice's")
+	opensNot(t, b.opened, 300*time.Millisecond, "a second call of alice started on r1 without Redis, past its share (1) of her max_running 2")
 	// Each notice (a poll) offers it again, so it may be between its queue and a refused
 	// acquire when looked at: it is seen waiting in its queue between them.
 	waitFor(t, "alice's second call waiting in r1's queue", func() bool {
 		return apps[0].Gateway.State().Providers[0].QueuedByClient["alice"] == 1
 	})
+}
+
+// opens waits within for a call to open at the backend (opened), failing with why if none does.
+func opens(t *testing.T, opened <-chan struct{}, within time.Duration, why string) {
+	t.Helper()
+	select {
+	case <-opened:
+	case <-time.After(within):
+		t.Fatal(why)
+	}
+}
+
+// opensNot fails with why if a call opens at the backend within the window: a call that
+// would start starts within it.
+func opensNot(t *testing.T, opened <-chan struct{}, window time.Duration, why string) {
+	t.Helper()
+	select {
+	case <-opened:
+		t.Fatal(why)
+	case <-time.After(window):
+	}
 }
