@@ -155,8 +155,12 @@ func TestQueueWaitHeaderIsTheRealWait(t *testing.T) {
 	bs, held := heldSet("p")
 	g := startGateway(t, strings.Replace(oneLane, "150ms", "10s", 1), bs)
 	ctx := context.Background()
+	sent := time.Now()
 	r1 := postAsync(ctx, g.URL, "p/m", "", false)
 	c1 := held.next(t)
+	// The first call queues for no one: its wait is the dispatch hop alone, inside the
+	// while it took to reach its backend (not 0 under load: the hop is real).
+	window := time.Since(sent)
 	r2 := postAsync(ctx, g.URL, "p/m", "", false)
 	g.waitQueued(t, 1)
 	start := time.Now()
@@ -164,8 +168,10 @@ func TestQueueWaitHeaderIsTheRealWait(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // the wait being measured, not synchronisation
 	}
 	close(c1.release)
-	if a := await(t, r1); a.header.Get("X-Gateway-Queue-Ms") != "0" {
-		t.Errorf("first call waited %s ms", a.header.Get("X-Gateway-Queue-Ms"))
+	if a := await(t, r1); a.header.Get("X-Gateway-Queue-Ms") == "" {
+		t.Error("first call: no X-Gateway-Queue-Ms")
+	} else if ms, _ := strconv.Atoi(a.header.Get("X-Gateway-Queue-Ms")); int64(ms) > window.Milliseconds() {
+		t.Errorf("first call waited %d ms, more than the %s it took to reach its backend", ms, window)
 	}
 	close(held.next(t).release)
 	a := await(t, r2)
