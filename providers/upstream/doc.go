@@ -7,8 +7,9 @@
 // docs/capacity-signals.md), the error kind its status means (KindForStatus), a capped read
 // of its error body, a whole answer read without mistaking a cut-off one for complete
 // (ReadAnswer, EndError) and scrubbing of keys from anything that may reach a client. Client
-// puts these together as the HTTP skeleton of the adapters that translate to a vendor's own
-// wire format (Anthropic, Gemini), which keep only what is the vendor's (Wire, Decoder). It
+// puts these together as the HTTP skeleton of every HTTP adapter (Anthropic, Gemini and the
+// OpenAI-compatible ones), which keep only what is the vendor's (Wire, Decoder; the OpenAI
+// adapter reads its chat stream with a loop of its own, the relay's hot path). It
 // depends on the standard library, providers/llm, providers/sse, providers/wirejson (its one
 // JSON reader) and OpenTelemetry's propagation API (a call carries its trace context to the
 // backend) only.
