@@ -5,6 +5,7 @@ import (
 	stdjson "encoding/json"
 	"errors"
 	"slices"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -34,8 +35,10 @@ var (
 // MarshalJSON (json.Marshal) does. A string that is not UTF-8 (only a client's raw bytes
 // bring one) is left to encoding/json.
 func Encode(v any, size int) ([]byte, error) {
-	var contents spans
-	b, err := encode(v, size, json.JoinOptions(v1, json.WithMarshalers(json.MarshalToFunc(contents.write))))
+	w := contentWriters.Get().(*contentWriter)
+	defer contentWriters.Put(w)
+	w.spans = w.spans[:0]
+	b, err := encode(v, size, w.opts)
 	switch {
 	case errors.Is(err, errors.Unwrap(errInvalidUTF8)):
 		var buf bytes.Buffer
@@ -46,7 +49,7 @@ func Encode(v any, size int) ([]byte, error) {
 	case err != nil:
 		return nil, err
 	}
-	return contents.escapeHTML(b), nil
+	return w.spans.escapeHTML(b), nil
 }
 
 // encode writes v with opts into a buffer of size and a quarter more: jsontext keeps a
@@ -60,6 +63,20 @@ func encode(v any, size int, opts json.Options) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// contentWriter is the marshaler of llm.Content for one Encode at a time and the spans it
+// wrote. It is pooled so that jsontext's cache of how its options marshal each type is not
+// built again for every request.
+type contentWriter struct {
+	opts  json.Options
+	spans spans
+}
+
+var contentWriters = sync.Pool{New: func() any {
+	w := new(contentWriter)
+	w.opts = json.JoinOptions(v1, json.WithMarshalers(json.MarshalToFunc(w.spans.write)))
+	return w
+}}
 
 // spans are where the contents lie in the output, in order: [start, end) offsets.
 type spans [][2]int64
