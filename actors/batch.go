@@ -336,10 +336,10 @@ func (bp batchPart) reserve(ctx actor.Context, m *reserve) {
 	}
 	// The start cap follows the breaker, whose period may have ended since it was last set:
 	// an open breaker turns half-open with time alone.
-	a.pol.SetStartCap(a.health.StartCap(now))
+	a.pol.Lanes().SetStartCap(a.health.StartCap(now))
 	// The wait a batch refused for lanes is told (batchRefusal's, before what only other
 	// blockers add): its second try after it keeps the lanes for it.
-	wait := max(a.g.RetryAfter(), a.pol.RetryAfter(batchTokens(m.calls), now))
+	wait := max(a.g.RetryAfter(), a.pol.Limiters().RetryAfter(batchTokens(m.calls), now))
 	res, blocker, ok := a.pol.Reserve(members, wait, now)
 	var why *llm.Error
 	if ok {
@@ -350,7 +350,7 @@ func (bp batchPart) reserve(ctx actor.Context, m *reserve) {
 			a.vitals.allow(&r, now)
 			a.runs[c.id] = r
 		}
-		a.pol.SetStartCap(a.health.StartCap(now))
+		a.pol.Lanes().SetStartCap(a.health.StartCap(now))
 		a.reserved[m.b] = &reservation{calls: m.calls, pol: res}
 	} else {
 		why = bp.batchRefusal(blocker, m.calls, now)

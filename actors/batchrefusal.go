@@ -20,7 +20,7 @@ func (bp batchPart) batchRefusal(b policy.Blocker, calls []*call, now time.Time)
 	pv := &a.pv
 	st := a.pol.Snapshot()
 	tokens := batchTokens(calls)
-	wait := max(a.g.RetryAfter(), a.pol.RetryAfter(tokens, now))
+	wait := max(a.g.RetryAfter(), a.pol.Limiters().RetryAfter(tokens, now))
 	n := len(calls)
 	var why string
 	switch b {
@@ -46,7 +46,7 @@ func (bp batchPart) batchRefusal(b policy.Blocker, calls []*call, now time.Time)
 	case policy.BlockedByModelLanes:
 		why = bp.modelLanesRefusal(st, calls, now)
 	case policy.BlockedByKeys:
-		w := a.pol.KeyWait(calls[0].route.m, now)
+		w := a.pol.Limiters().KeyWait(calls[0].route.m, now)
 		wait = max(wait, w)
 		why = fmt.Sprintf("the keys of provider %s have no room now for the batch's members (every key resting after the backend's rate limits, or at its key_rate_limit; the first is ready in %s)",
 			pv.Name, w.Round(time.Millisecond))

@@ -21,7 +21,7 @@ func (a *providerActor) busy(kind llm.Kind, c *call, now time.Time) *llm.Error {
 		return e
 	}
 	held, wait := a.heldBy(c, now)
-	e.RetryAfter = max(e.RetryAfter, wait, a.pol.RetryAfter(c.tokens, now))
+	e.RetryAfter = max(e.RetryAfter, wait, a.pol.Limiters().RetryAfter(c.tokens, now))
 	switch kind {
 	case llm.KindQueueFull:
 		e.Message = fmt.Sprintf("%s, and provider %s's queue is full (queue_length %d); try again shortly", held, pv.Name, pv.QueueLength)
@@ -60,7 +60,7 @@ func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
 		}
 		return fmt.Sprintf("model %s has all its model lanes busy (%d of %d)", c.route.id, ms.Running, ms.ModelLanes), 0
 	case policy.BlockedByKeys:
-		w := a.pol.KeyWait(c.route.m, now)
+		w := a.pol.Limiters().KeyWait(c.route.m, now)
 		if w > 0 {
 			return fmt.Sprintf("every key of %s is resting after the backend's rate limits (the first is ready in %s)", c.route.id, w.Round(time.Millisecond)), w
 		}
@@ -70,7 +70,7 @@ func (a *providerActor) heldBy(c *call, now time.Time) (string, time.Duration) {
 		}
 		return fmt.Sprintf("every key of %s was refused by the backend", c.route.id), 0
 	case policy.BlockedByRateLimit:
-		lim := a.pol.Limiter()
+		lim := a.pol.Limiters().Rate()
 		w, dim := lim.Wait(c.tokens, now)
 		limit := pv.RateLimit.RPM
 		if dim == "tpm" {

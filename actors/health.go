@@ -53,12 +53,12 @@ func healthSpec(pv Provider, models []Model) health.Spec {
 func (ph providerHealth) applyHealth(now time.Time) {
 	a := ph.a
 	h := a.health
-	a.pol.SetEffectiveLanes(h.ProviderLanes())
+	a.pol.Lanes().SetEffective(h.ProviderLanes())
 	for _, m := range h.OwnKeys() {
 		l, _ := h.Lanes(m)
-		a.pol.SetModelLanes(m, l)
+		a.pol.Lanes().SetEffectiveModel(m, l)
 	}
-	a.pol.SetStartCap(h.StartCap(now))
+	a.pol.Lanes().SetStartCap(h.StartCap(now))
 }
 
 // refusal is the answer to a call its provider cannot take at all now, before it queues: an
@@ -70,7 +70,7 @@ func (ph providerHealth) refusal(c *call, deadline, now time.Time) error {
 	case breaker.Open:
 		return ph.circuitOpen(now)
 	case breaker.HalfOpen:
-		a.pol.SetStartCap(a.health.StartCap(now))
+		a.pol.Lanes().SetStartCap(a.health.StartCap(now))
 	}
 	return ph.keysRefusal(c, deadline, now)
 }
@@ -80,14 +80,14 @@ func (ph providerHealth) refusal(c *call, deadline, now time.Time) error {
 // upstream_rate_limited, Retry-After the first key's end); nil when the keys let it wait.
 func (ph providerHealth) keysRefusal(c *call, deadline, now time.Time) error {
 	a := ph.a
-	pl, ring := a.pol.Keys(c.route.m)
+	pl, ring := a.pol.Limiters().Keys(c.route.m)
 	if !a.health.Keyed(pl) {
 		return nil
 	}
 	if ring.AllRefused(c.route.m, now) {
 		return &llm.Error{Kind: llm.KindUpstreamAuth, Provider: a.name, Message: ph.allRefused(c, pl, now)}
 	}
-	if w := a.pol.KeyWait(c.route.m, now); w > 0 && now.Add(w).After(deadline) {
+	if w := a.pol.Limiters().KeyWait(c.route.m, now); w > 0 && now.Add(w).After(deadline) {
 		return &llm.Error{Kind: llm.KindUpstreamRateLimited, Provider: a.name, RetryAfter: w,
 			Message: fmt.Sprintf("every key of %s is cooling after the backend's rate limits%s; the first is ready in %s, later than this request could wait (queue_timeout %s)",
 				c.route.id, a.peers.sharedKeyLimit(), w.Round(time.Millisecond), a.pv.QueueTimeout)}
@@ -100,7 +100,7 @@ func (ph providerHealth) keysRefusal(c *call, deadline, now time.Time) error {
 func (ph providerHealth) keysChanged(pl int, now time.Time) {
 	a := ph.a
 	for id, w := range a.waiting {
-		if p, _ := a.pol.Keys(w.c.route.m); p != pl {
+		if p, _ := a.pol.Limiters().Keys(w.c.route.m); p != pl {
 			continue
 		}
 		if err := ph.keysRefusal(w.c, w.deadline, now); err != nil {
@@ -151,9 +151,9 @@ func (ph providerHealth) began(r *run, key int, now time.Time) {
 	if l, own := a.health.Lanes(c.route.m); own {
 		r.busy = a.pol.Snapshot().Models[c.route.m].Running >= l
 	} else {
-		r.busy = a.pol.Running() >= a.pol.EffectiveLanes()
+		r.busy = a.pol.Lanes().Running() >= a.pol.Lanes().Effective()
 	}
-	a.pol.SetStartCap(a.health.StartCap(now))
+	a.pol.Lanes().SetStartCap(a.health.StartCap(now))
 }
 
 // retryAsk records a failed attempt of run r's call and answers whether and how it tries
@@ -165,7 +165,7 @@ func (ph providerHealth) retryAsk(m *retryAsk, r *run, now time.Time) retryAnswe
 	if eff := ph.record(r, m.key, m.err, now); eff.CapacityRefused && !a.draining && c.requeues < maxRequeues && !c.batch {
 		return retryAnswer{requeue: true}
 	}
-	_, ring := a.pol.Keys(c.route.m)
+	_, ring := a.pol.Limiters().Keys(c.route.m)
 	at := retry.Attempt{Class: retry.ClassOf(m.err), Made: m.attempts, Backoffs: m.backoffs}
 	if e, ok := errors.AsType[*llm.Error](m.err); ok {
 		at.Hint = e.RetryAfter
@@ -174,7 +174,7 @@ func (ph providerHealth) retryAsk(m *retryAsk, r *run, now time.Time) retryAnswe
 	key, free := a.pol.RetryKey(c.id, now, tried)
 	at.KeyFree = free
 	if !free {
-		at.KeyWait = a.pol.KeyWait(c.route.m, now)
+		at.KeyWait = a.pol.Limiters().KeyWait(c.route.m, now)
 	}
 	d, verdict := a.health.Retry(at, c.route.m, rand.Float64(), now)
 	switch verdict {
@@ -214,7 +214,7 @@ func (ph providerHealth) finalError(c *call, err error, d retry.Decision, ring *
 	switch {
 	case e.Kind == llm.KindUpstreamAuth && ring.AllRefused(c.route.m, now):
 		out := *e
-		pl, _ := a.pol.Keys(c.route.m)
+		pl, _ := a.pol.Limiters().Keys(c.route.m)
 		out.Message = ph.allRefused(c, pl, now)
 		return &out
 	case e.Kind == llm.KindUpstreamRateLimited && d.Wait > e.RetryAfter:
@@ -228,7 +228,7 @@ func (ph providerHealth) finalError(c *call, err error, d retry.Decision, ring *
 // allRefused is the message of a call whose pool has every key set aside for its model.
 func (ph providerHealth) allRefused(c *call, pl int, now time.Time) string {
 	a := ph.a
-	_, ring := a.pol.Keys(c.route.m)
+	_, ring := a.pol.Limiters().Keys(c.route.m)
 	next := "when its probe call ends"
 	if t := ring.NextFree(c.route.m, now); !t.IsZero() {
 		next = "in " + t.Sub(now).Round(time.Second).String()
@@ -287,7 +287,7 @@ func (ph providerHealth) running(c *call) int {
 	if _, own := a.health.Lanes(c.route.m); own {
 		return a.pol.Snapshot().Models[c.route.m].Running
 	}
-	return a.pol.Running()
+	return a.pol.Lanes().Running()
 }
 
 // fixed reports whether learned lanes are turned off (adaptive_lanes: false).

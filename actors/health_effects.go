@@ -22,7 +22,7 @@ func (ph providerHealth) recordHealth(r *run, o health.Outcome, now time.Time) h
 		r.keyProbe = false
 	}
 	if eff.SetCap {
-		a.pol.SetStartCap(eff.StartCap)
+		a.pol.Lanes().SetStartCap(eff.StartCap)
 	}
 	if l := eff.Lanes; l != nil {
 		ph.lanesLearned(c, l)
@@ -57,10 +57,10 @@ func (ph providerHealth) lanesLearned(c *call, l *health.LanesChange) {
 	a := ph.a
 	ch, scope, model := l.Change, replicas.ProviderScope(a.name), ""
 	if l.Model >= 0 {
-		a.pol.SetModelLanes(l.Model, ch.To)
+		a.pol.Lanes().SetEffectiveModel(l.Model, ch.To)
 		scope, model = replicas.ModelScope(a.name, c.route.model), c.route.id
 	} else {
-		a.pol.SetEffectiveLanes(ch.To)
+		a.pol.Lanes().SetEffective(ch.To)
 	}
 	a.peers.shareLanes(scope)
 	a.g.log.Info().Str("provider", a.name).Str("model", model).Int("from", ch.From).Int("to", ch.To).
@@ -74,7 +74,7 @@ func (ph providerHealth) lanesLearned(c *call, l *health.LanesChange) {
 // the waiting calls go to their fallbacks or are answered 503 with the time to the probe.
 func (ph providerHealth) opened(now time.Time, why string) {
 	a := ph.a
-	a.pol.SetStartCap(0)
+	a.pol.Lanes().SetStartCap(0)
 	err := ph.circuitOpen(now)
 	a.g.log.Warn().Str("provider", a.name).Dur("open_for", a.health.RetryAfter(now)).Str("why", why).
 		Msg("circuit breaker open: nothing starts on this provider until its probe")

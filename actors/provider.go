@@ -425,7 +425,7 @@ func (a *providerActor) run(ctx actor.Context, w wait, key int, now time.Time) {
 	m := &startCall{c: c}
 	m.run.set(&a.pv, &r, w.entered, w.deadline)
 	if a.g.opts.Shared != nil {
-		m.run.shared = &startShared{lanes: [2]int{a.pol.EffectiveLanes(), a.pol.EffectiveModelLanes(c.route.m)}, keyName: r.keyName}
+		m.run.shared = &startShared{lanes: [2]int{a.pol.Lanes().Effective(), a.pol.Lanes().EffectiveModel(c.route.m)}, keyName: r.keyName}
 	}
 	send(ctx, a.lanes[c.route.m], m)
 }
@@ -514,7 +514,7 @@ func (a *providerActor) sendOffer(ctx actor.Context, now time.Time) {
 	a.offerQueued = false
 	send(ctx, a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
 	a.arm(now)
-	if a.draining && a.pol.Running() == 0 && a.pol.Queued() == 0 {
+	if a.draining && a.pol.Lanes().Running() == 0 && a.pol.Queued() == 0 {
 		send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 	}
 	if a.goneLanes > 0 || a.retiring {

@@ -45,7 +45,7 @@ func (a *providerActor) fail(ctx actor.Context) {
 		delete(a.waiting, id)
 		w.c.answer(admitResult{err: providerDown(a.name), queueWait: w.queueWait(now)})
 	}
-	a.pol.SetEffectiveLanes(0)
+	a.pol.Lanes().SetEffective(0)
 	for _, l := range a.lanes {
 		if l != nil {
 			send(ctx, l, &cancelAll{cause: errProviderFailed})
@@ -99,7 +99,7 @@ func (d outOfService) receive(ctx actor.Context) {
 		a.reloads.retireDown(ctx)
 	case *drainAll:
 		a.draining = true
-		if a.pol.Running() == 0 {
+		if a.pol.Lanes().Running() == 0 {
 			send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 		}
 	case *laneReport:
@@ -165,7 +165,7 @@ func (d outOfService) finish(ctx actor.Context, c *call, now time.Time) {
 	a.pol.Finish(c.id, now)
 	delete(a.runs, c.id)
 	d.offer(ctx, now)
-	if a.draining && a.pol.Running() == 0 {
+	if a.draining && a.pol.Lanes().Running() == 0 {
 		send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 	}
 	a.reloads.retireDown(ctx)

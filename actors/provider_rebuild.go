@@ -179,7 +179,7 @@ func (r rebuildMode) finish(ctx actor.Context) {
 	a.vitals.applyHealth(now)
 	a.rebuilding = false
 	a.mode.Become(a.receiveNormal)
-	a.g.log.Warn().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
+	a.g.log.Warn().Str("provider", a.name).Int("running", a.pol.Lanes().Running()).Int("queued", a.pol.Queued()).
 		Msg("provider actor rebuilt its state after a crash")
 	if a.draining {
 		a.drain(ctx)

@@ -154,7 +154,7 @@ func (pr providerReload) reconfigure(ctx actor.Context, m *reconfigureProvider) 
 	if set.revive && a.retiring {
 		a.retiring = false
 		a.slot.claim.Store(claimNone)
-		a.g.log.Info().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
+		a.g.log.Info().Str("provider", a.name).Int("running", a.pol.Lanes().Running()).Int("queued", a.pol.Queued()).
 			Msg("provider added back by a reload while it finished its calls: it serves again, in the same lanes")
 	}
 	whole, pairs := a.health.Reconfigure(healthSpec(a.pv, a.models), now)
@@ -185,7 +185,7 @@ func (pr providerReload) staleKeys(started time.Time) bool {
 func (pr providerReload) retire(ctx actor.Context, m *retire) {
 	a := pr.a
 	a.retiring = true
-	a.g.log.Info().Str("provider", a.name).Int("running", a.pol.Running()).Int("queued", a.pol.Queued()).
+	a.g.log.Info().Str("provider", a.name).Int("running", a.pol.Lanes().Running()).Int("queued", a.pol.Queued()).
 		Msg("provider removed by a reload: it admits nothing new and finishes what it runs and has queued")
 	m.ack(a.p, nil)
 	a.offer(ctx, a.g.now())
@@ -205,7 +205,7 @@ func (pr providerReload) retireIdle(ctx actor.Context) {
 			}
 		}
 	}
-	if a.retiring && !a.closing && a.pol.Running() == 0 && a.pol.Queued() == 0 && len(a.waiting) == 0 &&
+	if a.retiring && !a.closing && a.pol.Lanes().Running() == 0 && a.pol.Queued() == 0 && len(a.waiting) == 0 &&
 		a.slot.claim.CompareAndSwap(claimNone, claimClosing) { // else a reload is adding it back
 		a.closing = true
 		a.slot.retired.Store(true) // Start sends nothing more (slot.enter)
@@ -218,7 +218,7 @@ func (pr providerReload) retireIdle(ctx actor.Context) {
 // ended, it stops like any retired provider.
 func (pr providerReload) retireDown(ctx actor.Context) {
 	a := pr.a
-	if a.retiring && !a.closing && a.pol.Running() == 0 && a.slot.claim.CompareAndSwap(claimNone, claimClosing) {
+	if a.retiring && !a.closing && a.pol.Lanes().Running() == 0 && a.slot.claim.CompareAndSwap(claimNone, claimClosing) {
 		a.closing = true
 		a.slot.retired.Store(true)
 		send(ctx, a.self, &retireCheck{})

@@ -23,7 +23,7 @@ import (
 // opened. The lane actor asks for them off its goroutine and hears the answer as a
 // message, so no actor ever waits on Redis. When
 // the replicas run a scope full, the call goes back to its place in its provider's queue
-// and the scope's models stop being offered (policy.Provider.Block), so the supervisor
+// and the scope's models stop being offered (policy.Lanes.Block), so the supervisor
 // grants other models, providers and classes meanwhile; a lane freed on any replica
 // (LeaseNotice) has them offered again. The wait counts against the call's queue_timeout,
 // as any wait for a lane does. The leases are released once the backend has stopped, as
@@ -329,7 +329,7 @@ func (rl replicaLink) block(b *replicas.Busy, c *call) {
 	}
 	for m := range a.models {
 		if bl.scope != replicas.ModelScope(a.name, c.route.model) || m == c.route.m {
-			a.pol.Block(m)
+			a.pol.Lanes().Block(m)
 			a.blocks[m] = bl
 		}
 	}
@@ -347,7 +347,7 @@ func (rl replicaLink) leaseFreed(ctx actor.Context, scopes []string) {
 	n := len(a.blocks)
 	for m, bl := range a.blocks {
 		if scopes == nil || slices.Contains(scopes, bl.scope) {
-			a.pol.Unblock(m)
+			a.pol.Lanes().Unblock(m)
 			delete(a.blocks, m)
 		}
 	}

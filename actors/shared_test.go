@@ -64,7 +64,7 @@ func TestLanesSharedRead(t *testing.T) {
 		{1, false, 1}, // a notice, lower
 	} {
 		a.peers.lanesShared(&lanesShared{scope: replicas.ProviderScope("p"), lanes: tc.lanes, from: "r2", lower: tc.read}, now)
-		if got := a.pol.EffectiveLanes(); got != tc.want || a.health.ProviderLanes() != tc.want {
+		if got := a.pol.Lanes().Effective(); got != tc.want || a.health.ProviderLanes() != tc.want {
 			t.Fatalf("step %d (%d lanes, read %v): effective %d (health %d), want %d", i, tc.lanes, tc.read, got, a.health.ProviderLanes(), tc.want)
 		}
 	}

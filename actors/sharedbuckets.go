@@ -34,7 +34,7 @@ func (rl replicaLink) keyName(c *call, key int) string {
 	if a.g.opts.Shared == nil || kr.RPM <= 0 && kr.TPM <= 0 {
 		return ""
 	}
-	pl, _ := a.pol.Keys(c.route.m)
+	pl, _ := a.pol.Limiters().Keys(c.route.m)
 	if !a.health.Keyed(pl) {
 		return ""
 	}
@@ -84,7 +84,7 @@ func keyRefused(b *replicas.Busy, keyName string) bool {
 // no key can serve in time are answered (keysChanged).
 func (rl replicaLink) restKey(c *call, key int, wait time.Duration, now time.Time) {
 	a := rl.a
-	pl, ring := a.pol.Keys(c.route.m)
+	pl, ring := a.pol.Limiters().Keys(c.route.m)
 	if key < 0 || key >= ring.Len() {
 		return
 	}

@@ -211,9 +211,9 @@ func (rl replicaLink) lanesShared(m *lanesShared, now time.Time) {
 	}
 	if !a.rebuilding {
 		if mi >= 0 {
-			a.pol.SetModelLanes(mi, ch.To)
+			a.pol.Lanes().SetEffectiveModel(mi, ch.To)
 		} else {
-			a.pol.SetEffectiveLanes(ch.To)
+			a.pol.Lanes().SetEffective(ch.To)
 		}
 	}
 	model := ""
@@ -238,7 +238,7 @@ func (rl replicaLink) breakerShared(d time.Duration, now time.Time) {
 	// During a rebuild too, as a failure here does: the calls waiting for it move to their
 	// fallbacks or get their 503 now, and the observer hears of the open.
 	if wasOpen {
-		a.pol.SetStartCap(0)
+		a.pol.Lanes().SetStartCap(0)
 		return
 	}
 	a.vitals.opened(now, fmt.Sprintf("another replica's circuit breaker of provider %s opened", a.name))

@@ -147,8 +147,8 @@ func (a *providerActor) state() ProviderState {
 		b.Since = &s
 	}
 	ps.Breaker = b
-	if lim := a.pol.Limiter(); lim.Limited() {
-		lv := a.pol.Levels(now)
+	if lim := a.pol.Limiters().Rate(); lim.Limited() {
+		lv := a.pol.Limiters().Levels(now)
 		ps.RateLimit = &lv
 	}
 	return ps

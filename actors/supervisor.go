@@ -38,6 +38,11 @@ type supervisor struct {
 	abuf      []policy.Ack
 	out       []grants // per provider, reused between dispatches
 
+	// mode is the behaviour that receives: receiveNormal, or receiveFailed once the gateway
+	// has failed (failed latches the change).
+	mode   actor.Behavior
+	failed bool
+
 	draining bool
 	idle     []bool // after drain: the providers that reported nothing left running
 
@@ -48,8 +53,10 @@ type supervisor struct {
 
 func newSupervisor(g *Gateway, spawned chan<- []*actor.PID) *supervisor {
 	n := len(g.opts.Providers)
-	s := &supervisor{g: g, limits: g.caps.Load().limits, spawned: spawned, out: make([]grants, n), retired: make([]bool, n)}
+	s := &supervisor{g: g, limits: g.caps.Load().limits, spawned: spawned, out: make([]grants, n), retired: make([]bool, n),
+		mode: actor.NewBehavior()}
 	s.disp = s.newDispatcher(n)
+	s.mode.Become(s.receiveNormal)
 	return s
 }
 
@@ -65,12 +72,20 @@ func (s *supervisor) newDispatcher(n int) *policy.Dispatcher {
 	return d
 }
 
+// Receive hands the message to the supervisor's mode. The gateway fails outside this actor
+// (its guardian strategy, or a rebuild that panicked), so the first message after the failure
+// makes the change, before it is handled.
 func (s *supervisor) Receive(ctx actor.Context) {
-	msg := ctx.Message()
-	if s.g.Failed() != nil {
-		s.receiveFailed(ctx, msg)
-		return
+	if !s.failed && s.g.Failed() != nil {
+		s.fail()
 	}
+	s.mode.Receive(ctx)
+}
+
+// receiveNormal is the supervisor of a gateway in service: it dispatches, batches, reloads
+// and drains.
+func (s *supervisor) receiveNormal(ctx actor.Context) {
+	msg := ctx.Message()
 	defer s.recoverRebuild(ctx)
 	s.g.faults.hit(faultSupervisor, "", "", msg)
 	switch m := msg.(type) {
@@ -282,16 +297,29 @@ func (s *supervisor) checkIdle() {
 // of restarts.
 var errGatewayFailed = errors.New("the gateway's supervisor failed repeatedly")
 
-// receiveFailed is the supervisor once the gateway has failed: it grants nothing and only
-// follows the drain.
-func (s *supervisor) receiveFailed(ctx actor.Context, msg any) {
+// errStopping is what a batch the failed gateway will not start is answered (a new error
+// each time: its receivers may annotate it).
+func errStopping() error {
+	return &llm.Error{Kind: llm.KindDraining, Message: "the gateway is stopping after an internal failure (see its log)"}
+}
+
+// fail makes the supervisor the failed gateway's: it answers the batches parked for it and
+// from now on receives in receiveFailed.
+func (s *supervisor) fail() {
+	s.failed = true
 	for _, b := range s.parked {
-		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is stopping after an internal failure (see its log)"})
+		b.decide(errStopping())
 	}
 	s.parked = nil
-	switch m := msg.(type) {
+	s.mode.Become(s.receiveFailed)
+}
+
+// receiveFailed is the supervisor once the gateway has failed: it grants nothing and only
+// follows the drain.
+func (s *supervisor) receiveFailed(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
 	case *startBatch:
-		m.b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is stopping after an internal failure (see its log)"})
+		m.b.decide(errStopping())
 	case *reserved:
 		if m.ok {
 			send(ctx, s.providers[m.p], &settle{b: m.b})

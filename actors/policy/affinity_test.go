@@ -36,7 +36,7 @@ func TestBoundKey(t *testing.T) {
 			spec.Keys = []KeyPool{{Ring: ring, Limit: tt.limit}}
 			p := NewProvider(spec)
 			if tt.limit.RPM > 0 { // spend key 1's one request of this minute
-				p.pools[0].lims[1].Take(0, t0)
+				p.limits.pools[0].lims[1].Take(0, t0)
 			}
 			if o, _ := p.Enter(1, Arrival{Model: 0, Bound: tt.bound}, t0); o != Queued {
 				t.Fatalf("enter: %v", o)

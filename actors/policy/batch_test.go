@@ -45,7 +45,7 @@ func TestReserve(t *testing.T) {
 		{name: "more members than free lanes", spec: spec, members: members(10, 0, 1, 1, 1), want: BlockedByLanes},
 		{name: "a lane in use", spec: spec, before: func(p *Provider) { p.Resume(Member{ID: 1, Model: 1, Class: N}, t0, 0) },
 			members: members(10, 0, 1, 1), want: BlockedByLanes},
-		{name: "learned lanes below the configured", spec: spec, before: func(p *Provider) { p.SetEffectiveLanes(2) },
+		{name: "learned lanes below the configured", spec: spec, before: func(p *Provider) { p.Lanes().SetEffective(2) },
 			members: members(10, 0, 1, 1), want: BlockedByLanes},
 		{name: "a model's lanes", spec: spec, members: members(10, 0, 0, 0), want: BlockedByModelLanes},
 		{name: "a model lane in use", spec: spec, before: func(p *Provider) { p.Resume(Member{ID: 1, Model: 0, Class: N}, t0, 0) },
@@ -64,17 +64,17 @@ func TestReserve(t *testing.T) {
 		{name: "an id already known", spec: spec, before: func(p *Provider) { p.Resume(Member{ID: 10, Model: 1, Class: N}, t0, 0) },
 			members: members(10, 0), want: BlockedElsewhere},
 		{name: "an unknown model", spec: spec, members: members(10, 0, 2), want: BlockedElsewhere},
-		{name: "the breaker's probe lets one start", spec: spec, before: func(p *Provider) { p.SetStartCap(1) },
+		{name: "the breaker's probe lets one start", spec: spec, before: func(p *Provider) { p.Lanes().SetStartCap(1) },
 			members: members(10, 0, 1), want: BlockedByStartCap},
-		{name: "a model's learned lanes", spec: spec, before: func(p *Provider) { p.SetModelLanes(1, 1) },
+		{name: "a model's learned lanes", spec: spec, before: func(p *Provider) { p.Lanes().SetEffectiveModel(1, 1) },
 			members: members(10, 1, 1), want: BlockedByModelLanes},
 		{name: "every key cooling", spec: keyed, before: func(p *Provider) {
-			_, ring := p.Keys(0)
+			_, ring := p.Limiters().Keys(0)
 			ring.RateLimited(0, time.Second, t0)
 			ring.RateLimited(1, time.Second, t0)
 		}, members: members(10, 0), want: BlockedByKeys},
 		{name: "one key ready of two", spec: keyed, before: func(p *Provider) {
-			_, ring := p.Keys(0)
+			_, ring := p.Limiters().Keys(0)
 			ring.RateLimited(0, time.Second, t0)
 		}, members: members(10, 0), ok: true},
 		{name: "tokens per minute for one member, not two", spec: tpm, members: costly(10, 80, 80), want: BlockedByRateLimit},
@@ -126,38 +126,38 @@ func TestRelease(t *testing.T) {
 	batch := []Member{{ID: 1, Model: 0, Class: N}, {ID: 2, Model: 0, Class: N}}
 
 	p := NewProvider(spec)
-	before := p.limiter
+	before := p.limits.rate
 	r, _, ok := p.Reserve(batch, time.Second, t0)
 	if !ok {
 		t.Fatal("reserve refused")
 	}
 	p.Release(&r, t0)
-	if p.Running() != 0 || p.limiter != before {
-		t.Fatalf("released batch left running %d, limiter %+v (was %+v)", p.Running(), p.limiter, before)
+	if p.Lanes().Running() != 0 || p.limits.rate != before {
+		t.Fatalf("released batch left running %d, limiter %+v (was %+v)", p.Lanes().Running(), p.limits.rate, before)
 	}
-	if got := p.limiter.Levels(t0).RPM; got != 3 {
+	if got := p.limits.rate.Levels(t0).RPM; got != 3 {
 		t.Fatalf("tokens after release %d, want the whole burst 3", got)
 	}
 	// Releasing again changes nothing, even once the limiter is back where the reservation
 	// left it.
 	p.Resume(Member{ID: 7, Model: 0, Class: N}, t0, 0)
-	p.limiter.Take(0, t0)
-	p.limiter.Take(0, t0)
-	after := p.limiter
+	p.limits.rate.Take(0, t0)
+	p.limits.rate.Take(0, t0)
+	after := p.limits.rate
 	p.Release(&r, t0)
-	if p.limiter != after || p.Running() != 1 {
-		t.Fatalf("a second release changed the provider: limiter %+v (was %+v), running %d", p.limiter, after, p.Running())
+	if p.limits.rate != after || p.Lanes().Running() != 1 {
+		t.Fatalf("a second release changed the provider: limiter %+v (was %+v), running %d", p.limits.rate, after, p.Lanes().Running())
 	}
 
 	// A token taken in between: the batch's stay spent.
 	p = NewProvider(spec)
 	r, _, _ = p.Reserve(batch, time.Second, t0)
 	p.Resume(Member{ID: 3, Model: 0, Class: N}, t0.Add(time.Second), 0)
-	p.limiter.Take(0, t0.Add(time.Second))
-	spent := p.limiter
+	p.limits.rate.Take(0, t0.Add(time.Second))
+	spent := p.limits.rate
 	p.Release(&r, t0.Add(time.Second))
-	if p.limiter != spent || p.Running() != 1 {
-		t.Fatalf("release after another start: limiter %+v (was %+v), running %d", p.limiter, spent, p.Running())
+	if p.limits.rate != spent || p.Lanes().Running() != 1 {
+		t.Fatalf("release after another start: limiter %+v (was %+v), running %d", p.limits.rate, spent, p.Lanes().Running())
 	}
 
 	// Keys: the members take the ring's turns in order, and an aborted batch gives them back.
@@ -169,7 +169,7 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("keys %v, want [0 1]", r.Keys)
 	}
 	p.Release(&r, t0)
-	if _, ring := p.Keys(0); ring.Turn() != 0 {
+	if _, ring := p.Limiters().Keys(0); ring.Turn() != 0 {
 		t.Fatalf("the ring's turn after the release is %d, want 0", ring.Turn())
 	}
 }

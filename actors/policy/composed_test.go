@@ -149,7 +149,7 @@ func (h *composed) countedRunning() int {
 		if c := h.d.Credit(p); c > 0 {
 			n += c
 		} else {
-			n += pr.Running()
+			n += pr.Lanes().Running()
 		}
 	}
 	return n
@@ -163,8 +163,8 @@ func (h *composed) creditErr() error {
 		switch {
 		case pr.credit != 0 && pr.credit != c:
 			return fmt.Errorf("provider %d holds credit %d, the dispatcher counts %d", p, pr.credit, c)
-		case c > 0 && pr.Running() > c:
-			return fmt.Errorf("provider %d runs %d on credit %d", p, pr.Running(), c)
+		case c > 0 && pr.Lanes().Running() > c:
+			return fmt.Errorf("provider %d runs %d on credit %d", p, pr.Lanes().Running(), c)
 		}
 	}
 	return nil
@@ -359,11 +359,11 @@ func (h *composed) rebuildProvider(p int, now time.Time) {
 		nw.AddModel(ModelSpec{}) // models added at runtime: the facts name them too
 	}
 	for i := range old.models {
-		nw.models[i].name, nw.models[i].lanes, nw.models[i].pool = old.models[i].name, old.models[i].lanes, old.models[i].pool
-		nw.SetModelLanes(i, old.models[i].eff)
+		nw.models[i], nw.lanes.models[i].lanes, nw.limits.poolOf[i] = old.models[i], old.lanes.models[i].lanes, old.limits.poolOf[i]
+		nw.Lanes().SetEffectiveModel(i, old.lanes.models[i].eff)
 	}
-	nw.SetEffectiveLanes(old.eff)
-	nw.SetStartCap(old.startCap)
+	nw.Lanes().SetEffective(old.lanes.eff)
+	nw.Lanes().SetStartCap(old.lanes.startCap)
 	for i := range old.q.entries {
 		if en := &old.q.entries[i]; en.state == running {
 			mb := Member{ID: en.id, Model: int(en.m), Class: llm.Priority(en.class), Tokens: en.cost,
@@ -498,7 +498,7 @@ func (h *composed) SetEffectiveLanes(p, n int, now time.Time) {
 	if p < 0 || p >= len(h.ps) {
 		return
 	}
-	h.ps[p].SetEffectiveLanes(n)
+	h.ps[p].Lanes().SetEffective(n)
 	h.report(p, now)
 	h.deliver(now)
 }
@@ -539,7 +539,7 @@ func (h *composed) NextWake(now time.Time) (time.Time, bool) {
 func (h *composed) Running() int {
 	n := 0
 	for _, pr := range h.ps {
-		n += pr.Running()
+		n += pr.Lanes().Running()
 	}
 	return n
 }
@@ -585,7 +585,7 @@ func (h *composed) RetryAfter(p, tokens int, now time.Time) time.Duration {
 	if p < 0 || p >= len(h.ps) {
 		return 0
 	}
-	return h.ps[p].RetryAfter(tokens, now)
+	return h.ps[p].Limiters().RetryAfter(tokens, now)
 }
 
 // The limiters' operations, each followed by the provider's offer as its actor makes it.

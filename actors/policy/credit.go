@@ -23,11 +23,8 @@ import (
 
 // room is how many more requests the provider could start at once beyond the simulated
 // starts (p.sim, after simulate): its free effective lanes within the start cap.
-func (s *simulation) room(p *Provider) int {
-	free := p.eff - p.running
-	if p.startCap >= 0 {
-		free = min(free, p.startCap)
-	}
+func (s *simulation) room(l *Lanes) int {
+	free := l.free()
 	for _, n := range s.avail {
 		free -= n
 	}
@@ -60,7 +57,7 @@ func (p *Provider) Recall(r Recall) bool {
 // Quiet reports whether the dispatcher needs no offer from the provider now: it holds
 // credit, nothing waits in its queue, and the credit bounds what it runs.
 func (p *Provider) Quiet() bool {
-	return p.credit > 0 && p.q.n == 0 && p.running <= p.credit
+	return p.credit > 0 && p.q.n == 0 && p.lanes.running <= p.credit
 }
 
 // StartOnCredit starts request id at once on the provider's credit, and returns its key, if
@@ -69,7 +66,7 @@ func (p *Provider) Quiet() bool {
 // keys, rate limiter). Otherwise it changes nothing and reports false; the caller enters the
 // request as usual.
 func (p *Provider) StartOnCredit(id ID, a Arrival, now time.Time) (Start, bool) {
-	if p.running >= p.credit || p.q.n > 0 {
+	if p.lanes.running >= p.credit || p.q.n > 0 {
 		return Start{}, false
 	}
 	if o, _ := p.Enter(id, a, now); o != Queued {
@@ -80,7 +77,7 @@ func (p *Provider) StartOnCredit(id ID, a Arrival, now time.Time) (Start, bool) 
 		p.q.forget(e)
 		return Start{}, false
 	}
-	key, ok := p.pools[p.models[p.q.entries[e].m].pool].pick(&p.q.entries[e], now, nil)
+	key, ok := p.limits.pick(&p.q.entries[e], now, nil)
 	if !ok {
 		p.q.unclaim(e, p.slots)
 		p.q.forget(e) // the simulation found a key: unreachable

@@ -32,12 +32,12 @@ func (p *Provider) NextWake(now time.Time) (t time.Time, ok bool) {
 	if h := &p.batchHold; h.holdingFor(now) && h.until.Before(t) {
 		t = h.until // the lanes kept for a batch go back to the queue
 	}
-	if !limited(p.limiter, p.pools, now) {
+	if !p.limits.limited(now) {
 		return t, ok
 	}
 	p.sim.play(p, now, -1)
 	s := &p.sim
-	if s.stop >= 0 && p.limiter.Fits(s.starts, s.tokens, s.stop) {
+	if s.stop >= 0 && p.limits.rate.Fits(s.starts, s.tokens, s.stop) {
 		if w, _ := s.lim.Wait(s.stop, now); now.Add(w).Before(t) {
 			t = now.Add(w)
 		}
@@ -53,19 +53,9 @@ func (p *Provider) NextWake(now time.Time) (t time.Time, ok bool) {
 		if !held {
 			continue
 		}
-		if at, found := s.poolWake(p, p.models[m].pool, m, s.heldCost[m], now); found && at.Before(t) {
+		if at, found := s.poolWake(p, p.limits.poolOf[m], m, s.heldCost[m], now); found && at.Before(t) {
 			t = at
 		}
 	}
 	return t, ok
-}
-
-// RetryAfter is how long a request estimated at tokens, refused at now, should wait before
-// trying again, or 0 when the provider has no idea (lanes free up when backends answer, which
-// it cannot foresee): for a rate-limited provider, the time until its limiter has room for
-// that request, which is when the queue moves on. The caller applies its own bounds (SPEC §4:
-// at least 1s, at most 60s) and adds what it knows of keys and the breaker.
-func (p *Provider) RetryAfter(tokens int, now time.Time) time.Duration {
-	w, _ := p.limiter.Wait(tokens, now)
-	return w
 }

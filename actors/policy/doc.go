@@ -131,11 +131,18 @@
 //     max(1, RPM/6): ten seconds' worth), the tpm bucket ten seconds of tokens;
 //   - its keys (KeyPool): a start needs a key of its model's pool that is ready, neither
 //     cooling after a rate limit nor set aside, and, with key_rate_limit, whose own bucket has
-//     room. The rings are the caller's; Grant picks the key in the ring's turn;
-//   - a start cap (SetStartCap): the circuit breaker lets nothing start while open and one
-//     probe when half-open;
-//   - effective lanes of the provider and of each model (SetEffectiveLanes, SetModelLanes),
-//     as learned from the backend.
+//     room. The rings are the caller's (Limiters.Keys); Grant picks the key in the ring's turn;
+//   - a start cap (Lanes.SetStartCap): the circuit breaker lets nothing start while open and
+//     one probe when half-open;
+//   - effective lanes of the provider and of each model (Lanes.SetEffective,
+//     Lanes.SetEffectiveModel), as learned from the backend.
+//
+// The Provider composes two parts that own their state: its Lanes (lanes.go: the lanes and
+// model lanes, what runs on them, the start cap, the models the replicas block) and its
+// Limiters (limiters.go and pools.go: the rate limiter, the key pools and their buckets, the
+// pool each model draws from). The owner reaches them through Provider.Lanes and
+// Provider.Limiters to set what it learned and to read them; the Provider's own methods are
+// the queue, the protocol and the starts, which spend both.
 //
 // A limiter holds back everything behind the request it cannot serve, so a request needing
 // many tokens is not starved by smaller ones: when the request SPEC §2 picks next finds no

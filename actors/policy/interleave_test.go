@@ -125,7 +125,7 @@ func (d *ilDriver) boxLens() []int {
 func (d *ilDriver) runningBy() []string {
 	var out []string
 	for _, pr := range d.g.ps {
-		out = append(out, fmt.Sprintf("r%d q%d c%d", pr.running, pr.q.n, pr.q.confirmed))
+		out = append(out, fmt.Sprintf("r%d q%d c%d", pr.lanes.running, pr.q.n, pr.q.confirmed))
 	}
 	return out
 }
@@ -247,7 +247,7 @@ func (d *ilDriver) setLanes() {
 	p := d.src.intn(len(d.specs))
 	n := d.src.intn(d.specs[p].Lanes+2) - 1
 	d.last = fmt.Sprintf("effective lanes p%d = %d", p, n)
-	d.g.ps[p].SetEffectiveLanes(n)
+	d.g.ps[p].Lanes().SetEffective(n)
 	d.g.report(p, d.now)
 }
 
@@ -258,8 +258,8 @@ func (d *ilDriver) limit() {
 	m := d.src.intn(len(d.specs[p].Models))
 	capN, lanes := d.src.intn(3)-1, d.src.intn(d.specs[p].Models[m].Lanes+1)
 	d.last = fmt.Sprintf("p%d start cap %d, model %d lanes %d", p, capN, m, lanes)
-	d.g.ps[p].SetStartCap(capN)
-	d.g.ps[p].SetModelLanes(m, lanes)
+	d.g.ps[p].Lanes().SetStartCap(capN)
+	d.g.ps[p].Lanes().SetEffectiveModel(m, lanes)
 	d.g.report(p, d.now)
 }
 

@@ -171,10 +171,10 @@ func (s *slab) runningEntry(id ID) *entry {
 
 // forgetKeys forgets the key of every running entry on a model of pool pl, whose keys
 // were replaced.
-func (s *slab) forgetKeys(models []model, pl int) {
+func (s *slab) forgetKeys(poolOf []int, pl int) {
 	for e := range s.entries {
 		en := &s.entries[e]
-		if en.state == running && int(en.m) < len(models) && models[en.m].pool == pl {
+		if en.state == running && int(en.m) < len(poolOf) && poolOf[en.m] == pl {
 			en.key = -1
 		}
 	}

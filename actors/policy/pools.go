@@ -7,11 +7,26 @@ import (
 	"github.com/tollgate/tollgate/actors/policy/tokens"
 )
 
-// A provider's keys are a limiter like its rate limit: a request starts only on a key that
-// is ready (not cooling, not set aside) and, with key_rate_limit, whose own bucket has room
-// for it. Keys are kept in pools: the provider's own, and those of models with keys of
-// their own. The rings are the caller's (it tells them of rate limits and refused keys);
-// the per-key buckets are the provider's own derived state.
+// pool is one set of keys: their ring and, with key_rate_limit, each key's limiter.
+type pool struct {
+	ring  *keys.Ring
+	limit tokens.Limit
+	lims  []tokens.Limiter // per key; nil when key_rate_limit limits nothing
+}
+
+func newPool(kp KeyPool) pool {
+	pl := pool{ring: kp.Ring, limit: kp.Limit}
+	if pl.ring == nil {
+		pl.ring = keys.New(1, keys.Config{})
+	}
+	if l := tokens.NewLimiter(kp.Limit); l.Limited() {
+		pl.lims = make([]tokens.Limiter, pl.ring.Len())
+		for i := range pl.lims {
+			pl.lims[i] = l
+		}
+	}
+	return pl
+}
 
 // pick picks a ready key for en that skip does not exclude and whose limiter has room for
 // en's tokens: the key en's conversation is bound to when it is such a key (the turn moves
@@ -36,89 +51,19 @@ func (pl *pool) usable(k int, en *entry, now time.Time, skip func(int) bool) boo
 		(skip == nil || !skip(k)) && (pl.lims == nil || pl.lims[k].Allow(en.cost, now))
 }
 
-// charge takes en's tokens from the provider's limiter and key's, and records the key.
-func (p *Provider) charge(en *entry, key int, now time.Time) {
-	en.key = int32(key)
-	p.limiter.Take(en.cost, now)
-	if pl := &p.pools[p.models[en.m].pool]; pl.lims != nil && key >= 0 && key < len(pl.lims) {
-		pl.lims[key].Take(en.cost, now)
+// some reports whether a key would do for en, as pick without moving the ring's turn.
+func (pl *pool) some(en *entry, now time.Time) bool {
+	for i := range pl.ring.Len() {
+		if pl.ring.State(i, int(en.m), now) == keys.Ready && (pl.lims == nil || pl.lims[i].Allow(en.cost, now)) {
+			return true
+		}
 	}
+	return false
 }
 
-// RetryKey says which key the next attempt of running request id would use: a ready key
-// that tried does not exclude (nil: none excluded) and whose key_rate_limit has room, in the
-// ring's turn. It moves no turn (the caller may decide not to retry; Retry moves it). ok is
-// false when there is none now, or id does not run.
-func (p *Provider) RetryKey(id ID, now time.Time, tried func(int) bool) (key int, ok bool) {
-	en := p.q.runningEntry(id)
-	if en == nil {
-		return 0, false
-	}
-	ring := p.pools[p.models[en.m].pool].ring
-	turn := ring.Turn()
-	key, ok = p.pools[p.models[en.m].pool].pick(en, now, tried)
-	ring.SetTurn(turn)
-	return key, ok
-}
-
-// Retry charges one more attempt of running request id, on key, as its start was charged,
-// and moves its ring's turn past key: a retry keeps its lane and is not held back by the
-// limiters (it waits for its own reasons), but what it sends is counted. It returns false
-// for an id that does not run.
-func (p *Provider) Retry(id ID, key int, now time.Time) bool {
-	en := p.q.runningEntry(id)
-	if en == nil {
-		return false
-	}
-	p.charge(en, key, now)
-	if ring := p.pools[p.models[en.m].pool].ring; ring.Len() > 0 {
-		ring.SetTurn((key + 1) % ring.Len())
-	}
-	return true
-}
-
-// Correct replaces the estimated tokens charged for running request id's last attempt by the
-// tokens the backend reported it used (tokens.Limiter.Correct), in the provider's limiter
-// and its key's. Call it before Finish.
-func (p *Provider) Correct(id ID, actual int, now time.Time) {
-	en := p.q.runningEntry(id)
-	if en == nil {
-		return
-	}
-	p.limiter.Correct(en.cost, actual, now)
-	if pl := &p.pools[p.models[en.m].pool]; pl.lims != nil && en.key >= 0 && int(en.key) < len(pl.lims) {
-		pl.lims[en.key].Correct(en.cost, actual, now)
+// drain empties the pool's per-key buckets at now.
+func (pl *pool) drain(now time.Time) {
+	for k := range pl.lims {
+		pl.lims[k].Drain(now)
 	}
 }
-
-// Keys returns model m's pool index and its ring, for the caller to record what the backend
-// said of a key (keys.Ring.RateLimited, Refused). Changing a ring changes what may start:
-// the caller offers afresh afterwards.
-func (p *Provider) Keys(m int) (pool int, ring *keys.Ring) {
-	if m < 0 || m >= len(p.models) {
-		return 0, p.pools[0].ring
-	}
-	pl := p.models[m].pool
-	return pl, p.pools[pl].ring
-}
-
-// KeyWait is how long from now until a key of model m's pool is ready for it: 0 when one
-// is, negative when only a probe's end can free one.
-func (p *Provider) KeyWait(m int, now time.Time) time.Duration {
-	_, ring := p.Keys(m)
-	if m < 0 || m >= len(p.models) {
-		m = -1
-	}
-	t := ring.NextFree(m, now)
-	if t.IsZero() {
-		return -1
-	}
-	return max(t.Sub(now), 0)
-}
-
-// Levels are the provider's rate-limit buckets at now (tokens available and capacity).
-func (p *Provider) Levels(now time.Time) tokens.Levels { return p.limiter.Levels(now) }
-
-// Limiter returns a copy of the provider's rate limiter, to ask it what holds a request back
-// (tokens.Limiter.Wait names the dimension).
-func (p *Provider) Limiter() tokens.Limiter { return p.limiter }

@@ -517,7 +517,7 @@ func (d *driver) setStartCap() {
 	p := d.src.intn(len(d.specs))
 	n := d.src.intn(3) - 1
 	d.last = fmt.Sprintf("start cap p%d = %d", p, n)
-	d.g.change(p, d.now, func(pr *Provider) { pr.SetStartCap(n) })
+	d.g.change(p, d.now, func(pr *Provider) { pr.Lanes().SetStartCap(n) })
 	d.ref.caps[p] = n
 	d.started(d.ref.dispatch(d.now))
 }
@@ -528,7 +528,7 @@ func (d *driver) setModelLanes() {
 	m := d.src.intn(len(d.specs[p].Models))
 	n := d.src.intn(d.specs[p].Models[m].Lanes+2) - 1
 	d.last = fmt.Sprintf("model lanes p%d m%d = %d", p, m, n)
-	d.g.change(p, d.now, func(pr *Provider) { pr.SetModelLanes(m, n) })
+	d.g.change(p, d.now, func(pr *Provider) { pr.Lanes().SetEffectiveModel(m, n) })
 	d.ref.meff[[2]int{p, m}] = min(max(n, 0), d.specs[p].Models[m].Lanes)
 	d.started(d.ref.dispatch(d.now))
 }

@@ -3,28 +3,23 @@ package policy
 import (
 	"time"
 
-	"github.com/tollgate/tollgate/actors/policy/keys"
-	"github.com/tollgate/tollgate/actors/policy/tokens"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // Provider is one provider's side of admission: its bounded queue with deadlines, its lanes
-// and model lanes, its limiters (the rate limit, the keys, a cap on starts), and the choice of
-// which of its requests starts next (least-busy model, then first come first served). Starts
-// themselves are the dispatcher's to grant: Provider tells it what it could start (Offer) and
-// starts what it is granted (Grant). See doc.go for the rules and the protocol.
+// and model lanes (Lanes), its limiters (the rate limit and the keys, Limiters), and the
+// choice of which of its requests starts next (least-busy model, then first come first
+// served). Starts themselves are the dispatcher's to grant: Provider tells it what it could
+// start (Offer) and starts what it is granted (Grant). See doc.go for the rules and the
+// protocol.
 type Provider struct {
 	name        string
-	lanes, eff  int
-	running     int
 	queueLength int
 	timeout     time.Duration
-	models      []model
-	q           queue        // the admitted requests and the order they wait in
-	limit       tokens.Limit // the rate limit limiter enforces
-	limiter     tokens.Limiter
-	pools       []pool
-	startCap    int // starts still allowed; negative: no cap
+	models      []string // the models' names, by index (Lanes and Limiters index them alike)
+	q           queue    // the admitted requests and the order they wait in
+	lanes       Lanes
+	limits      Limiters
 	slots       *Slots
 
 	epoch, seen uint64 // the protocol: grants of this epoch handled so far
@@ -37,71 +32,29 @@ type Provider struct {
 	batchHold batchHold  // the batch lanes are kept for (batchhold.go)
 }
 
-type model struct {
-	name    string
-	lanes   int
-	eff     int // effective model lanes: lanes unless learned lower
-	pool    int
-	running int
-	blocked bool // the replicas' shared state has no room for it now (Block)
-}
-
-// pool is one set of keys: their ring and, with key_rate_limit, each key's limiter.
-type pool struct {
-	ring  *keys.Ring
-	limit tokens.Limit
-	lims  []tokens.Limiter // per key; nil when key_rate_limit limits nothing
-}
-
 // NewProvider builds a provider with every lane free, an empty queue and full buckets, at
 // epoch 0.
 func NewProvider(ps ProviderSpec) *Provider {
 	p := &Provider{
-		name: ps.Name, lanes: max(ps.Lanes, 0), eff: max(ps.Lanes, 0),
-		queueLength: max(ps.QueueLength, 0), timeout: ps.QueueTimeout,
-		startCap: -1, slots: ps.Clients,
-		limit: tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst},
-	}
-	p.limiter = tokens.NewLimiter(p.limit)
-	pools := ps.Keys
-	if len(pools) == 0 {
-		pools = []KeyPool{{}}
-	}
-	for _, kp := range pools {
-		p.pools = append(p.pools, newPool(kp))
-	}
-	for _, ms := range ps.Models {
-		p.models = append(p.models, newModel(ms, len(p.pools)))
+		name: ps.Name, queueLength: max(ps.QueueLength, 0), timeout: ps.QueueTimeout, slots: ps.Clients,
+		lanes: newLanes(ps.Lanes), limits: newLimiters(ps),
 	}
 	// Size for the usual worst case so steady state never grows: a full queue and every lane.
-	size := p.queueLength + p.lanes + 1
-	p.q = newQueue(size, len(p.models))
+	p.q = newQueue(p.queueLength+p.lanes.lanes+1, 0)
 	p.q.shares = ps.Shares
+	for _, ms := range ps.Models {
+		p.AddModel(ms)
+	}
 	return p
 }
 
-func newPool(kp KeyPool) pool {
-	pl := pool{ring: kp.Ring, limit: kp.Limit}
-	if pl.ring == nil {
-		pl.ring = keys.New(1, keys.Config{})
-	}
-	if l := tokens.NewLimiter(kp.Limit); l.Limited() {
-		pl.lims = make([]tokens.Limiter, pl.ring.Len())
-		for i := range pl.lims {
-			pl.lims[i] = l
-		}
-	}
-	return pl
-}
+// Lanes are the provider's lanes and model lanes, for the owner to set what it learned and
+// to read what runs.
+func (p *Provider) Lanes() *Lanes { return &p.lanes }
 
-func newModel(ms ModelSpec, pools int) model {
-	md := model{name: ms.Name, lanes: max(ms.Lanes, 0), pool: ms.Keys}
-	md.eff = md.lanes
-	if md.pool < 0 || md.pool >= pools {
-		md.pool = 0
-	}
-	return md
-}
+// Limiters are the provider's rate limiter and keys, for the owner to record what the
+// backend said of a key and to ask what holds a request back.
+func (p *Provider) Limiters() *Limiters { return &p.limits }
 
 // Enter puts request id in its queue at now: in its FIFO at the place its arrival time
 // gives it, in the deadline order by its deadline (see Arrival). It returns Queued, or
@@ -199,7 +152,7 @@ func (p *Provider) Grant(g Grant, now time.Time) (st Start, again, ok bool) {
 	if e == none {
 		return Start{}, false, false
 	}
-	key, ok := p.pools[p.models[p.q.entries[e].m].pool].pick(&p.q.entries[e], now, nil)
+	key, ok := p.limits.pick(&p.q.entries[e], now, nil)
 	if !ok {
 		p.q.unclaim(e, p.slots)
 		return Start{}, false, false // the simulation found a key: unreachable
@@ -215,8 +168,8 @@ func (p *Provider) Offer(now time.Time) Offer {
 	p.sim.play(p, now, -1)
 	p.offers++
 	p.credit = 0 // an offer gives the credit back (see Credit)
-	o := Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Seq: p.offers, Running: p.running, Queued: p.q.n,
-		Kept: p.q.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail, Room: p.sim.room(p)}
+	o := Offer{Epoch: p.epoch, Sync: p.sync, Seen: p.seen, Seq: p.offers, Running: p.lanes.running, Queued: p.q.n,
+		Kept: p.q.confirmed, QueueLength: p.queueLength, Avail: p.sim.avail, Room: p.sim.room(&p.lanes)}
 	o.Heads = offerHeads(p.sim.served, &p.lastHeads)
 	o.Fresh, o.Pending = p.q.unjudged(p.offers)
 	return o
@@ -264,8 +217,7 @@ func (p *Provider) stopRunning(id ID) (int32, bool) {
 	if !ok || p.q.entries[e].state != running {
 		return none, false
 	}
-	p.running--
-	p.models[p.q.entries[e].m].running--
+	p.lanes.stop(int(p.q.entries[e].m))
 	p.q.stopped(e, p.slots)
 	return e, true
 }
@@ -280,28 +232,13 @@ func (p *Provider) Cancel(id ID) bool {
 	return true
 }
 
-// SetEffectiveLanes sets how many of the provider's lanes may be used (SPEC §7
-// effective_lanes), clamped to [0, Lanes]. Lowering it stops nothing already running; new
-// requests wait until running drops below it.
-func (p *Provider) SetEffectiveLanes(n int) { p.eff = min(max(n, 0), p.lanes) }
-
-// SetModelLanes sets model m's effective model lanes, clamped to [0, model_lanes], as
-// SetEffectiveLanes does for the provider (a model with keys of its own learns its own).
-func (p *Provider) SetModelLanes(m, n int) {
-	if m >= 0 && m < len(p.models) {
-		p.models[m].eff = min(max(n, 0), p.models[m].lanes)
-	}
-}
-
-// SetStartCap allows at most n more starts (each start takes one), or any number when n is
-// negative. The circuit breaker uses it: 0 while open, 1 for the half-open probe.
-func (p *Provider) SetStartCap(n int) { p.startCap = max(n, -1) }
-
 // AddModel adds a model while the provider runs and returns its index. Nothing admitted is
 // disturbed: existing models keep their indexes, and the new one starts with free lanes
 // and empty queues.
 func (p *Provider) AddModel(ms ModelSpec) int {
-	p.models = append(p.models, newModel(ms, len(p.pools)))
+	p.models = append(p.models, ms.Name)
+	p.lanes.addModel(ms)
+	p.limits.addModel(ms)
 	p.q.addModel()
 	return len(p.models) - 1
 }
@@ -323,14 +260,8 @@ func (p *Provider) Resync(sync uint64) {
 	}
 }
 
-// Running is the number of requests running.
-func (p *Provider) Running() int { return p.running }
-
 // Queued is the number of requests waiting, those awaiting a verdict included.
 func (p *Provider) Queued() int { return p.q.n }
-
-// EffectiveLanes is the lanes calls may use now.
-func (p *Provider) EffectiveLanes() int { return p.eff }
 
 // start moves a queued entry to running on key, taking its lanes, a start of the cap, and
 // its tokens from the provider's and the key's limiters.
@@ -340,11 +271,8 @@ func (p *Provider) start(e int32, key int, now time.Time) {
 	en.state = running
 	en.confirmed = false
 	en.started = now
-	p.running++
-	p.models[en.m].running++
+	p.lanes.take(int(en.m))
 	p.q.started(e)
-	if p.startCap > 0 {
-		p.startCap--
-	}
-	p.charge(en, key, now)
+	en.key = int32(key)
+	p.limits.charge(int(en.m), key, en.cost, now)
 }

@@ -23,8 +23,7 @@ func (p *Provider) Resume(mb Member, started time.Time, key int) bool {
 	}
 	e := p.q.add(entry{id: mb.ID, m: int32(mb.Model), client: p.q.clientFor(mb.Client), class: uint8(mb.Class),
 		state: running, arrived: started, started: started, cost: max(mb.Tokens, 0), key: int32(key)})
-	p.running++
-	p.models[mb.Model].running++
+	p.lanes.resume(mb.Model)
 	p.q.running(e, nil)
 	// Its start took a slot of its client's cap, which the slots (the gateway's) still count.
 	p.q.entries[e].counted = p.slots != nil && p.q.clients[p.q.entries[e].client].maxRun > 0
@@ -36,12 +35,7 @@ func (p *Provider) Resume(mb Member, started time.Time, key int) bool {
 // than any epoch the lost state used so that grants still in flight for it are void, with
 // the dispatcher generation sync the lost state had last answered.
 func (p *Provider) Rebuilt(now time.Time, epoch, sync uint64) {
-	p.limiter.Drain(now)
-	for i := range p.pools {
-		for k := range p.pools[i].lims {
-			p.pools[i].lims[k].Drain(now)
-		}
-	}
+	p.limits.drain(now)
 	p.epoch, p.seen, p.sync, p.credit = epoch, 0, sync, 0
 }
 

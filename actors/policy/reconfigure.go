@@ -1,10 +1,6 @@
 package policy
 
-import (
-	"time"
-
-	"github.com/tollgate/tollgate/actors/policy/tokens"
-)
+import "time"
 
 // Reconfigure takes new settings while requests run and wait (a reload, SPEC §16), in
 // place, so that nothing admitted is disturbed:
@@ -26,56 +22,18 @@ import (
 // Queued requests keep their place in their FIFOs and in the deadline order.
 func (p *Provider) Reconfigure(ps ProviderSpec, now time.Time) {
 	p.name = ps.Name
-	learned := p.eff < p.lanes
-	p.lanes = max(ps.Lanes, 0)
-	if !learned {
-		p.eff = p.lanes
-	}
-	p.eff = min(p.eff, p.lanes)
 	p.queueLength = max(ps.QueueLength, 0)
 	p.timeout = ps.QueueTimeout
-	lim := tokens.Limit{RPM: ps.RPM, TPM: ps.TPM, Burst: ps.Burst}
-	if lim != p.limit {
-		p.limit = lim
-		p.limiter = tokens.NewLimiter(lim)
-		p.limiter.Drain(now)
+	for _, pl := range p.limits.reconfigure(ps, now) {
+		p.q.forgetKeys(p.limits.poolOf, pl)
 	}
-	pools := ps.Keys
-	if len(pools) == 0 {
-		pools = []KeyPool{{}}
-	}
-	for i, kp := range pools {
-		if i < len(p.pools) && p.pools[i].ring == kp.Ring && p.pools[i].limit == kp.Limit {
-			continue
-		}
-		if kp.Ring == nil && i < len(p.pools) {
-			kp.Ring = p.pools[i].ring // no keys before or after: the same one "key"
-		}
-		pl := newPool(kp)
-		for k := range pl.lims {
-			pl.lims[k].Drain(now)
-		}
-		p.q.forgetKeys(p.models, i)
-		if i < len(p.pools) {
-			p.pools[i] = pl
-		} else {
-			p.pools = append(p.pools, pl)
-		}
-	}
+	p.lanes.reconfigure(ps.Lanes, ps.Models)
 	for m, ms := range ps.Models {
 		if m >= len(p.models) {
 			p.AddModel(ms)
 			continue
 		}
-		md := &p.models[m]
-		learned := md.eff < md.lanes
-		md.name, md.lanes = ms.Name, max(ms.Lanes, 0)
-		if !learned {
-			md.eff = md.lanes
-		}
-		md.eff = min(md.eff, md.lanes)
-		if ms.Keys >= 0 && ms.Keys < len(p.pools) {
-			md.pool = ms.Keys
-		}
+		p.models[m] = ms.Name
+		p.limits.reconfigureModel(m, ms)
 	}
 }

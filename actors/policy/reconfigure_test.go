@@ -66,7 +66,7 @@ func (rr *reloadRun) onStart(p int, id ID) {
 	rr.starts++
 	total := 0
 	for q := range rr.h.ps {
-		total += rr.h.ps[q].Running()
+		total += rr.h.ps[q].Lanes().Running()
 	}
 	snap := rr.h.ps[p].Snapshot()
 	k := rr.key[id]
@@ -196,20 +196,20 @@ func TestReconfigureRateLimitStartsEmpty(t *testing.T) {
 	spec := ProviderSpec{Name: "p", Lanes: 4, QueueLength: 4, QueueTimeout: time.Hour, RPM: 60, Burst: 2,
 		Models: []ModelSpec{{Name: "m", Lanes: 4}}}
 	pr := NewProvider(spec)
-	if pr.Levels(t0).RPM != 2 {
-		t.Fatalf("a new limiter holds its burst: %+v", pr.Levels(t0))
+	if pr.Limiters().Levels(t0).RPM != 2 {
+		t.Fatalf("a new limiter holds its burst: %+v", pr.Limiters().Levels(t0))
 	}
 	same := spec
 	pr.Reconfigure(same, t0)
-	if pr.Levels(t0).RPM != 2 {
+	if pr.Limiters().Levels(t0).RPM != 2 {
 		t.Fatal("an unchanged rate limit lost its tokens")
 	}
 	spec.RPM = 120
 	pr.Reconfigure(spec, t0)
-	if lv := pr.Levels(t0); lv.RPM != 0 {
+	if lv := pr.Limiters().Levels(t0); lv.RPM != 0 {
 		t.Fatalf("a changed rate limit starts empty, got %+v", lv)
 	}
-	if lv := pr.Levels(t0.Add(time.Second)); lv.RPM != 2 {
+	if lv := pr.Limiters().Levels(t0.Add(time.Second)); lv.RPM != 2 {
 		t.Fatalf("one second of rpm 120 refills 2: %+v", lv)
 	}
 }

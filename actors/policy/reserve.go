@@ -19,22 +19,22 @@ type Member struct {
 }
 
 // Reservation is what Reserve started: the batch's members and the key each one's call uses
-// (Keys[i] for Members[i]), and the limiters before and after they took the members' tokens,
-// so that Release can give them back.
+// (Keys[i] for Members[i]), and the start cap and the limiters before and after the members
+// took their starts and tokens, so that Release can give them back.
 type Reservation struct {
-	Members       []ID
-	Keys          []int
-	before, after limiterState
-	released      bool
+	Members             []ID
+	Keys                []int
+	capBefore, capAfter int
+	before, after       limiterState
+	released            bool
 }
 
-// limiterState is a copy of the provider's start cap and limiter, and of the per-key limiters and the key
-// turn of the pools a batch used.
+// limiterState is a copy of the provider's rate limiter, and of the per-key limiters and the
+// key turn of the pools a batch used.
 type limiterState struct {
-	startCap int
-	provider tokens.Limiter
-	keys     map[int][]tokens.Limiter // by pool
-	turns    map[int]int              // by pool
+	rate  tokens.Limiter
+	keys  map[int][]tokens.Limiter // by pool
+	turns map[int]int              // by pool
 }
 
 // Reserve starts every member of a batch at once, or none (SPEC §5): they start only if the
@@ -62,26 +62,11 @@ func (p *Provider) Reserve(members []Member, retryAfter time.Duration, now time.
 	// Lanes kept for another batch are not theirs; the batch they are kept for passes the
 	// waiting requests of its class and below, which may take only the lanes beyond it.
 	keptLanes, keptModels, mine := p.batchHold.keptFrom(members, len(p.models), now)
-	switch {
-	case p.startCap >= 0 && p.startCap < len(members):
-		return Reservation{}, BlockedByStartCap, false
-	case p.eff-p.running-keptLanes < len(members):
-		return Reservation{}, BlockedByLanes, false
+	if b := p.lanes.batchBlocker(len(members), need, keptLanes, keptModels); b != BlockedElsewhere {
+		return Reservation{}, b, false
 	}
-	for m, n := range need {
-		if md := &p.models[m]; md.eff-md.running-kept(keptModels, m) < n {
-			return Reservation{}, BlockedByModelLanes, false
-		}
-	}
-	lim := p.limiter
-	for _, mb := range members {
-		if !lim.Allow(mb.Tokens, now) {
-			return Reservation{}, BlockedByRateLimit, false
-		}
-		lim.Take(mb.Tokens, now)
-	}
-	if !keysFor(p.pools, p.models, members, now) {
-		return Reservation{}, BlockedByKeys, false
+	if b := p.limits.batchBlocker(members, now); b != BlockedElsewhere {
+		return Reservation{}, b, false
 	}
 	if p.sim.play(p, now, -1); p.sim.waitsAbove(p.batchHold.passes(mine)) {
 		return Reservation{}, BlockedByQueue, false
@@ -89,33 +74,40 @@ func (p *Provider) Reserve(members []Member, retryAfter time.Duration, now time.
 	if mine {
 		p.batchHold = batchHold{} // it starts now: nothing is kept any more
 	}
-	r := Reservation{Members: make([]ID, len(members)), Keys: make([]int, len(members)), before: limiters(p, members)}
+	r := Reservation{Members: make([]ID, len(members)), Keys: make([]int, len(members)),
+		capBefore: p.lanes.startCap, before: p.limits.state(members)}
 	for i, mb := range members {
 		e := p.q.add(entry{id: mb.ID, m: int32(mb.Model), client: p.q.clientFor(mb.Client), class: uint8(mb.Class),
 			state: running, arrived: now, started: now, deadline: now.Add(p.timeout), cost: max(mb.Tokens, 0)})
-		p.running++
-		p.models[mb.Model].running++
+		p.lanes.take(mb.Model)
 		p.q.running(e, p.slots)
-		if p.startCap > 0 {
-			p.startCap--
-		}
-		key, _ := p.pools[p.models[p.q.entries[e].m].pool].pick(&p.q.entries[e], now, nil) // keysFor found one for each, in this order
-		p.charge(&p.q.entries[e], key, now)
+		en := &p.q.entries[e]
+		key, _ := p.limits.pick(en, now, nil) // batchBlocker found one for each, in this order
+		en.key = int32(key)
+		p.limits.charge(mb.Model, key, en.cost, now)
 		r.Members[i], r.Keys[i] = mb.ID, key
 	}
-	r.after = limiters(p, members)
+	r.capAfter, r.after = p.lanes.startCap, p.limits.state(members)
 	return r, BlockedElsewhere, true
 }
 
-// keysFor plays forward in thought the key picks members would make one after another in
-// pools (as pool.pick, each charging its key's bucket), and reports whether every member
-// finds a key.
-func keysFor(pools []pool, models []model, members []Member, now time.Time) bool {
+// batchBlocker says what of the limiters holds back a batch of members at now: the rate
+// limiter, short of their tokens together, or the keys, when the picks members would make
+// one after another (as pool.pick, each charging its key's bucket) do not find a key for
+// every member; BlockedElsewhere: neither.
+func (l *Limiters) batchBlocker(members []Member, now time.Time) Blocker {
+	lim := l.rate
+	for _, mb := range members {
+		if !lim.Allow(mb.Tokens, now) {
+			return BlockedByRateLimit
+		}
+		lim.Take(mb.Tokens, now)
+	}
 	turns := map[int]int{}
 	lims := map[int][]tokens.Limiter{}
 	for _, mb := range members {
-		pi := models[mb.Model].pool
-		pl := &pools[pi]
+		pi := l.poolOf[mb.Model]
+		pl := &l.pools[pi]
 		if _, seen := turns[pi]; !seen {
 			turns[pi] = pl.ring.Turn()
 			if pl.lims != nil {
@@ -128,44 +120,64 @@ func keysFor(pools []pool, models []model, members []Member, now time.Time) bool
 			if pl.ring.State(j, mb.Model, now) != keys.Ready {
 				continue
 			}
-			if l := lims[pi]; l != nil {
-				if !l[j].Allow(mb.Tokens, now) {
+			if kl := lims[pi]; kl != nil {
+				if !kl[j].Allow(mb.Tokens, now) {
 					continue
 				}
-				l[j].Take(mb.Tokens, now)
+				kl[j].Take(mb.Tokens, now)
 			}
 			turns[pi], found = (j+1)%n, true
 			break
 		}
 		if !found {
-			return false
+			return BlockedByKeys
 		}
 	}
-	return true
+	return BlockedElsewhere
 }
 
-// limiters copies p's start cap and limiter and the per-key limiters of members' pools.
-func limiters(p *Provider, members []Member) limiterState {
-	st := limiterState{startCap: p.startCap, provider: p.limiter, keys: map[int][]tokens.Limiter{}, turns: map[int]int{}}
+// state copies the rate limiter and the per-key limiters and turns of members' pools.
+func (l *Limiters) state(members []Member) limiterState {
+	st := limiterState{rate: l.rate, keys: map[int][]tokens.Limiter{}, turns: map[int]int{}}
 	for _, mb := range members {
-		pi := p.models[mb.Model].pool
+		pi := l.poolOf[mb.Model]
 		if _, seen := st.turns[pi]; seen {
 			continue
 		}
-		st.turns[pi] = p.pools[pi].ring.Turn()
-		if p.pools[pi].lims != nil {
-			st.keys[pi] = append([]tokens.Limiter(nil), p.pools[pi].lims...)
+		st.turns[pi] = l.pools[pi].ring.Turn()
+		if l.pools[pi].lims != nil {
+			st.keys[pi] = append([]tokens.Limiter(nil), l.pools[pi].lims...)
 		}
 	}
 	return st
 }
 
+// restore gives each limiter and ring that is still as after left it its before state.
+func (l *Limiters) restore(before, after limiterState) {
+	if l.rate == after.rate {
+		l.rate = before.rate
+	}
+	for pi, a := range after.keys {
+		lims := l.pools[pi].lims
+		for k := range lims {
+			if k < len(a) && lims[k] == a[k] {
+				lims[k] = before.keys[pi][k]
+			}
+		}
+	}
+	for pi, a := range after.turns {
+		if ring := l.pools[pi].ring; ring.Turn() == a {
+			ring.SetTurn(before.turns[pi])
+		}
+	}
+}
+
 // Release frees the members of an aborted batch that still run, and gives their tokens
 // back to each limiter that took none since, their keys' turn back to each ring that picked
-// none since, and their starts back to the start cap if it is where they left it: then the batch leaves no trace there. If one did (the provider started
-// other requests meanwhile, or was rebuilt), its tokens stay spent: the limiter cannot tell
-// which of its takes to undo, and spending them errs on the side of the backend's limit.
-// Releasing r again does nothing.
+// none since, and their starts back to the start cap if it is where they left it: then the
+// batch leaves no trace there. If one did (the provider started other requests meanwhile, or
+// was rebuilt), its tokens stay spent: the limiter cannot tell which of its takes to undo,
+// and spending them errs on the side of the backend's limit. Releasing r again does nothing.
 func (p *Provider) Release(r *Reservation, now time.Time) {
 	if r.released {
 		return
@@ -174,23 +186,8 @@ func (p *Provider) Release(r *Reservation, now time.Time) {
 	for _, id := range r.Members {
 		p.Finish(id, now)
 	}
-	if p.limiter == r.after.provider {
-		p.limiter = r.before.provider
-	}
-	if p.startCap == r.after.startCap {
-		p.startCap = r.before.startCap
-	}
-	for pi, after := range r.after.keys {
-		lims := p.pools[pi].lims
-		for k := range lims {
-			if k < len(after) && lims[k] == after[k] {
-				lims[k] = r.before.keys[pi][k]
-			}
-		}
-	}
-	for pi, after := range r.after.turns {
-		if ring := p.pools[pi].ring; ring.Turn() == after {
-			ring.SetTurn(r.before.turns[pi])
-		}
+	p.limits.restore(r.before, r.after)
+	if p.lanes.startCap == r.capAfter {
+		p.lanes.startCap = r.capBefore
 	}
 }

@@ -33,28 +33,3 @@ func (p *Provider) Unstart(id ID, now time.Time) bool {
 	p.q.link(e)
 	return true
 }
-
-// EffectiveModelLanes is model m's model lanes as learned (SetModelLanes), 0 for an
-// unknown model.
-func (p *Provider) EffectiveModelLanes(m int) int {
-	if m < 0 || m >= len(p.models) {
-		return 0
-	}
-	return p.models[m].eff
-}
-
-// Block makes model m offer nothing until Unblock: the replicas' shared state has no
-// room for it now. Its requests keep their places and deadlines. An unknown model is
-// ignored.
-func (p *Provider) Block(m int) {
-	if m >= 0 && m < len(p.models) {
-		p.models[m].blocked = true
-	}
-}
-
-// Unblock lets model m's requests be offered again.
-func (p *Provider) Unblock(m int) {
-	if m >= 0 && m < len(p.models) {
-		p.models[m].blocked = false
-	}
-}

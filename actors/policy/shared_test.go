@@ -39,7 +39,7 @@ func TestUnstart(t *testing.T) {
 	if in.Running || !in.Deadline.Equal(t0.Add(10*time.Second)) {
 		t.Errorf("request 1 after Unstart: %+v", in)
 	}
-	p.Block(0)
+	p.Lanes().Block(0)
 	if o := p.Offer(now); o.Avail != [llm.NumPriorities]int{} {
 		t.Errorf("a blocked model offers %v", o.Avail)
 	}
@@ -53,7 +53,7 @@ func TestUnstart(t *testing.T) {
 	if o := p.Offer(now); o.Avail[N] != 1 {
 		t.Errorf("the other model offers %v while the first is blocked", o.Avail)
 	}
-	p.Unblock(0)
+	p.Lanes().Unblock(0)
 	for _, want := range []ID{1, 4} { // model a's oldest again first, then model b
 		if st, _, ok := p.Grant(Grant{Class: N}, now); !ok || st.ID != want {
 			t.Errorf("Grant = %d %v, want %d", st.ID, ok, want)

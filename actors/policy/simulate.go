@@ -80,7 +80,7 @@ func (s *simulation) play(p *Provider, now time.Time, want int) int32 {
 		return none
 	}
 	s.rooms(p)
-	if !limited(p.limiter, p.pools, now) && !p.q.capped(p.slots) {
+	if !p.limits.limited(now) && !p.q.capped(p.slots) {
 		return s.lanes(p, free, want, now)
 	}
 	for c := range llm.NumPriorities {
@@ -107,7 +107,7 @@ func (s *simulation) play(p *Provider, now time.Time, want int) int32 {
 func (s *simulation) reset(p *Provider, now time.Time) int {
 	s.avail = [llm.NumPriorities]int{}
 	s.served = s.served[:0]
-	s.lim, s.starts, s.tokens, s.stop = p.limiter, 0, 0, -1
+	s.lim, s.starts, s.tokens, s.stop = p.limits.rate, 0, 0, -1
 	s.resetPools(p)
 	n := len(p.models)
 	if cap(s.held) < n {
@@ -117,14 +117,10 @@ func (s *simulation) reset(p *Provider, now time.Time) int {
 	clear(s.held)
 	s.keep = nil
 	s.run = s.run[:0]
-	for i := range p.models {
-		s.run = append(s.run, p.models[i].running)
+	for i := range p.lanes.models {
+		s.run = append(s.run, p.lanes.models[i].running)
 	}
-	free := p.eff - p.running
-	if p.startCap >= 0 {
-		free = min(free, p.startCap)
-	}
-	return free
+	return p.lanes.free()
 }
 
 // class simulates the starts of class c that free lanes allow, charging every limiter, and
@@ -140,7 +136,7 @@ func (s *simulation) class(p *Provider, c, want, free int, now time.Time) (int32
 		}
 		at := k*nm + m
 		e := s.cursor[at]
-		cost, pl := p.q.entries[e].cost, p.models[m].pool
+		cost, pl := p.q.entries[e].cost, p.limits.poolOf[m]
 		key, ok := s.key(p, pl, m, cost, int(p.q.entries[e].bound)-1, now)
 		if !ok {
 			s.hold(p, pl, m, cost, now)
@@ -267,8 +263,8 @@ func (s *simulation) laneClass(p *Provider, c, free int, now time.Time) int {
 		return free
 	}
 	n := 0
-	for i := range p.models {
-		md := &p.models[i]
+	for i := range p.lanes.models {
+		md := &p.lanes.models[i]
 		if md.blocked {
 			continue
 		}
@@ -318,11 +314,11 @@ func (s *simulation) keepLanes(h *batchHold, c, free int, now time.Time) int {
 
 // resetPools starts the simulation's view of the key pools afresh.
 func (s *simulation) resetPools(p *Provider) {
-	if len(s.pools) != len(p.pools) {
-		s.pools = make([]simPool, len(p.pools))
+	if len(s.pools) != len(p.limits.pools) {
+		s.pools = make([]simPool, len(p.limits.pools))
 	}
-	for i := range p.pools {
-		sp, pp := &s.pools[i], &p.pools[i]
+	for i := range p.limits.pools {
+		sp, pp := &s.pools[i], &p.limits.pools[i]
 		sp.ready, sp.blocked, sp.cost = 0, false, 0
 		if pp.lims == nil {
 			continue
@@ -345,7 +341,7 @@ func (s *simulation) resetPools(p *Provider) {
 // is the key the request's conversation prefers (-1: none), which pick takes first when it
 // can, so the simulation charges it too.
 func (s *simulation) key(p *Provider, pl, m, cost, bound int, now time.Time) (int, bool) {
-	sp, pp := &s.pools[pl], &p.pools[pl]
+	sp, pp := &s.pools[pl], &p.limits.pools[pl]
 	if pp.lims == nil {
 		if pp.ring.HasPairs() {
 			return -1, pp.ring.NextFree(m, now).Equal(now)
@@ -375,7 +371,7 @@ func (s *simulation) key(p *Provider, pl, m, cost, bound int, now time.Time) (in
 // model waits when the pool has a key for others (its own are set aside for it alone), else
 // the whole pool does.
 func (s *simulation) hold(p *Provider, pl, m, cost int, now time.Time) {
-	if p.pools[pl].ring.HasPairs() {
+	if p.limits.pools[pl].ring.HasPairs() {
 		if _, ok := s.key(p, pl, -1, cost, -1, now); ok {
 			s.held[m], s.heldCost[m] = true, cost
 			return
@@ -403,10 +399,10 @@ func (s *simulation) take(pl, key, cost int, now time.Time) {
 func (s *simulation) pickModel(p *Provider, k int) int {
 	best, nm := -1, len(p.models)
 	cur := s.cursor[k*nm : (k+1)*nm]
-	for i := range p.models {
-		md := &p.models[i]
+	for i := range p.lanes.models {
+		md := &p.lanes.models[i]
 		h := cur[i]
-		if h == none || s.run[i]+kept(s.keep, i) >= md.eff || s.pools[md.pool].blocked || md.blocked || s.held[i] {
+		if h == none || s.run[i]+kept(s.keep, i) >= md.eff || s.pools[p.limits.poolOf[i]].blocked || md.blocked || s.held[i] {
 			continue
 		}
 		if best < 0 || s.run[i] < s.run[best] || (s.run[i] == s.run[best] && p.q.before(byModel, h, cur[best])) {
@@ -423,7 +419,7 @@ func (s *simulation) pickModel(p *Provider, k int) int {
 // ok is false when only another call can change it (every key's probe out, or buckets that
 // the simulated starts alone overfill).
 func (s *simulation) poolWake(p *Provider, pl, m, cost int, now time.Time) (t time.Time, ok bool) {
-	sp, pp := &s.pools[pl], &p.pools[pl]
+	sp, pp := &s.pools[pl], &p.limits.pools[pl]
 	for i := range pp.ring.Len() {
 		at, valid := pp.ring.ReadyAt(i, m)
 		if !valid {
@@ -445,19 +441,4 @@ func (s *simulation) poolWake(p *Provider, pl, m, cost int, now time.Time) (t ti
 		}
 	}
 	return t, ok
-}
-
-// limited reports whether anything but lanes may hold a request back at now: a rate limit,
-// key limits, a pool with no key ready, or keys set aside for some model alone. Without,
-// NextWake needs no simulation.
-func limited(lim tokens.Limiter, pools []pool, now time.Time) bool {
-	if lim.Limited() {
-		return true
-	}
-	for i := range pools {
-		if ring := pools[i].ring; pools[i].lims != nil || ring.HasPairs() || !ring.NextFree(-1, now).Equal(now) {
-			return true
-		}
-	}
-	return false
 }

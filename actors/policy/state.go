@@ -3,7 +3,6 @@ package policy
 import (
 	"time"
 
-	"github.com/tollgate/tollgate/actors/policy/keys"
 	"github.com/tollgate/tollgate/providers/llm"
 )
 
@@ -38,14 +37,15 @@ type ModelState struct {
 
 // Snapshot copies the provider's counts into a new ProviderState.
 func (p *Provider) Snapshot() ProviderState {
+	l := &p.lanes
 	ps := ProviderState{
-		Name: p.name, Lanes: p.lanes, EffectiveLanes: p.eff,
-		Running: p.running, Queued: p.q.n, AwaitingVerdict: p.q.n - p.q.confirmed, QueueLength: p.queueLength,
+		Name: p.name, Lanes: l.lanes, EffectiveLanes: l.eff,
+		Running: l.running, Queued: p.q.n, AwaitingVerdict: p.q.n - p.q.confirmed, QueueLength: p.queueLength,
 		Models: make([]ModelState, len(p.models)), Clients: p.q.byClient(),
 	}
-	for i := range p.models {
-		md := &p.models[i]
-		ps.Models[i] = ModelState{Name: md.name, ModelLanes: md.lanes, EffectiveModelLanes: md.eff,
+	for i, name := range p.models {
+		md := &l.models[i]
+		ps.Models[i] = ModelState{Name: name, ModelLanes: md.lanes, EffectiveModelLanes: md.eff,
 			Running: md.running, Queued: queuedIn(p.q.byModel[i])}
 	}
 	return ps
@@ -99,44 +99,12 @@ const (
 )
 
 // Blocker says what holds back a request for model m estimated at tokens at now, checked in
-// the order admission consults them.
+// the order admission consults them: the lanes' (Lanes), then the limiters' (Limiters).
 func (p *Provider) Blocker(m, tokens int, now time.Time) Blocker {
-	switch {
-	case p.startCap == 0:
-		return BlockedByStartCap
-	case m >= 0 && m < len(p.models) && p.models[m].blocked:
-		return BlockedByCluster
-	case p.running >= p.eff:
-		return BlockedByLanes
-	case m < 0 || m >= len(p.models):
-		return BlockedElsewhere
-	case p.models[m].running >= p.models[m].eff:
-		return BlockedByModelLanes
+	if b := p.lanes.blocker(m); b != BlockedElsewhere || m < 0 || m >= len(p.models) {
+		return b
 	}
-	probe := entry{m: int32(m), cost: tokens}
-	pl := &p.pools[p.models[m].pool]
-	if !pl.ring.NextFree(m, now).Equal(now) {
-		return BlockedByKeys
-	}
-	if pl.lims != nil {
-		if !pl.some(&probe, now) {
-			return BlockedByKeys
-		}
-	}
-	if !p.limiter.Allow(tokens, now) {
-		return BlockedByRateLimit
-	}
-	return BlockedElsewhere
-}
-
-// some reports whether a key would do for en, as pick without moving the ring's turn.
-func (pl *pool) some(en *entry, now time.Time) bool {
-	for i := range pl.ring.Len() {
-		if pl.ring.State(i, int(en.m), now) == keys.Ready && (pl.lims == nil || pl.lims[i].Allow(en.cost, now)) {
-			return true
-		}
-	}
-	return false
+	return p.limits.blocker(m, tokens, now)
 }
 
 // queuedIn sums a model's queued requests over the classes.

@@ -17,9 +17,9 @@ import (
 // KB, which the sockets buffer: the backend ends and the call with it); two ask for one far
 // larger than the socket buffers, so the gateway's writes to them block. Invariants:
 //   - the normal traffic is served as if the non-readers were not there — as if they were
-//     clients that read: every call succeeds, and its p99 total time stays within 1.5×
-//     (+50 ms) of the same traffic run just before beside the same requests from clients
-//     that read their answers;
+//     clients that read: every call succeeds, and its p99 total time over slowRounds runs
+//     stays within 1.5× (+50 ms) of the same traffic's over runs alternating with them,
+//     beside the same requests from clients that read their answers;
 //   - the large answers' lanes come back within their provider's run_timeout + 1 s, while
 //     their clients are still connected and read nothing;
 //   - the heap stays bounded (the gateway buffers no answer for a client that does not read);
@@ -29,6 +29,7 @@ const (
 	slowReaderRunTimeout = 2 * time.Second
 	slowNormalCalls      = 60
 	slowNormalSpread     = 2 * time.Second
+	slowRounds           = 3 // pairs of runs, baseline and beside the non-readers
 )
 
 // usualAnswer is an answer of a usual size: about 40 KB over 40 chunks.
@@ -56,15 +57,48 @@ func slowReaders(ctx context.Context, o runOpts) []*result {
 	})}
 }
 
-// slowReadersLoad sends the normal traffic twice: beside clients that read their answers
-// (the baseline), then beside the same requests from connections that never read.
+// slowReadersLoad sends the normal traffic in slowRounds pairs of runs: beside clients that
+// read their answers (the baseline), then beside the same requests from connections that
+// never read. The pairs alternate so that what else loads the machine weighs on both sides
+// alike: two single runs a few seconds apart differ by more than the non-readers do when
+// other processes start or stop between them.
 func slowReadersLoad(ctx context.Context, e *env, r *result) {
+	var alone, beside []outcome
+	var back time.Duration
+	grew := 0.0
+	for range slowRounds {
+		alone = append(alone, besideReaders(ctx, e)...)
+		b, bk, g, err := besideNonReaders(ctx, e)
+		if err != nil {
+			r.breach("non-readers: %v", err)
+			return
+		}
+		beside = append(beside, b...)
+		if bk < 0 || back >= 0 && bk > back {
+			back = bk // the worst round: -1 (never back) beats any wait
+		}
+		grew = max(grew, g)
+	}
+	r.add(beside)
+	judgeSlowReaders(r, alone, beside, back, grew)
+}
+
+// besideReaders is one run of the normal traffic beside the non-readers' requests from
+// clients that read.
+func besideReaders(ctx context.Context, e *env) []outcome {
 	readers := make(chan []outcome, 1)
 	go func() { // exits when the reading clients have their answers
 		readers <- fire(ctx, e, readingCalls(), nil)
 	}()
 	alone := normalTraffic(ctx, e)
 	<-readers
+	return alone
+}
+
+// besideNonReaders is one run of the normal traffic beside connections that never read. It
+// returns the normal calls' outcomes, when the huge calls' lanes came back after the last
+// request went out (-1: not within the scenario's bound) and how much the heap grew (MiB).
+func besideNonReaders(ctx context.Context, e *env) ([]outcome, time.Duration, float64, error) {
 	heap0 := heapInUse()
 	conns, sent, err := openNonReaders(e, 8, "bulk/b1", 2, "huge/h1")
 	defer func() {
@@ -73,8 +107,7 @@ func slowReadersLoad(ctx context.Context, e *env, r *result) {
 		}
 	}()
 	if err != nil {
-		r.breach("non-readers: %v", err)
-		return
+		return nil, 0, 0, err
 	}
 	lanesBack := make(chan time.Duration, 1)
 	go func() { // exits when the huge calls no longer run, or at the deadline
@@ -83,8 +116,7 @@ func slowReadersLoad(ctx context.Context, e *env, r *result) {
 	beside := normalTraffic(ctx, e)
 	back := <-lanesBack
 	heap1 := heapInUse()
-	r.add(beside)
-	judgeSlowReaders(r, alone, beside, back, float64(int64(heap1)-int64(heap0))/(1<<20))
+	return beside, back, float64(int64(heap1)-int64(heap0)) / (1 << 20), nil
 }
 
 // normalTraffic sends the chat calls, spread over slowNormalSpread, half of them streaming.

@@ -53,6 +53,7 @@ type App struct {
 	shared *shared                           // the replicas' shared state (cluster.go); nil: alone
 	store  *store.Store                      // run-time client keys and the spend ledger (clients.go); nil: none
 	spend  *sharedSpend                      // the store's spend shared by the replicas (sharedspend.go); nil: alone or no store
+	keys   *keySync                          // the run-time keys read again from a shared store (keysync.go); nil: none
 	prices atomic.Pointer[prices]            // what each model costs (clients.go), per config
 	kinds  atomic.Pointer[map[string]string] // each provider's kind, for discovered models' prices
 }
@@ -166,6 +167,9 @@ func (a *App) attachStore(ctx context.Context, cfg *config.Config) error {
 	switch {
 	case err == nil:
 		a.store = st
+		if st.Shared() {
+			a.keys = startKeySync(st, a.Gateway, keysRefreshEvery, a.log)
+		}
 		if a.shared != nil {
 			a.spend = newSharedSpend(st, a.shared.e, cfg.Cluster.LeaseTTL.D(), a.log)
 		}
@@ -365,6 +369,9 @@ func (a *App) shutdown() error {
 	a.server.Stopping() // what still runs is stopped: an answer lost from now on is the drain's
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if a.keys != nil {
+		a.keys.close() // no revocation is answered by a gateway on its way down
+	}
 	err := a.Gateway.Shutdown(ctx)
 	if a.spend != nil {
 		a.spend.close() // after the actors: every call's cost is owed by now

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tollgate/tollgate/cmd/internal/cluster/redistest"
+	"github.com/tollgate/tollgate/httpapi"
 )
 
 // clusterTenantsYAML: client keys with a shared rate limit and a budget, on replicas that
@@ -103,6 +105,11 @@ func TestReplicasShareBudget(t *testing.T) {
 		t.Fatalf("erin's call on r1 spent $%g, not past her budget of $0.000001: the test needs a priced call", r1)
 	}
 	waitFor(t, "r2 seeing erin's spend on r1", func() bool { return spentOn(apps[1]) >= r1 })
+	var listed struct{ Keys []httpapi.KeyInfo }
+	admin(t, urls[1], "GET", "/admin/keys", "", 200, &listed)
+	if i := slices.IndexFunc(listed.Keys, func(k httpapi.KeyInfo) bool { return k.Name == "erin" }); i < 0 || listed.Keys[i].SpendUSD < r1 {
+		t.Errorf("r2's GET /admin/keys: %+v, want erin's spend_usd at least the $%g spent on r1", listed.Keys, r1)
+	}
 	var e *oai.Error
 	if err := chatAs(urls[1], "sk-erin-000001"); !errors.As(err, &e) || e.StatusCode != 402 || e.Code != "budget_exceeded" {
 		t.Fatalf("erin's call on r2 after her budget was spent on r1: %v, want 402 budget_exceeded", err)

@@ -77,6 +77,30 @@ func (s *sharedSpend) Spend(name string, now time.Time) (spent, budget float64, 
 	return spent, budget, resets
 }
 
+// ListKeys is the store's list with each budgeted key's spend raised as Spend raises it:
+// the figure its budget is enforced with.
+func (s *sharedSpend) ListKeys(ctx context.Context) ([]httpapi.KeyInfo, error) {
+	keys, err := s.Store.ListKeys(ctx)
+	for i := range keys {
+		s.raise(&keys[i])
+	}
+	return keys, err
+}
+
+// PatchKey is the store's, its answer's spend raised as ListKeys raises it.
+func (s *sharedSpend) PatchKey(ctx context.Context, name string, p httpapi.KeyPatch) (httpapi.KeyInfo, error) {
+	ki, err := s.Store.PatchKey(ctx, name, p)
+	s.raise(&ki)
+	return ki, err
+}
+
+// raise sets a budgeted key's spend to Spend's figure.
+func (s *sharedSpend) raise(ki *httpapi.KeyInfo) {
+	if ki.Budget != nil {
+		ki.SpendUSD, _, _ = s.Spend(ki.Name, s.now())
+	}
+}
+
 // Record is the store's Record; a budgeted key's cost is owed to its period's counter.
 func (s *sharedSpend) Record(e httpapi.LedgerEntry) float64 {
 	cost := s.Store.Record(e)

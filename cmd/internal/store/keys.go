@@ -256,11 +256,9 @@ func (s *Store) RotateKey(ctx context.Context, name string, grace time.Duration)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !k.oldUntil.IsZero() {
-		delete(s.byHash, k.oldDigest)
-	}
+	s.unindex(k)
 	k.oldDigest, k.oldUntil, k.digest = k.digest, until, digest
-	s.byHash[digest] = k
+	s.index(k)
 	return s.info(k, now), secret, nil
 }
 
@@ -306,15 +304,53 @@ func (s *Store) load(ctx context.Context) error {
 	return s.loadSpend(ctx, now)
 }
 
+// loadRuntimeKeys indexes the run-time keys the database holds; s.keys holds the config
+// keys, whose names win.
 func (s *Store) loadRuntimeKeys(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT name, digest, old_digest, old_until, weight, max_running, max_queued,
-		rpm, tpm, models, max_priority, budget_usd, budget_period, created_at, revoked_at FROM client_keys`)
+	rows, err := s.readRuntimeKeys(ctx)
 	if err != nil {
 		return err
 	}
+	for _, k := range rows {
+		s.any = true
+		if c := s.keys[k.name]; c != nil {
+			s.log.Warn().Str("client", k.name).Msg("a run-time client key has the name of a config key; the config key wins")
+			continue
+		}
+		s.keys[k.name] = k
+		s.index(k)
+	}
+	return nil
+}
+
+// index makes k's secrets (its current one, and its previous one while a rotation's grace
+// lasts) resolve to it; s.mu is held or the store is not shared yet.
+func (s *Store) index(k *key) {
+	s.byHash[k.digest] = k
+	if !k.oldUntil.IsZero() {
+		s.byHash[k.oldDigest] = k
+	}
+}
+
+// unindex undoes index.
+func (s *Store) unindex(k *key) {
+	delete(s.byHash, k.digest)
+	if !k.oldUntil.IsZero() {
+		delete(s.byHash, k.oldDigest)
+	}
+}
+
+// readRuntimeKeys reads every run-time key row, revoked ones included.
+func (s *Store) readRuntimeKeys(ctx context.Context) ([]*key, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, digest, old_digest, old_until, weight, max_running, max_queued,
+		rpm, tpm, models, max_priority, budget_usd, budget_period, created_at, revoked_at FROM client_keys`)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
+	var out []*key
 	for rows.Next() {
-		var k key
+		k := &key{}
 		var digest, models string
 		var oldDigest, period sql.NullString
 		var oldUntil, revoked sql.NullInt64
@@ -323,27 +359,22 @@ func (s *Store) loadRuntimeKeys(ctx context.Context) error {
 		l := &k.limits
 		if err := rows.Scan(&k.name, &digest, &oldDigest, &oldUntil, &l.Weight, &l.MaxRunning, &l.MaxQueued,
 			&l.RateLimit.RPM, &l.RateLimit.TPM, &models, &l.MaxPriority, &usd, &period, &created, &revoked); err != nil {
-			return err
+			return nil, err
 		}
-		s.any = true
-		if c := s.keys[k.name]; c != nil {
-			s.log.Warn().Str("client", k.name).Msg("a run-time client key has the name of a config key; the config key wins")
-			continue
+		if err := json.Unmarshal([]byte(models), &l.Models); err != nil {
+			return nil, fmt.Errorf("key %s: models: %w", k.name, err)
 		}
-		_ = json.Unmarshal([]byte(models), &l.Models)
 		if usd.Valid {
 			l.Budget = &httpapi.KeyBudget{USD: usd.Float64, Period: period.String}
 		}
 		k.digest = unhex(digest)
-		s.byHash[k.digest] = &k
 		if oldDigest.Valid && oldUntil.Valid {
 			k.oldDigest, k.oldUntil = unhex(oldDigest.String), fromMs(oldUntil.Int64)
-			s.byHash[k.oldDigest] = &k
 		}
 		k.created, k.revoked = fromMs(created), revoked.Valid
-		s.keys[k.name] = &k
+		out = append(out, k)
 	}
-	return rows.Err()
+	return out, rows.Err()
 }
 
 func unhex(s string) [32]byte {
