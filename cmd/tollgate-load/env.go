@@ -228,7 +228,7 @@ func startLocal(ctx context.Context, s setup, conns int) (*env, error) {
 func (l *local) clients() (map[string]llm.Backend, error) {
 	backends := map[string]llm.Backend{}
 	for _, b := range l.backends {
-		c, err := openai.New(openai.Config{Kind: b.spec.kindOrDefault(), Name: b.spec.name, BaseURL: b.http.URL + "/v1",
+		c, err := openai.New(b.spec.kindOrDefault(), openai.Config{Name: b.spec.name, BaseURL: b.http.URL + "/v1",
 			Keys: b.spec.keys, HTTPClient: &http.Client{Transport: l.meter}})
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.spec.name, err)

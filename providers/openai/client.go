@@ -48,50 +48,22 @@ func DefaultBaseURL(kind string) string { return defaultBaseURLs[kind] }
 // Supports reports whether kind is served by this package.
 func Supports(kind string) bool { _, ok := defaultBaseURLs[kind]; return ok }
 
-// Config describes one OpenAI-compatible provider.
-type Config struct {
-	Kind string // one of the Kind* constants; required
-	Name string // provider name, used in errors; "" → Kind
-	// BaseURL is the URL that /chat/completions and /models are appended to; "" → the kind's
-	// DefaultBaseURL.
-	BaseURL string
-	// Keys are used round-robin, one per call. Nil or "" entries mean no Authorization header
-	// (local servers).
-	Keys []string
-	// ModelKeys, when it has an entry for the backend model of a call, replaces Keys for it
-	// (NVIDIA issues a key per model).
-	ModelKeys map[string][]string
-	// HTTPClient is used for every call; nil → upstream.NewHTTPClient(ConnectTimeout, Lanes),
-	// a pooled client of the adapter's own that never follows redirects. Its Timeout should stay zero: streams run
-	// for minutes.
-	HTTPClient *http.Client
-	// Lanes is how many calls the provider runs at once; the adapter's own client keeps that
-	// many idle connections to the backend, so no call dials at steady load. 0 →
-	// upstream.DefaultIdlePerHost. Unused with HTTPClient.
-	Lanes int
-	// ConnectTimeout bounds dialing and the TLS handshake; 0 → 10s; negative → none.
-	ConnectTimeout time.Duration
-	// HeaderTimeout bounds the wait for response headers of a streaming call; 0 → 60s, or 5m
-	// for lmstudio and ollama, which load a model on first use before answering; negative →
-	// none. It is applied per call (upstream.Send), so it holds with a given HTTPClient too.
-	// Non-streaming calls are not bounded by it: their headers only come with the whole
-	// answer, which a reasoning model may take minutes to write.
-	HeaderTimeout time.Duration
-	// MaxEventBytes caps one SSE event of a streamed answer (limits.max_event_bytes); a
-	// larger one ends the answer as an upstream error. 0 → sse.DefaultMaxEvent (8 MiB).
-	MaxEventBytes int
-}
+// Config configures a Client: what every HTTP adapter is given (upstream.Config). A zero Name
+// is the kind. BaseURL is the URL that /chat/completions and /models are appended to; "" → the
+// kind's DefaultBaseURL. Keys go in Authorization as bearer tokens; a nil or "" entry sends
+// none (local servers); ModelKeys serves NVIDIA's key per model. A zero HeaderTimeout is 60s,
+// or 5m for lmstudio and ollama, which load a model on first use before answering.
+type Config = upstream.Config
 
-// Client calls one OpenAI-compatible provider. It is safe for concurrent use.
+// Client calls one OpenAI-compatible provider. The HTTP exchange is upstream.Client's; this
+// package keeps what is the OpenAI wire format's own: the URLs and headers, the request body,
+// the stream's frames and whole answers, and the error bodies. It is safe for concurrent use.
 type Client struct {
-	kind, name    string
-	base          string // without trailing slash
-	http          *http.Client
-	headerTimeout time.Duration // for streaming calls; 0: none
-	keys          *upstream.KeyRing
-	secrets       []string // every key, for Redact
-	maxEvent      int      // SSE event size limit; 0: the reader's default
-	now           func() time.Time
+	kind, name string
+	up         *upstream.Client
+	secrets    []string // every key, for Redact
+	maxEvent   int      // SSE event size limit; 0: the reader's default
+	now        func() time.Time
 }
 
 var (
@@ -100,82 +72,61 @@ var (
 	_ llm.ModelLister  = (*Client)(nil)
 )
 
-// New validates cfg and returns a Client. An unknown kind or a malformed base URL is an error
-// that names the provider and the offending value.
-func New(cfg Config) (*Client, error) {
-	if !Supports(cfg.Kind) {
-		return nil, fmt.Errorf("openai provider %q: unknown kind %q", cfg.Name, cfg.Kind)
+// New validates cfg and returns a Client for a backend of kind (one of the Kind* constants).
+// An unknown kind or a malformed base URL is an error that names the provider and the
+// offending value.
+func New(kind string, cfg Config) (*Client, error) {
+	if !Supports(kind) {
+		return nil, fmt.Errorf("openai provider %q: unknown kind %q", cfg.Name, kind)
 	}
-	name := cfg.Name
-	if name == "" {
-		name = cfg.Kind
+	if cfg.Name == "" {
+		cfg.Name = kind
 	}
 	base := cfg.BaseURL
 	if base == "" {
-		base = DefaultBaseURL(cfg.Kind)
+		base = DefaultBaseURL(kind)
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("provider %q: base_url %q: want an absolute http(s) URL", name, base)
+		return nil, fmt.Errorf("provider %q: base_url %q: want an absolute http(s) URL", cfg.Name, base)
 	}
 	header := 60 * time.Second
-	if cfg.Kind == KindLMStudio || cfg.Kind == KindOllama {
+	if kind == KindLMStudio || kind == KindOllama {
 		header = 5 * time.Minute
 	}
-	keys := upstream.NewKeyRing(cfg.Keys, cfg.ModelKeys)
-	c := &Client{
-		kind: cfg.Kind, name: name, base: strings.TrimRight(base, "/"),
-		http: cfg.HTTPClient, headerTimeout: upstream.Timeout(cfg.HeaderTimeout, header),
-		keys: keys, secrets: keys.Secrets(), maxEvent: cfg.MaxEventBytes, now: time.Now,
-	}
-	if c.http == nil {
-		c.http = upstream.NewHTTPClient(upstream.Timeout(cfg.ConnectTimeout, 10*time.Second), cfg.Lanes)
-	}
+	c := &Client{kind: kind, name: cfg.Name, maxEvent: cfg.MaxEventBytes, now: time.Now}
+	c.up = upstream.NewClient(cfg, upstream.Wire{Base: strings.TrimRight(base, "/"), HeaderTimeout: header,
+		Header: setHeader, StatusError: c.statusError})
+	c.secrets = c.up.Keys().Secrets()
 	return c, nil
 }
 
-// Keys is how many keys a call to the backend model rotates over (llm.KeyedBackend).
-func (c *Client) Keys(model string) int { return c.keys.Count(model) }
-
-// newRequest builds a request to path (under the base URL, or an absolute URL) with the auth
-// and content headers every call carries; key "" sends no Authorization header.
-func (c *Client) newRequest(ctx context.Context, method, path, key string, body []byte) (*http.Request, error) {
-	target := path
-	if !strings.Contains(path, "://") {
-		target = c.base + path
-	}
-	var req *http.Request
-	var err error
-	if body != nil {
-		// A fresh in-memory reader per attempt: NewRequest sets GetBody and ContentLength
-		// from it, so the transport can replay the body on a dead keep-alive connection.
-		req, err = http.NewRequestWithContext(ctx, method, target, bytesReader(body))
-		if err == nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-	} else {
-		req, err = http.NewRequestWithContext(ctx, method, target, nil)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("build request for %s: %w", c.name, err)
-	}
+// setHeader sets the key, if any, as a bearer token.
+func setHeader(h http.Header, key string) {
 	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+		h.Set("Authorization", "Bearer "+key)
 	}
-	return req, nil
 }
 
-// send makes the call hr (built by newRequest) through upstream.Send, bounding the wait for
-// headers when stream is set. The caller calls the returned cancel once it has closed the
-// body. A failure is the caller's context error or an upstream *llm.Error.
-func (c *Client) send(ctx context.Context, op string, hr *http.Request, stream bool) (*http.Response, context.CancelFunc, error) {
-	var wait time.Duration
-	if stream {
-		wait = c.headerTimeout
+// Keys is how many keys a call to the backend model rotates over (llm.KeyedBackend).
+func (c *Client) Keys(model string) int { return c.up.Keys().Count(model) }
+
+// beside is the URL of path on the backend's host root, beside its /v1 (Ollama's and LM
+// Studio's own APIs, DeepSeek's beta).
+func (c *Client) beside(path string) string { return strings.TrimSuffix(c.up.Base(), "/v1") + path }
+
+// The Accept headers of a call: a stream's, and a JSON answer's.
+var (
+	acceptSSE  = map[string]string{"Accept": "text/event-stream"}
+	acceptJSON = map[string]string{"Accept": "application/json"}
+)
+
+// post sends call, with its Accept header, and returns a 2xx answer; any other status is an
+// *llm.Error (statusError). The caller calls cancel once it has closed the body.
+func (c *Client) post(ctx context.Context, call upstream.Call) (*http.Response, context.CancelFunc, error) {
+	call.Op, call.Header = "call backend", acceptJSON
+	if call.Stream {
+		call.Header = acceptSSE
 	}
-	resp, cancel, err := upstream.Send(ctx, c.http, hr, wait)
-	if err != nil {
-		return nil, nil, upstream.TransportError(ctx, c.name, op, err, c.secrets...)
-	}
-	return resp, cancel, nil
+	return c.up.Post(ctx, call)
 }

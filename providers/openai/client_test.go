@@ -27,20 +27,21 @@ const okStream = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"con
 func TestNew(t *testing.T) {
 	tests := []struct {
 		name    string
+		kind    string
 		cfg     Config
 		wantErr string
 		wantURL string
 	}{
-		{"default url", Config{Kind: KindDeepSeek}, "", "https://api.deepseek.com/v1"},
-		{"trailing slash", Config{Kind: KindOpenAI, BaseURL: "http://127.0.0.1:9/v1/"}, "", "http://127.0.0.1:9/v1"},
-		{"unknown kind", Config{Kind: "anthropic", Name: "a"}, `unknown kind "anthropic"`, ""},
-		{"relative url", Config{Kind: KindOllama, Name: "o", BaseURL: "localhost:11434/v1"}, `base_url "localhost:11434/v1"`, ""},
-		{"bad scheme", Config{Kind: KindOllama, Name: "o", BaseURL: "ftp://h/v1"}, `provider "o": base_url "ftp://h/v1"`, ""},
-		{"garbage url", Config{Kind: KindOpenAI, BaseURL: "http://[::1"}, `base_url "http://[::1"`, ""},
+		{"default url", KindDeepSeek, Config{}, "", "https://api.deepseek.com/v1"},
+		{"trailing slash", KindOpenAI, Config{BaseURL: "http://127.0.0.1:9/v1/"}, "", "http://127.0.0.1:9/v1"},
+		{"unknown kind", "anthropic", Config{Name: "a"}, `unknown kind "anthropic"`, ""},
+		{"relative url", KindOllama, Config{Name: "o", BaseURL: "localhost:11434/v1"}, `base_url "localhost:11434/v1"`, ""},
+		{"bad scheme", KindOllama, Config{Name: "o", BaseURL: "ftp://h/v1"}, `provider "o": base_url "ftp://h/v1"`, ""},
+		{"garbage url", KindOpenAI, Config{BaseURL: "http://[::1"}, `base_url "http://[::1"`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := New(tt.cfg)
+			c, err := New(tt.kind, tt.cfg)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("New error = %v, want it to contain %q", err, tt.wantErr)
@@ -50,8 +51,8 @@ func TestNew(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.base != tt.wantURL {
-				t.Errorf("base = %q, want %q", c.base, tt.wantURL)
+			if c.up.Base() != tt.wantURL {
+				t.Errorf("base = %q, want %q", c.up.Base(), tt.wantURL)
 			}
 		})
 	}
@@ -63,16 +64,16 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("kind %s has no default base URL", kind)
 		}
 	}
-	local, _ := New(Config{Kind: KindOllama})
-	cloud, _ := New(Config{Kind: KindOpenAI, Lanes: 500})
-	ct := cloud.http.Transport.(*http.Transport)
-	if local.headerTimeout != 5*time.Minute || cloud.headerTimeout != 60*time.Second {
-		t.Errorf("header timeouts: local %v, cloud %v", local.headerTimeout, cloud.headerTimeout)
+	local, _ := New(KindOllama, Config{})
+	cloud, _ := New(KindOpenAI, Config{Lanes: 500})
+	ct := cloud.up.HTTP().Transport.(*http.Transport)
+	if local.up.HeaderTimeout() != 5*time.Minute || cloud.up.HeaderTimeout() != 60*time.Second {
+		t.Errorf("header timeouts: local %v, cloud %v", local.up.HeaderTimeout(), cloud.up.HeaderTimeout())
 	}
-	if ct.MaxIdleConnsPerHost != 500 || local.http.Timeout != 0 {
-		t.Errorf("pool: MaxIdleConnsPerHost %d for 500 lanes, whole-call timeout %v", ct.MaxIdleConnsPerHost, local.http.Timeout)
+	if ct.MaxIdleConnsPerHost != 500 || local.up.HTTP().Timeout != 0 {
+		t.Errorf("pool: MaxIdleConnsPerHost %d for 500 lanes, whole-call timeout %v", ct.MaxIdleConnsPerHost, local.up.HTTP().Timeout)
 	}
-	if again, _ := New(Config{Kind: KindOpenAI, Lanes: 500}); again.http == cloud.http {
+	if again, _ := New(KindOpenAI, Config{Lanes: 500}); again.up.HTTP() == cloud.up.HTTP() {
 		t.Error("two providers share one pool: it would be sized to neither's lanes")
 	}
 }
@@ -89,7 +90,7 @@ func TestKeys(t *testing.T) {
 		_, _ = io.WriteString(w, okStream)
 	}))
 	defer srv.Close()
-	c, err := New(Config{Kind: KindNvidia, BaseURL: srv.URL, Keys: []string{"k1", "k2"},
+	c, err := New(KindNvidia, Config{BaseURL: srv.URL, Keys: []string{"k1", "k2"},
 		ModelKeys: map[string][]string{"special": {"m1"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +108,7 @@ func TestKeys(t *testing.T) {
 	for _, m := range []string{"a", "b", "special", "c", "special"} {
 		call(c, m)
 	}
-	nokey, _ := New(Config{Kind: KindOllama, BaseURL: srv.URL})
+	nokey, _ := New(KindOllama, Config{BaseURL: srv.URL})
 	call(nokey, "a")
 	want := []string{"Bearer k1", "Bearer k2", "Bearer m1", "Bearer k1", "Bearer m1", ""}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
@@ -200,7 +201,7 @@ func TestUTF8SplitAcrossWrites(t *testing.T) {
 	}))
 	defer srv.Close()
 	ft := &firstReadTransport{rt: NewTransport(time.Second, 5*time.Second), read: make(chan struct{})}
-	c, err := New(Config{Kind: KindOpenAI, BaseURL: srv.URL, HTTPClient: &http.Client{Transport: ft}})
+	c, err := New(KindOpenAI, Config{BaseURL: srv.URL, HTTPClient: &http.Client{Transport: ft}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +351,7 @@ func TestConnectionReuse(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	c, _ := New(Config{Kind: KindOpenAI, BaseURL: srv.URL, HTTPClient: &http.Client{Transport: NewTransport(time.Second, time.Second)}})
+	c, _ := New(KindOpenAI, Config{BaseURL: srv.URL, HTTPClient: &http.Client{Transport: NewTransport(time.Second, time.Second)}})
 	for i := 0; i < 4; i++ {
 		s, err := c.Open(context.Background(), userRequest(i%2 == 0))
 		if err != nil {
@@ -449,13 +450,17 @@ func TestListModels(t *testing.T) {
 func TestFreshBodyReplayable(t *testing.T) {
 	req := userRequest(false)
 	req.Body = []byte(`{"model":"x","messages":[]}`)
-	c := newTestClient(t, KindOpenAI, "http://127.0.0.1:1")
 	body, err := requestBody(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hr, err := c.newRequest(context.Background(), http.MethodPost, "/chat/completions", "m", body)
+	var hr *http.Request // the request the transport was given
+	capture := capturingTransport(func(r *http.Request) { hr = r })
+	c, err := New(KindOpenAI, Config{BaseURL: "http://127.0.0.1:1", Keys: []string{"m"}, HTTPClient: &http.Client{Transport: capture}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Open(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	if hr.GetBody == nil || hr.ContentLength != int64(len(body)) {
@@ -484,7 +489,7 @@ func TestListModelsWithOnlyModelKeys(t *testing.T) {
 		_, _ = io.WriteString(w, `{"data":[{"id":"a"}]}`)
 	}))
 	defer srv.Close()
-	c, err := New(Config{Kind: KindNvidia, BaseURL: srv.URL, ModelKeys: map[string][]string{"b": {"b-key"}, "a": {"a-key"}}})
+	c, err := New(KindNvidia, Config{BaseURL: srv.URL, ModelKeys: map[string][]string{"b": {"b-key"}, "a": {"a-key"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +542,7 @@ func TestHeaderTimeout(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	defer srv.Close()
-	c, err := New(Config{Kind: KindOpenAI, BaseURL: srv.URL, HeaderTimeout: 50 * time.Millisecond})
+	c, err := New(KindOpenAI, Config{BaseURL: srv.URL, HeaderTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +567,7 @@ func TestHeaderTimeoutSparesWholeAnswers(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
 	}))
 	defer srv.Close()
-	c, err := New(Config{Kind: KindOpenAI, BaseURL: srv.URL, HeaderTimeout: 20 * time.Millisecond})
+	c, err := New(KindOpenAI, Config{BaseURL: srv.URL, HeaderTimeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -655,6 +660,16 @@ func TestRefusedKeyOrModel(t *testing.T) {
 
 // brokenBodyTransport breaks every answer's body after its data, with an error quoting the
 // request's Authorization header.
+// capturingTransport hands each request to see and answers it with a one-choice completion.
+type capturingTransport func(*http.Request)
+
+func (f capturingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	f(r)
+	const answer = `{"choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}]}`
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(answer)), Request: r}, nil
+}
+
 type brokenBodyTransport struct{ rt http.RoundTripper }
 
 func (b *brokenBodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -703,7 +718,7 @@ func TestBrokenStreamScrubsKeys(t *testing.T) {
 			}))
 			defer srv.Close()
 			rt := &brokenBodyTransport{rt: NewTransport(time.Second, 5*time.Second)}
-			c, err := New(Config{Kind: KindOpenAI, Name: "p", BaseURL: srv.URL, Keys: []string{key}, HTTPClient: &http.Client{Transport: rt}})
+			c, err := New(KindOpenAI, Config{Name: "p", BaseURL: srv.URL, Keys: []string{key}, HTTPClient: &http.Client{Transport: rt}})
 			if err != nil {
 				t.Fatal(err)
 			}

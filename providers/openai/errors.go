@@ -93,8 +93,9 @@ func rawString(r json.RawMessage) string {
 	return ""
 }
 
-// statusError turns a non-2xx answer into an *llm.Error.
-func (c *Client) statusError(resp *http.Response, body []byte) *llm.Error {
+// statusError turns a non-2xx answer, its status, headers and the start of its body, into an
+// *llm.Error (upstream.Wire.StatusError). Every key is redacted from it, the call's among them.
+func (c *Client) statusError(status int, h http.Header, body []byte, _ string) *llm.Error {
 	be, ok := parseError(bytes.TrimSpace(body))
 	if !ok && len(bytes.TrimSpace(body)) > 0 {
 		be.msg = "backend said: " + c.snippet(body)
@@ -102,14 +103,14 @@ func (c *Client) statusError(resp *http.Response, body []byte) *llm.Error {
 	kind, known := kindForCode(be)
 	switch {
 	case known:
-	case resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(strings.ToLower(be.msg), "server busy"):
+	case status == http.StatusServiceUnavailable && strings.Contains(strings.ToLower(be.msg), "server busy"):
 		// Ollama's full queue (OLLAMA_MAX_QUEUE): the server is up and refusing for capacity,
 		// which is a rate limit, not a provider that is down.
 		kind = llm.KindUpstreamRateLimited
 	default:
-		kind = upstream.KindForStatus(resp.StatusCode)
+		kind = upstream.KindForStatus(status)
 	}
-	return upstream.Annotate(c.newError(kind, resp.StatusCode, resp.Header, be), resp.Header, body, c.clock())
+	return upstream.Annotate(c.newError(kind, status, h, be), h, body, c.clock())
 }
 
 // bodyError turns an error reported inside a 200 (a whole body or a stream frame).

@@ -29,7 +29,7 @@ var fixedNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // newTestClient returns a Client of kind for the server at url, with a clock fixed at fixedNow.
 func newTestClient(t testing.TB, kind, url string, keys ...string) *Client {
 	t.Helper()
-	c, err := New(Config{Kind: kind, Name: kind + "-test", BaseURL: url, Keys: keys})
+	c, err := New(kind, Config{Name: kind + "-test", BaseURL: url, Keys: keys})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

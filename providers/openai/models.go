@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -14,21 +13,13 @@ import (
 // APIs all answer {"data": [{"id": ...}]}; a context length is kept when a backend gives one.
 func (c *Client) ListModels(ctx context.Context) ([]llm.ModelInfo, error) {
 	// A provider with per-model keys only borrows one of those: any valid key may list.
-	hr, err := c.newRequest(ctx, http.MethodGet, "/models", c.keys.ForListing(), nil)
-	if err != nil {
-		return nil, err
-	}
-	hr.Header.Set("Accept", "application/json")
-	resp, cancel, err := c.send(ctx, "list models", hr, false)
+	resp, cancel, err := c.up.Get(ctx, upstream.Call{Path: "/models", Key: c.up.Keys().ForListing(), Op: "list models", Header: acceptJSON})
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
 	defer resp.Body.Close()
 	body := upstream.ReadBody(resp.Body, maxCompletion)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, c.statusError(resp, body)
-	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -79,11 +70,7 @@ func embeddingType(t string) bool { return t == "embeddings" || t == "embedding"
 // OpenAI-compatible /v1/models does not). A server without that listing (an older LM
 // Studio, a proxy) leaves every model a chat model, as before.
 func (c *Client) markEmbedding(ctx context.Context, out []llm.ModelInfo) {
-	hr, err := c.newRequest(ctx, http.MethodGet, strings.TrimSuffix(c.base, "/v1")+"/api/v0/models", c.keys.ForListing(), nil)
-	if err != nil {
-		return
-	}
-	resp, cancel, err := c.send(ctx, "list models", hr, false)
+	resp, cancel, err := c.up.Get(ctx, upstream.Call{URL: c.beside("/api/v0/models"), Key: c.up.Keys().ForListing(), Op: "list models"})
 	if err != nil {
 		return
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -37,13 +36,11 @@ func (c *Client) openOllamaEmbed(ctx context.Context, req *llm.Request, key stri
 	if err != nil {
 		return nil, fmt.Errorf("encode embeddings request: %w", err)
 	}
-	resp, cancel, err := c.post(ctx, strings.TrimSuffix(c.base, "/v1")+"/api/embed", key, false, body)
+	resp, cancel, err := c.post(ctx, upstream.Call{URL: c.beside("/api/embed"), Body: body, Key: key})
 	if err != nil {
 		return nil, err
 	}
-	defer cancel()
-	defer resp.Body.Close()
-	b, err := upstream.ReadAnswer(ctx, c.name, resp.Body, maxEmbeddings, c.secrets...)
+	b, err := c.up.Whole(ctx, resp, cancel, maxEmbeddings)
 	if err != nil {
 		return nil, err
 	}

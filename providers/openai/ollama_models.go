@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -45,7 +44,7 @@ func (c *Client) markOllamaEmbedding(ctx context.Context, out []llm.ModelInfo) {
 	var tags struct {
 		Models []ollamaTag `json:"models"`
 	}
-	if c.ollamaAPI(ctx, http.MethodGet, "/api/tags", nil, &tags) != nil {
+	if c.ollamaAPI(ctx, "/api/tags", nil, &tags) != nil {
 		return
 	}
 	caps := map[string][]string{}
@@ -81,7 +80,7 @@ func (c *Client) ollamaShow(ctx context.Context, model string) []string {
 		Capabilities []string       `json:"capabilities"`
 		ModelInfo    map[string]any `json:"model_info"`
 	}
-	if c.ollamaAPI(ctx, http.MethodPost, "/api/show", body, &show) != nil {
+	if c.ollamaAPI(ctx, "/api/show", body, &show) != nil {
 		return nil
 	}
 	if show.Capabilities != nil {
@@ -95,14 +94,15 @@ func (c *Client) ollamaShow(ctx context.Context, model string) []string {
 	return []string{"completion"}
 }
 
-// ollamaAPI calls path of Ollama's own API (beside /v1) and decodes its JSON answer into v.
-func (c *Client) ollamaAPI(ctx context.Context, method, path string, body []byte, v any) error {
-	hr, err := c.newRequest(ctx, method, strings.TrimSuffix(c.base, "/v1")+path, c.keys.ForListing(), body)
-	if err != nil {
-		return err
+// ollamaAPI calls path of Ollama's own API (beside /v1), a POST of body when there is one and
+// a GET otherwise, and decodes its JSON answer into v.
+func (c *Client) ollamaAPI(ctx context.Context, path string, body []byte, v any) error {
+	call := upstream.Call{URL: c.beside(path), Body: body, Key: c.up.Keys().ForListing(), Op: "list models", Header: acceptJSON}
+	send := c.up.Get
+	if body != nil {
+		send = c.up.Post
 	}
-	hr.Header.Set("Accept", "application/json")
-	resp, cancel, err := c.send(ctx, "list models", hr, false)
+	resp, cancel, err := send(ctx, call)
 	if err != nil {
 		return err
 	}
@@ -110,10 +110,10 @@ func (c *Client) ollamaAPI(ctx context.Context, method, path string, body []byte
 	defer resp.Body.Close()
 	b := upstream.ReadBody(resp.Body, maxOllamaInfo)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: status %d", method, path, resp.StatusCode)
+		return fmt.Errorf("%s: status %d", path, resp.StatusCode)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }

@@ -24,12 +24,12 @@ const maxCompletion = 32 << 20
 // comes back from Open as an *llm.Error and the gateway can still answer with a proper status.
 // Cancelling ctx aborts the HTTP call at any point. The keys are used in turn.
 func (c *Client) Open(ctx context.Context, req *llm.Request) (llm.Stream, error) {
-	return c.keys.OpenTurn(ctx, req, c.open)
+	return c.up.Keys().OpenTurn(ctx, req, c.open)
 }
 
 // OpenWithKey is Open with key i of the model's keys (llm.KeyedBackend).
 func (c *Client) OpenWithKey(ctx context.Context, req *llm.Request, i int) (llm.Stream, error) {
-	return c.keys.OpenKey(ctx, req, i, c.open)
+	return c.up.Keys().OpenKey(ctx, req, i, c.open)
 }
 
 // A request that came in as Responses goes to {base}/responses as sent when the backend
@@ -49,7 +49,7 @@ func (c *Client) open(ctx context.Context, req *llm.Request, key string) (llm.St
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: err.Error(), Err: err}
 	}
-	resp, cancel, err := c.post(ctx, "/chat/completions", key, req.Stream, body)
+	resp, cancel, err := c.post(ctx, upstream.Call{Path: "/chat/completions", Body: body, Key: key, Stream: req.Stream})
 	if err != nil {
 		return nil, err
 	}
@@ -105,31 +105,6 @@ func (c *Client) whole(ctx context.Context, resp *http.Response, cancel context.
 	}
 	l.quota = c.quota(resp.Header)
 	return l, nil
-}
-
-// post sends body to path with key and returns a 2xx answer; any other status is an
-// *llm.Error. The caller calls cancel once it has closed the body.
-func (c *Client) post(ctx context.Context, path, key string, stream bool, body []byte) (*http.Response, context.CancelFunc, error) {
-	hr, err := c.newRequest(ctx, http.MethodPost, path, key, body)
-	if err != nil {
-		return nil, nil, err
-	}
-	if stream {
-		hr.Header.Set("Accept", "text/event-stream")
-	} else {
-		hr.Header.Set("Accept", "application/json")
-	}
-	resp, cancel, err := c.send(ctx, "call backend", hr, stream)
-	if err != nil {
-		return nil, nil, err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b := upstream.ReadBody(resp.Body, upstream.DefaultErrorBody)
-		_ = resp.Body.Close()
-		cancel()
-		return nil, nil, c.statusError(resp, b)
-	}
-	return resp, cancel, nil
 }
 
 // isJSONBody sniffs whether a 200 answer to a stream request is a plain JSON document rather

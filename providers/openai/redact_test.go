@@ -16,7 +16,7 @@ func TestErrorMessagesNeverShowPartOfAKey(t *testing.T) {
 		for pos := 0; pos <= 300+len(key); pos++ {
 			body := []byte(strings.Repeat(".", pos) + key + " trailing words of an HTML page")
 			for _, msg := range []string{
-				c.statusError(&http.Response{StatusCode: http.StatusBadGateway, Header: http.Header{}}, body).Message,
+				c.statusError(http.StatusBadGateway, http.Header{}, body, key).Message,
 				c.upstreamError("answer: "+c.snippet(body), nil).Message,
 			} {
 				for i := 0; i+6 <= len(key); i++ {

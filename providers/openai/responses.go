@@ -32,14 +32,16 @@ func (c *Client) openResponses(ctx context.Context, req *llm.Request, n *llm.Nat
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: "request body: " + err.Error(), Err: err}
 	}
-	resp, cancel, err := c.post(ctx, "/responses", key, req.Stream, body)
+	resp, cancel, err := c.post(ctx, upstream.Call{Path: "/responses", Body: body, Key: key, Stream: req.Stream})
 	if err != nil {
 		return nil, err
 	}
 	if !req.Stream {
-		defer cancel()
-		defer resp.Body.Close()
-		return c.readResponse(ctx, resp.Header, resp.Body)
+		b, err := c.up.Whole(ctx, resp, cancel, maxCompletion)
+		if err != nil {
+			return nil, err
+		}
+		return c.readResponse(resp.Header, b)
 	}
 	src := &responsesEvents{c: c, ctx: ctx, header: resp.Header, r: sse.NewReaderLimit(resp.Body, c.maxEvent)}
 	s := upstream.NewChunkStream(c.name, resp.Body, cancel, src).WithQuota(resp.Header, c.now())
@@ -49,12 +51,9 @@ func (c *Client) openResponses(ctx context.Context, req *llm.Request, n *llm.Nat
 	return s, nil
 }
 
-// readResponse reads a whole response object; one that failed is an error.
-func (c *Client) readResponse(ctx context.Context, h http.Header, r io.Reader) (llm.Stream, error) {
-	b, err := upstream.ReadAnswer(ctx, c.name, r, maxCompletion, c.secrets...)
-	if err != nil {
-		return nil, err
-	}
+// readResponse reads a whole response object b, answered with headers h; one that failed is
+// an error.
+func (c *Client) readResponse(h http.Header, b []byte) (llm.Stream, error) {
 	var ev responsesEvent
 	if wirejson.Unmarshal(b, &ev.Response) != nil || ev.Response == nil || ev.Response.Object != "response" {
 		return nil, c.upstreamError("backend answered 200 with a body that is not a response: "+c.snippet(b), nil)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
@@ -37,13 +36,13 @@ func (c *Client) Serves(f llm.Format) bool {
 	return false
 }
 
-// completionsPath is where legacy completions go: DeepSeek serves them (fill-in-the-middle)
+// completionsCall is where legacy completions go: DeepSeek serves them (fill-in-the-middle)
 // only under its beta base URL, {host}/beta/completions, beside its /v1.
-func (c *Client) completionsPath() string {
+func (c *Client) completionsCall() upstream.Call {
 	if c.kind == KindDeepSeek {
-		return strings.TrimSuffix(c.base, "/v1") + "/beta/completions"
+		return upstream.Call{URL: c.beside("/beta/completions")}
 	}
-	return "/completions"
+	return upstream.Call{Path: "/completions"}
 }
 
 // openCompletions relays a legacy completions request as sent, with "model" replaced (and,
@@ -55,7 +54,9 @@ func (c *Client) openCompletions(ctx context.Context, req *llm.Request, key stri
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: err.Error(), Err: err}
 	}
-	resp, cancel, err := c.post(ctx, c.completionsPath(), key, req.Stream, body)
+	call := c.completionsCall()
+	call.Body, call.Key, call.Stream = body, key, req.Stream
+	resp, cancel, err := c.post(ctx, call)
 	if err != nil {
 		return nil, err
 	}
@@ -83,13 +84,11 @@ func (c *Client) openEmbeddings(ctx context.Context, req *llm.Request, key strin
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Provider: c.name, Message: "request body: " + err.Error(), Err: err}
 	}
-	resp, cancel, err := c.post(ctx, "/embeddings", key, false, body)
+	resp, cancel, err := c.post(ctx, upstream.Call{Path: "/embeddings", Body: body, Key: key})
 	if err != nil {
 		return nil, err
 	}
-	defer cancel()
-	defer resp.Body.Close()
-	b, err := upstream.ReadAnswer(ctx, c.name, resp.Body, maxEmbeddings, c.secrets...)
+	b, err := c.up.Whole(ctx, resp, cancel, maxEmbeddings)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"net/http"
 	"time"
 
@@ -16,5 +15,3 @@ func NewTransport(connect, header time.Duration) *http.Transport {
 	t.ResponseHeaderTimeout = header
 	return t
 }
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

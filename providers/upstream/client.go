@@ -19,8 +19,9 @@ const DefaultMaxAnswer = 32 << 20
 // defaultConnect bounds dialing and the TLS handshake when Config.ConnectTimeout is zero.
 const defaultConnect = 10 * time.Second
 
-// Config configures an adapter built on Client (anthropic.Config and gemini.Config are this
-// type). What BaseURL may be and which header carries a key is each adapter's to say.
+// Config configures an adapter built on Client (anthropic.Config, gemini.Config and
+// openai.Config are this type). What BaseURL may be and which header carries a key is each
+// adapter's to say.
 type Config struct {
 	// Name is the provider's name, put on every error.
 	Name string
@@ -66,8 +67,8 @@ type Wire struct {
 	StatusError func(status int, h http.Header, body []byte, key string) *llm.Error
 }
 
-// Client is the HTTP skeleton of an adapter that translates to a vendor's own wire format
-// (Anthropic, Gemini): the part of a call that does not depend on the vendor. It builds each
+// Client is the HTTP skeleton of the adapters (Anthropic, Gemini, and the OpenAI-compatible
+// ones): the part of a call that does not depend on the vendor. It builds each
 // request with a body the transport can replay, sends it with the caller's context and a
 // bounded wait for a stream's headers, turns a transport failure into an upstream error and
 // a non-2xx answer into the vendor's error (its body read capped), reads a whole answer
@@ -105,12 +106,20 @@ func (c *Client) Keys() *KeyRing { return c.keys }
 // Now is the Client's clock.
 func (c *Client) Now() time.Time { return c.now() }
 
+// HTTP is the HTTP client calls go through: Config.HTTPClient, or the adapter's own.
+func (c *Client) HTTP() *http.Client { return c.http }
+
+// HeaderTimeout is the wait for a stream's headers; 0: none.
+func (c *Client) HeaderTimeout() time.Duration { return c.headerTimeout }
+
 // CloseIdleConnections closes the HTTP client's idle connections.
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 
 // Call is one request to the vendor's API.
 type Call struct {
 	Path   string            // under the API root, with its query if any
+	URL    string            // the whole address, in place of root and Path: an endpoint beside the API
+	Op     string            // what the call does, in a failed exchange's message; "": "calling backend"
 	Body   []byte            // the JSON request body
 	Key    string            // the API key; "" sends none
 	Stream bool              // the answer streams: the wait for its headers is bounded
@@ -151,6 +160,11 @@ func (c *Client) Post(ctx context.Context, call Call) (*http.Response, context.C
 	return c.do(ctx, http.MethodPost, call)
 }
 
+// Get is Post with a GET.
+func (c *Client) Get(ctx context.Context, call Call) (*http.Response, context.CancelFunc, error) {
+	return c.do(ctx, http.MethodGet, call)
+}
+
 // GetJSON GETs path with the key for listing and decodes a 2xx JSON answer into v.
 func (c *Client) GetJSON(ctx context.Context, path string, v any) error {
 	resp, cancel, err := c.do(ctx, http.MethodGet, Call{Path: path, Key: c.keys.ForListing(), Stream: true})
@@ -180,7 +194,11 @@ func (c *Client) do(ctx context.Context, method string, call Call) (*http.Respon
 	if call.Body != nil {
 		body = bytes.NewReader(call.Body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.wire.Base+call.Path, body)
+	target := call.URL
+	if target == "" {
+		target = c.wire.Base + call.Path
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("provider %q: building request: %w", c.provider, err)
 	}
@@ -197,7 +215,11 @@ func (c *Client) do(ctx context.Context, method string, call Call) (*http.Respon
 	}
 	resp, cancel, err := Send(ctx, c.http, req, wait)
 	if err != nil {
-		return nil, nil, TransportError(ctx, c.provider, "calling backend", err, c.keys.Secrets()...)
+		op := call.Op
+		if op == "" {
+			op = "calling backend"
+		}
+		return nil, nil, TransportError(ctx, c.provider, op, err, c.keys.Secrets()...)
 	}
 	if resp.StatusCode/100 != 2 {
 		b := ReadBody(resp.Body, DefaultErrorBody)

@@ -146,9 +146,9 @@ func adapterFor(t *testing.T, name, url string) llm.KeyedBackend {
 	case "gemini":
 		b, err = gemini.New(gemini.Config{Name: "p", BaseURL: url, Keys: keys})
 	case "llamacpp", "fakellm":
-		b, err = openai.New(openai.Config{Kind: openai.KindOpenAI, Name: "p", BaseURL: url, Keys: keys})
+		b, err = openai.New(openai.KindOpenAI, openai.Config{Name: "p", BaseURL: url, Keys: keys})
 	default:
-		b, err = openai.New(openai.Config{Kind: kind, Name: "p", BaseURL: url, Keys: keys})
+		b, err = openai.New(kind, openai.Config{Name: "p", BaseURL: url, Keys: keys})
 	}
 	if err != nil {
 		t.Fatal(err)

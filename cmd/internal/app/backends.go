@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/providers/gemini"
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/openai"
+	"github.com/tollgate/tollgate/providers/upstream"
 )
 
 // backendFor builds the adapter of one configured provider; l gives the limits every adapter
@@ -23,18 +24,18 @@ func backendFor(p *config.Provider, l *config.Limits, log zerolog.Logger) (llm.B
 			modelKeys[m.ID] = m.Keys
 		}
 	}
+	// The HTTP adapters take one shape of configuration (upstream.Config).
+	cfg := upstream.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
+		Lanes: p.Lanes, MaxEventBytes: l.MaxEventBytes}
 	switch {
 	case p.Kind == "fake":
 		return fakeBackend(p), nil
 	case openai.Supports(p.Kind):
-		return openai.New(openai.Config{Kind: p.Kind, Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
-			Lanes: p.Lanes, MaxEventBytes: l.MaxEventBytes})
+		return openai.New(p.Kind, cfg)
 	case p.Kind == "anthropic":
-		return anthropic.New(anthropic.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
-			Lanes: p.Lanes, MaxEventBytes: l.MaxEventBytes})
+		return anthropic.New(cfg)
 	case p.Kind == "gemini":
-		return gemini.New(gemini.Config{Name: p.Name, BaseURL: p.BaseURL, Keys: p.Keys, ModelKeys: modelKeys,
-			Lanes: p.Lanes, MaxEventBytes: l.MaxEventBytes})
+		return gemini.New(cfg)
 	case config.IsCLI(p.Kind):
 		return cliBackend(p, log)
 	}

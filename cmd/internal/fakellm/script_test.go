@@ -22,7 +22,7 @@ import (
 func adapters(t *testing.T, url string) map[string]llm.KeyedBackend {
 	t.Helper()
 	keys := []string{"key-a", "key-b"}
-	oa, err := openai.New(openai.Config{Kind: openai.KindOpenAI, Name: "p", BaseURL: url + "/v1", Keys: keys})
+	oa, err := openai.New(openai.KindOpenAI, openai.Config{Name: "p", BaseURL: url + "/v1", Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

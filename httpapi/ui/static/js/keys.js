@@ -221,22 +221,27 @@ function confirm(what, k) {
   byId('confirm-grace-row').hidden = what !== 'rotate';
   byId('confirm-grace').value = '';
   const ok = byId('confirm-ok');
+  const cancel = byId('confirm-cancel');
   ok.textContent = t(`keys.${what}`);
   ok.className = what === 'revoke' ? 'danger' : 'primary';
-  dialog.returnValue = '';
   dialog.showModal();
-  byId('confirm-cancel').focus(); // the safe choice is the default
+  cancel.focus(); // the safe choice is the default
+  // The ask settles by its own buttons or the Escape key (the dialog's cancel event), never
+  // by a close event: that comes a task after close(), and the one of the ask before may
+  // arrive after this one began.
   return new Promise((resolve) => {
-    const done = (v) => () => { dialog.returnValue = v; dialog.close(); };
-    const okClick = done('ok');
-    const cancelClick = done('');
-    ok.addEventListener('click', okClick);
-    byId('confirm-cancel').addEventListener('click', cancelClick);
-    dialog.addEventListener('close', () => {
+    const finish = (v) => {
       ok.removeEventListener('click', okClick);
-      byId('confirm-cancel').removeEventListener('click', cancelClick);
-      resolve(dialog.returnValue === 'ok' ? byId('confirm-grace').value : null);
-    }, { once: true });
+      cancel.removeEventListener('click', cancelClick);
+      dialog.removeEventListener('cancel', cancelClick);
+      dialog.close();
+      resolve(v);
+    };
+    const okClick = () => finish(byId('confirm-grace').value);
+    const cancelClick = () => finish(null);
+    ok.addEventListener('click', okClick);
+    cancel.addEventListener('click', cancelClick);
+    dialog.addEventListener('cancel', cancelClick);
   });
 }
 
