@@ -17,10 +17,11 @@ import (
 
 // `tollgate-bench burst` measures the memory a burst of large requests costs Tollgate and
 // what it leaves behind: calls concurrent requests of size bytes each (a coding agent's
-// context of whole files), sent at once through one ingress format, against the fake chat
-// backend, so Messages and Responses are translated to chat. Each format gets a fresh Tollgate
-// process: the report gives its peak RSS (VmHWM) over the burst, then its RSS and Go heap
-// (go_memstats_heap_alloc_bytes) at points of the idle time after it.
+// context of whole files), sent at once through one ingress format, against the fake backend
+// of kind openai: Messages is translated to chat and encoded for it, Responses goes to its own
+// /v1/responses as sent. Each format gets a fresh Tollgate process: the report gives its peak
+// RSS (VmHWM) over the burst, then its RSS and Go heap (go_memstats_heap_alloc_bytes) at
+// points of the idle time after it.
 
 // burstOptions are the flags of `tollgate-bench burst`.
 type burstOptions struct {

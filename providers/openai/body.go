@@ -1,12 +1,12 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
 	"github.com/tollgate/tollgate/providers/llm"
 	"github.com/tollgate/tollgate/providers/upstream"
+	"github.com/tollgate/tollgate/providers/wirejson"
 )
 
 // requestBody returns the exact JSON the backend receives for req.
@@ -23,13 +23,15 @@ func requestBody(req *llm.Request) ([]byte, error) {
 			so := llm.StreamOptions{IncludeUsage: true}
 			r.StreamOptions = &so
 		}
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false) // HTML escaping is for HTML pages, not API bodies
-		if err := enc.Encode(&r); err != nil {
+		size := 0
+		if req.Native != nil {
+			size = len(req.Native.Body) // a translation is about as long as the client's body
+		}
+		b, err := wirejson.Encode(&r, size)
+		if err != nil {
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
-		return bytes.TrimRight(b.Bytes(), "\n"), nil
+		return b, nil
 	}
 	model, err := json.Marshal(req.Model)
 	if err != nil {

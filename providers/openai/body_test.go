@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/providers/llm"
@@ -135,5 +136,36 @@ func TestRenameReasoning(t *testing.T) {
 		if got := string(renameReasoning([]byte(tt.in), tt.field)); got != tt.want {
 			t.Errorf("renameReasoning(%s) = %s, want %s", tt.in, got, tt.want)
 		}
+	}
+}
+
+// BenchmarkRequestBody is the body of a large request for the backend: translated (a
+// Messages or Responses request, encoded from the chat form) and as chat (the client's body
+// with "model" replaced), each one user message of 7.7 MB of source-like text with escapes,
+// as `tollgate-bench burst` sends.
+func BenchmarkRequestBody(b *testing.B) {
+	line := "\tif err := json.Unmarshal(b, &v); err != nil { return fmt.Errorf(\"decode %q: %w\", name, err) }\n"
+	text := strings.Repeat(line, 7_700_000/len(line))
+	translated := &llm.Request{Model: "m", MaxTokens: new(64), Messages: []llm.Message{
+		{Role: "system", Content: llm.Content{Text: "You are a coding agent."}},
+		{Role: "user", Content: llm.Content{Text: text}},
+	}}
+	chat, err := requestBody(translated)
+	if err != nil {
+		b.Fatal(err)
+	}
+	translated.Native = &llm.Native{Format: llm.FormatMessages, Body: chat} // about as long
+	for _, c := range []struct {
+		name string
+		req  *llm.Request
+	}{{"translated", translated}, {"chat", &llm.Request{Model: "m", Body: chat}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := requestBody(c.req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -13,7 +13,8 @@
 //
 // A client's body (Members) is read as encoding/json v1 reads it, duplicate names included,
 // since the ingress decodes it with v1 and a client's request must mean the same to both.
-// String decodes one string literal, from either side, as encoding/json does.
+// String decodes one string literal, from either side, as encoding/json does. Encode writes a
+// request for a backend byte for byte as encoding/json does, in one buffer (encode.go).
 package wirejson
 
 import (
