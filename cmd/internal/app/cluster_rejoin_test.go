@@ -37,13 +37,25 @@ func unheardCooldown(t *testing.T) ([]*App, *redistest.Server, func() bool) {
 	_, srv := newKeyedFake(t, fakellm.Options{Models: []string{"m"}})
 	s := redistest.Start(t)
 	apps := replicasOn(t, s, 1, fmt.Sprintf("providers: [{name: o, kind: openai, base_url: %s/v1, keys: [k1, k2], lanes: 2, queue_length: 10, queue_timeout: 30s, models: [{id: m}]}]\n", srv.URL), nil)
+	keyCools := func(k int) bool {
+		ks := apps[0].Gateway.State().Providers[0].Keys
+		return len(ks) == 2 && ks[k].State == "cooling"
+	}
+	// The reads the start asked for (at New's end, and when Redis was first seen) run off
+	// the actor and may land after the second key's cooldown below is written, which is the
+	// test's to be read by its event. So the test asks for a read of its own once both were
+	// asked for, and waits until a first key's cooldown written before it is read: the
+	// provider started the start's reads before that one.
+	waitFor(t, "the replica's read at Redis's first answer asked for", apps[0].shared.redis.Load)
+	if err := s.Client().Set(context.Background(), "{tollgate}:cool:key/o/0/0", "1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	apps[0].Gateway.ReadShared()
+	waitFor(t, "the replica's reads of the start done", func() bool { return keyCools(0) })
 	if err := s.Client().Set(context.Background(), "{tollgate}:cool:key/o/0/1", "1", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	cooling := func() bool {
-		ks := apps[0].Gateway.State().Providers[0].Keys
-		return len(ks) == 2 && ks[1].State == "cooling"
-	}
+	cooling := func() bool { return keyCools(1) }
 	if cooling() {
 		t.Fatal("the key cools before anything said so")
 	}
