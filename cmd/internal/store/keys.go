@@ -312,14 +312,11 @@ func (s *Store) loadRuntimeKeys(ctx context.Context) error {
 		return err
 	}
 	for _, k := range rows {
-		s.any = true
-		if c := s.keys[k.name]; c != nil {
+		if c := s.keys[k.name]; c != nil && c.config {
 			s.log.Warn().Str("client", k.name).Msg("a run-time client key has the name of a config key; the config key wins")
-			continue
 		}
-		s.keys[k.name] = k
-		s.index(k)
 	}
+	s.take(rows)
 	return nil
 }
 

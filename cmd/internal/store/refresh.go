@@ -20,14 +20,22 @@ func (s *Store) Refresh(ctx context.Context) (revoked []string, err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.take(rows), nil
+}
+
+// take makes the run-time key rows read from the database the store's keys: a new name is
+// added, a known run-time key takes the row's limits, secrets and revocation (keeping its
+// spend and last use), a config key's name stays the config key's. It returns the names
+// the rows revoke that were live; s.mu is held, or the store is not shared yet (load).
+func (s *Store) take(rows []*key) (revoked []string) {
 	for _, r := range rows {
 		s.any = true
 		k := s.keys[r.name]
 		switch {
-		case k == nil: // made on another replica
+		case k == nil:
 			s.keys[r.name] = r
 			s.index(r)
-		case k.config: // warned of at load
+		case k.config:
 		default:
 			if r.revoked && !k.revoked {
 				revoked = append(revoked, k.name)
@@ -37,7 +45,7 @@ func (s *Store) Refresh(ctx context.Context) (revoked []string, err error) {
 			s.index(k)
 		}
 	}
-	return revoked, nil
+	return revoked
 }
 
 // Shared reports whether other replicas may share the store's database (PostgreSQL): they
