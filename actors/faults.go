@@ -40,6 +40,7 @@ type faultRule struct {
 	on              string // message type name; "" matches any
 	left            int    // panics left; < 0: every time
 	hold            <-chan struct{}
+	holding         chan<- struct{}
 }
 
 // hit panics if a rule matches the actor and the message it is about to handle (or, for a
@@ -74,6 +75,10 @@ func (f *faultPlan) hit(kind faultKind, provider, model string, msg any) {
 	}
 	f.mu.Unlock()
 	if hit != nil && hit.hold != nil {
+		select {
+		case hit.holding <- struct{}{}:
+		default: // nil, or nobody has room for it
+		}
 		<-hit.hold
 		return
 	}

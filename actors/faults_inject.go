@@ -17,6 +17,9 @@ type Fault struct {
 	// keeps another actor in a mode while a test sends it messages); a hold is not counted
 	// by FaultsFired.
 	Hold <-chan struct{}
+	// Holding, when set with Hold, is sent to as the hold begins (without blocking: give it
+	// room), so that a test knows the actor is waiting.
+	Holding chan<- struct{}
 }
 
 func newFaultPlan() *faultPlan { return &faultPlan{} }
@@ -41,7 +44,7 @@ func (g *Gateway) InjectFault(f Fault) error {
 	}
 	g.faults.mu.Lock()
 	defer g.faults.mu.Unlock()
-	g.faults.rules = append(g.faults.rules, &faultRule{kind: faultKind(kind), provider: f.Provider, model: f.Model, on: f.On, left: left, hold: f.Hold})
+	g.faults.rules = append(g.faults.rules, &faultRule{kind: faultKind(kind), provider: f.Provider, model: f.Model, on: f.On, left: left, hold: f.Hold, holding: f.Holding})
 	return nil
 }
 

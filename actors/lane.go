@@ -58,13 +58,20 @@ func (a *laneActor) Receive(ctx actor.Context) {
 	case *leased:
 		a.leased(ctx, m)
 	case *released:
-		a.release(ctx, m.c, &m.end)
+		a.forget(ctx, m.c)
+		if m.requeued {
+			send(ctx, ctx.Parent(), &freed{c: m.c, end: &m.end}) // the stream told only its next arrival
+		}
 	case *abort:
 		a.drop(ctx, m.c, m.lease)
 	case *reportRunning:
 		calls := make([]runningCall, 0, len(a.running))
 		for _, r := range a.running {
-			calls = append(calls, runningCall{member: r.c.member(a.m), started: r.run.started, key: r.run.key})
+			// A call whose stream has ended may have told its provider already (freed): it
+			// runs no more, so it is not reported, whether or not its release is here yet.
+			if r.s == nil || !r.s.ended.Load() {
+				calls = append(calls, runningCall{member: r.c.member(a.m), started: r.run.started, key: r.run.key})
+			}
 		}
 		send(ctx, ctx.Parent(), &laneReport{m: a.m, calls: calls})
 	case *cancelAll:
@@ -146,10 +153,9 @@ func (a *laneActor) start(ctx actor.Context, r laneRun) {
 	}
 }
 
-// release frees a call whose backend has stopped, which ended as end (nil: it never ran).
-// It always tells the provider, even for a call it no longer holds: a release re-sent after a crash must still
-// reach the provider, and the provider ignores a call it has freed already.
-func (a *laneActor) release(ctx actor.Context, c *call, end *ending) {
+// forget drops the lane's record of a call whose backend has stopped: its lease goes back
+// and its request actor is free for the next call.
+func (a *laneActor) forget(ctx actor.Context, c *call) {
 	if r, ok := a.running[c.id]; ok {
 		delete(a.running, c.id)
 		if l := r.lease; l != nil {
@@ -165,7 +171,6 @@ func (a *laneActor) release(ctx actor.Context, c *call, end *ending) {
 			}
 		}
 	}
-	send(ctx, ctx.Parent(), &freed{c: c, end: end})
 }
 
 // drop abandons a call nobody will run (its Start was answered otherwise): its stream is
@@ -181,5 +186,13 @@ func (a *laneActor) drop(ctx actor.Context, c *call, lease replicas.Lease) {
 	if !ok && lease != nil {
 		go lease.Release() // exits after one bounded round trip to the shared state
 	}
-	a.release(ctx, c, nil)
+	a.free(ctx, c)
+}
+
+// free forgets a call that never ran and tells its provider its lanes are free. The
+// provider is told even of a call the lane no longer holds: an abort re-sent after a crash
+// must still reach it, and it ignores a call it has freed already.
+func (a *laneActor) free(ctx actor.Context, c *call) {
+	a.forget(ctx, c)
+	send(ctx, ctx.Parent(), &freed{c: c})
 }

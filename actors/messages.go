@@ -176,16 +176,19 @@ type abort struct {
 	lease replicas.Lease
 }
 
-// released, from a stream to its lane actor: the backend has stopped, the lanes are free;
-// end is how the call ended.
+// released, from a stream to its lane actor: the backend has stopped; end is how the call
+// ended. The stream tells its provider itself (freed), except for a capacity requeue
+// (requeued), whose lane tells the provider.
 type released struct {
-	c   *call
-	end ending
+	c        *call
+	end      ending
+	requeued bool
 }
 
-// freed, from a lane actor to its provider actor: a call's lanes are free; end says how it
-// ended (nil for a call that never ran). It points at the ending its stream's released
-// carried, which nobody writes once sent.
+// freed, from a stream (or, for a call that never ran or was requeued, its lane actor) to its
+// provider actor: a call's lanes are free; end says how it ended (nil for a call that never
+// ran). It points at the ending its stream's released carried, which nobody writes once
+// sent.
 type freed struct {
 	c   *call
 	end *ending

@@ -76,9 +76,11 @@ type providerActor struct {
 	rebuilding bool
 	reportsDue bool
 	reported   []bool
-	// unreported are the started calls no lane has reported yet in the rebuild: a record
-	// still here once every lane has is of a call that runs nowhere (its start was handed
-	// back and the message that said so lost in the crash), and is forgotten.
+	// unreported are the started calls no lane has reported yet in the rebuild (true): a
+	// record still here once every lane has is of a call that runs nowhere (its start was
+	// handed back and the message that said so lost in the crash), and is forgotten. False
+	// marks one whose stream's freed came before its lane's report: a report that still
+	// lists it is older than its end, and does not resume it.
 	unreported map[policy.ID]bool
 
 	timer  *time.Timer
@@ -327,8 +329,10 @@ func (a *providerActor) arrival(w *wait) policy.Arrival {
 }
 
 // finish frees a started call's lanes once: its tokens are corrected from what the backend
-// reported, and its ending (nil: it never ran) is applied to the provider's health. It
-// reports whether the call was running.
+// reported, and its ending (nil: it never ran) is applied to the provider's health, once,
+// when the provider holds the call's run record or its policy holds the call (a rebuilt
+// policy may not yet: its lane has not reported it). It reports whether the policy held the
+// call running.
 func (a *providerActor) finish(c *call, end *ending, now time.Time) bool {
 	if end == nil {
 		end = &notRun
@@ -341,14 +345,15 @@ func (a *providerActor) finish(c *call, end *ending, now time.Time) bool {
 	a.g.rates.correct(c.client, c.keyTokens, used)
 	r, ok := a.runs[c.id]
 	delete(a.runs, c.id)
-	if !a.pol.Finish(c.id, now) {
+	running := a.pol.Finish(c.id, now)
+	if !running && !ok {
 		return false
 	}
 	if !ok {
 		r = run{c: c}
 	}
 	a.vitals.settle(&r, end, now)
-	return true
+	return running
 }
 
 // notRun is the ending of a call that never ran (read only).

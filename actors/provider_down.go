@@ -137,10 +137,7 @@ func (d outOfService) settle(ctx actor.Context, m *settle, now time.Time) {
 // provider offer again.
 func (d outOfService) laneReport(ctx actor.Context, m *laneReport, now time.Time) {
 	a := d.a
-	for _, rc := range m.calls {
-		a.pol.Resume(rc.member, rc.started, rc.key)
-		delete(a.unreported, rc.member.ID)
-	}
+	rebuildMode{a}.resumeReported(m)
 	if m.m < len(a.reported) {
 		a.reported[m.m] = true
 	}
@@ -162,7 +159,9 @@ func (d outOfService) offer(ctx actor.Context, now time.Time) {
 // finish frees call c's lanes in a provider out of service.
 func (d outOfService) finish(ctx actor.Context, c *call, now time.Time) {
 	a := d.a
-	a.pol.Finish(c.id, now)
+	if !a.pol.Finish(c.id, now) && a.reportsDue {
+		rebuildMode{a}.endedUnreported(c.id)
+	}
 	delete(a.runs, c.id)
 	d.offer(ctx, now)
 	if a.draining && a.pol.Lanes().Running() == 0 {

@@ -73,7 +73,9 @@ func (r rebuildMode) receive(ctx actor.Context) {
 			w.c.answer(admitResult{err: w.c.ctx.Err(), queueWait: w.queueWait(now)})
 		}
 	case *freed:
-		a.finish(m.c, m.end, now)
+		if !a.finish(m.c, m.end, now) {
+			r.endedUnreported(m.c.id)
+		}
 	case *unleased:
 		r.unleased(m, now)
 	case *resync:
@@ -106,13 +108,31 @@ func (r rebuildMode) laneReport(ctx actor.Context, m *laneReport) {
 	a := r.a
 	if m.m < len(a.reported) && !a.reported[m.m] {
 		a.reported[m.m] = true
-		for _, rc := range m.calls {
-			a.pol.Resume(rc.member, rc.started, rc.key)
-			delete(a.unreported, rc.member.ID)
-		}
+		r.resumeReported(m)
 	}
 	if !slices.Contains(a.reported, false) {
 		r.finish(ctx)
+	}
+}
+
+// resumeReported puts the calls a lane reports running back into the rebuilt policy, but
+// for those whose stream's freed came first (endedUnreported): the report is older than
+// their end.
+func (r rebuildMode) resumeReported(m *laneReport) {
+	a := r.a
+	for _, rc := range m.calls {
+		if awaiting, ok := a.unreported[rc.member.ID]; !ok || awaiting {
+			a.pol.Resume(rc.member, rc.started, rc.key)
+		}
+		delete(a.unreported, rc.member.ID)
+	}
+}
+
+// endedUnreported marks a call whose freed came while the rebuilt policy did not hold it:
+// if no lane has reported it yet, a report that still lists it does not resume it.
+func (r rebuildMode) endedUnreported(id policy.ID) {
+	if r.a.unreported[id] {
+		r.a.unreported[id] = false
 	}
 }
 

@@ -113,9 +113,13 @@ type stream struct {
 	// shared buckets charged (its retries charge them again: sharedbuckets.go).
 	leased  bool
 	charged []replicas.Bucket
-	// done is the stream's one released message, written as it finishes and never after:
-	// a value in the stream's own memory, so that the ending costs no allocation.
-	done released
+	// done is the stream's one released message and free its freed, written as it finishes
+	// and never after: values in the stream's own memory, so that the ending costs no
+	// allocation. ended is set before either is sent (a lane rebuilding's report leaves the
+	// call out once it is).
+	done  released
+	free  freed
+	ended atomic.Bool
 }
 
 // newStream makes a started call's context (cancellable with a cause, derived from the
@@ -204,6 +208,7 @@ func (s *stream) afterFailure(err error) error {
 		}
 		err = s.explain(err)
 	case ans.requeue:
+		s.done.requeued = true // its next arrival frees its lanes: the lane tells the provider only in case it never comes
 		end := s.finishLocked()
 		return &requeued{next: s.c.again(policy.ID(s.g.nextID.Add(1)), s.attempts, s.run, end)}
 	default:
@@ -340,11 +345,22 @@ func (s *stream) abandon() {
 
 // finishLocked gives the lanes back: the backend has stopped. Called with mu held, once. What
 // the call's provider needs of its ending goes with the release, and is returned.
+//
+// The provider is told directly (freed), before anything of the answer's end reaches the
+// client: a client that sends its next call the moment it has its answer finds the lanes
+// free, rather than racing a release that goes through the lane first. The lane is told
+// first (released), so that a lane asked what runs on it by a rebuilding provider has seen
+// the release whenever the provider has seen the freed (laneActor, reportRunning). A
+// capacity requeue is the exception: its next arrival frees the lanes in the same step as
+// it queues the call again, so the provider hears of it from that arrival, or from the
+// lane when there is none (a reload removed the provider meanwhile).
 func (s *stream) finishLocked() ending {
 	s.closed = true
+	s.ended.Store(true)
 	s.timer.Stop()
 	s.stopWatch()
-	s.done = released{c: s.c, end: ending{attempts: s.attempts, key: s.key, opened: s.opened, err: s.failed, usage: s.usage, charged: s.charged}}
+	s.done = released{c: s.c, requeued: s.done.requeued,
+		end: ending{attempts: s.attempts, key: s.key, opened: s.opened, err: s.failed, usage: s.usage, charged: s.charged}}
 	end := &s.done.end
 	if end.opened {
 		if qr, ok := s.inner.(llm.QuotaReporter); ok {
@@ -356,7 +372,12 @@ func (s *stream) finishLocked() ending {
 	if s.ctx.Err() == nil {
 		s.cancelCtx(context.Canceled) // releases the context's resources; the call has ended
 	}
-	send(s.g.system.Root, s.lane, &s.done)
+	root := s.g.system.Root
+	send(root, s.lane, &s.done)
+	if !s.done.requeued {
+		s.free = freed{c: s.c, end: end}
+		send(root, s.c.route.slot.pid.Load(), &s.free)
+	}
 	return *end
 }
 

@@ -249,7 +249,7 @@ func (a *laneActor) leased(ctx actor.Context, m *leased) {
 		return
 	}
 	c.answer(admitResult{err: a.leaseFailure(c, m), queueWait: r.run.queueWait()})
-	a.release(ctx, c, nil)
+	a.free(ctx, c)
 }
 
 // leaseFailure is the answer to a call that could not take its leases for another reason
