@@ -1,10 +1,13 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/actors/policy"
 	"github.com/tollgate/tollgate/actors/replicas"
+	"github.com/tollgate/tollgate/providers/llm"
 )
 
 // laneActor runs one model's calls: it makes each started call's stream (its backend
@@ -26,6 +29,10 @@ type laneActor struct {
 	// serve no call, so their Terminated needs no search of running, a search of thousands
 	// of calls when thousands are in flight (docs/benchmarks.md has the profile).
 	retired map[string]bool
+	// stopping: the lane is stopping (its provider stops). It spawns no request actor from
+	// then on: a child spawned after its children were told to stop would never be, and the
+	// lane would wait for it for ever.
+	stopping bool
 }
 
 // maxIdleRequesters bounds the request actors a lane keeps for its next calls; past it, a
@@ -87,6 +94,7 @@ func (a *laneActor) Receive(ctx actor.Context) {
 		a.requesterStopped(ctx, m.Who)
 	case *actor.Stopping:
 		// Its request actors stop with it, but name no call: what runs here stops now.
+		a.stopping = true
 		for _, r := range a.running {
 			if r.s != nil {
 				r.s.cancel(errStopped)
@@ -130,6 +138,9 @@ func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
 			r.s.cancel(errStopped) // it stopped while serving the call (a no-op: it cancelled it)
 			continue
 		}
+		if a.stopping {
+			continue // Stopping cancelled it; no hang-up is left to tell
+		}
 		next := a.requester(ctx)
 		r.s.self.Store(next)
 		if r.c.ctx.Err() != nil {
@@ -144,6 +155,15 @@ func (a *laneActor) requesterStopped(ctx actor.Context, pid *actor.PID) {
 // released at once: nobody runs it.
 func (a *laneActor) start(ctx actor.Context, r laneRun) {
 	c := r.c
+	if a.stopping {
+		// Its provider stops: the call is not started here (a stop system message overtakes
+		// the start already in the mailbox).
+		c.answer(admitResult{queueWait: r.run.queueWait(), err: &llm.Error{Kind: llm.KindProviderUnavailable,
+			Provider: c.route.provider, RetryAfter: time.Second,
+			Message: "provider " + c.route.provider + " stopped as this request was starting; it did not run; try again"}})
+		a.drop(ctx, c, r.lease)
+		return
+	}
 	if !c.answered.Load() {
 		r.s = newStream(a.g, c, r.run, r.charged, r.lease != nil, ctx.Self(), a.requester(ctx))
 	}

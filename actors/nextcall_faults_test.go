@@ -4,8 +4,11 @@ package actors
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -111,4 +114,93 @@ func TestRebuildSkipsACallThatEndedBeforeItsReport(t *testing.T) {
 		t.Fatalf("the rebuilt provider counts %d calls running, want 0: the ended call was put back", st.Providers[0].Running)
 	}
 	waitState(t, g, "idle after the rebuild", idle)
+}
+
+// lifecycle watches the stop and terminated messages posted to the gateway's mailboxes.
+// With one provider of one model the third stop posted is the lane's (after the
+// supervisor's and the provider's); terminated closes once two actors have stopped.
+type lifecycle struct {
+	stops, ended atomic.Int32
+	third        chan struct{} // the lane has been told to stop
+	terminated   chan struct{} // two actors told their parent they have stopped
+}
+
+func (l *lifecycle) MailboxStarted()     {}
+func (l *lifecycle) MessageReceived(any) {}
+func (l *lifecycle) MailboxEmpty()       {}
+func (l *lifecycle) MessagePosted(m any) {
+	switch m.(type) {
+	case *actor.Stop:
+		if l.stops.Add(1) == 3 {
+			close(l.third)
+		}
+	case *actor.Terminated:
+		if l.ended.Add(1) == 2 {
+			close(l.terminated)
+		}
+	}
+}
+
+// TestShutdownWhileALaneHoldsEndedCalls: a gateway shutting down stops, even when a lane is
+// told to stop before it has taken the releases of the calls that ended on it (their
+// streams told the provider first, so the provider went idle, and a stop overtakes the
+// user messages queued in a mailbox). The lane stops its request actors and hears each
+// stop while a call it served is still on its books; it must not hand that call a new
+// request actor: a child spawned after its children were told to stop is never stopped,
+// and the shutdown would wait for it for ever. Holds order it: the drain's cancellation
+// holds the lane until both calls have ended and its stop is queued; the first release
+// holds it until both request actors have stopped.
+func TestShutdownWhileALaneHoldsEndedCalls(t *testing.T) {
+	seen := &lifecycle{third: make(chan struct{}), terminated: make(chan struct{})}
+	b := newHeld()
+	p := testProvider("p", b, "m")
+	p.Lanes, p.Models[0].Lanes = 2, 2
+	g := newWatchedGateway(t, seen, 10, 16, p)
+	first, second := runCall(context.Background(), g, "p/m"), runCall(context.Background(), g, "p/m")
+	calls := []*heldCall{b.next(t), b.next(t)}
+	holds := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	holding := make(chan struct{}, 2)
+	open := 0
+	release := func(n int) {
+		for ; open < n; open++ {
+			close(holds[open])
+		}
+	}
+	t.Cleanup(func() { release(2) })
+	for i, on := range []string{"cancelAll", "released"} {
+		if err := g.InjectFault(Fault{Actor: "lane", On: on, Hold: holds[i], Holding: holding}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(patience):
+			t.Fatal(what)
+		}
+	}
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		shut <- g.Shutdown(ctx)
+	}()
+	waitFor(holding, "the drain never told the lane to cancel what runs")
+	for _, c := range calls {
+		close(c.release)
+	}
+	for i, r := range []chan outcome{first, second} {
+		if o := got(t, r); o.err != nil {
+			t.Fatalf("call %d: %v, want it served", i, o.err)
+		}
+	}
+	waitFor(seen.third, "the lane was never told to stop")
+	release(1)
+	waitFor(holding, "the lane never took the first release")
+	waitFor(seen.terminated, "the lane's request actors never stopped")
+	release(2)
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v, want it to finish", err)
+	}
 }
