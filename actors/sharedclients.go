@@ -14,16 +14,22 @@ import (
 // any notice without scopes: a poll, a phase change) ends the hold, and every provider
 // offers again.
 //
-// A batch's members claim no slot of their key's scope: the batch rule admits a batch
-// whole, past its key's cap (they count in this replica's slots, policy.Slots.Take's
-// force), and a cap smaller than the batch would otherwise refuse it forever.
+// A batch's members claim a slot of their key's scope too, but uncapped: the batch rule
+// admits a batch whole, past its key's cap (as in this replica's slots, policy.Slots.Take's
+// force), and a cap smaller than the batch would otherwise refuse it forever; counted
+// there, they hold the key's other calls back on every replica while they run.
 
 // clientScopes is the scope call c claims for its key's max_running, if it has one.
 func clientScopes(c *call) []replicas.Scope {
-	if cl := c.client; cl.Name != "" && cl.MaxRunning > 0 && !c.batch {
-		return []replicas.Scope{{Name: replicas.ClientScope(cl.Name), Limit: cl.MaxRunning}}
+	cl := c.client
+	if cl.Name == "" || cl.MaxRunning <= 0 {
+		return nil
 	}
-	return nil
+	limit := cl.MaxRunning
+	if c.batch {
+		limit = replicas.Uncapped
+	}
+	return []replicas.Scope{{Name: replicas.ClientScope(cl.Name), Limit: limit}}
 }
 
 // clientRefused reports whether the replicas refused call c because they run its key at

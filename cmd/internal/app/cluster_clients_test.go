@@ -126,6 +126,58 @@ func TestReplicasClientTokensWait(t *testing.T) {
 	}
 }
 
+// TestReplicaBatchCountsAgainstClientCap: a batch of a key with max_running 1 starts whole
+// on one replica, past the cap (the batch rule), and its members count against the cap on
+// every replica: a call of the key on the other replica waits until the batch has ended,
+// while another key's call starts there at once.
+func TestReplicaBatchCountsAgainstClientCap(t *testing.T) {
+	b := newHeldBackend(0)
+	apps := replicasOf(t, 2, "limits: {max_running: 8}\nproviders: [{name: demo, kind: fake, lanes: 8, model_lanes: 8, queue_length: 40, queue_timeout: 30s, models: [{id: echo}]}]\n",
+		map[string]llm.Backend{"demo": b})
+	alice := clientCtx(llm.Client{Name: "alice", MaxRunning: 1})
+	members, err := apps[0].Gateway.StartBatch(alice, []string{"demo/echo", "demo/echo"}, llm.Interactive, &llm.Request{})
+	if err != nil {
+		t.Fatalf("a batch of 2 of a key with max_running 1: %v, want it admitted whole", err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i, m := range members {
+		if m.Err != nil {
+			t.Fatalf("member %d: %v", i, m.Err)
+		}
+		wg.Go(func() {
+			defer m.Stream.Close()
+			for {
+				if _, err := m.Stream.Next(); err != nil {
+					return
+				}
+			}
+		})
+	}
+	opens(t, b.opened, 5*time.Second, "the batch's first member did not open")
+	opens(t, b.opened, 5*time.Second, "the batch's second member did not open")
+	wg.Go(func() {
+		if err := call(alice, apps[1]); err != nil {
+			t.Errorf("alice's call on r2: %v", err)
+		}
+	})
+	waitFor(t, "alice's call waiting on r2", func() bool {
+		return apps[1].Gateway.State().Providers[0].QueuedByClient["alice"] == 1
+	})
+	wg.Go(func() {
+		if err := call(clientCtx(llm.Client{Name: "bob"}), apps[1]); err != nil {
+			t.Errorf("bob's call on r2: %v", err)
+		}
+	})
+	opens(t, b.opened, 5*time.Second, "bob's call did not start past alice's held call")
+	opensNot(t, b.opened, 200*time.Millisecond, "alice's call started on r2 while her batch ran on r1 past her max_running 1")
+	close(b.gate) // the batch and bob's call end; alice's call runs then
+	wg.Wait()
+	if got := len(b.opens); got != 4 {
+		t.Errorf("%d calls opened in all, want the batch's 2, bob's and alice's", got)
+	}
+}
+
 // TestReplicaClientShareWithoutRedis: with Redis away a key's max_running is a limit like
 // any other: each of two replicas runs the key on its share (2 / 2 = 1), at once, while
 // another key's calls still start there.
