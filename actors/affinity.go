@@ -40,42 +40,46 @@ func newSessions(cfg affinity.Config, sh replicas.Shared, log zerolog.Logger) *s
 	return s
 }
 
+// recheck is how long a replica serves a conversation on its own live binding before it
+// asks the replicas' shared state again whether another replica has moved it since.
+const recheck = time.Second
+
 // lookup is conversation conv's binding at now; ok is false without one (or without conv).
-// A binding this replica does not hold is asked of the replicas' shared state, for at most
-// one bounded round trip (and not at all while it is known to be away).
+// A binding this replica does not hold, or has not checked against the replicas' shared
+// state for recheck, is asked of that state, for at most one bounded round trip (and not
+// at all while it is known to be away); a newer one found there replaces this replica's.
 func (s *sessions) lookup(ctx context.Context, conv string, now time.Time) (affinity.Binding, bool) {
 	if conv == "" {
 		return affinity.Binding{}, false
 	}
 	s.mu.Lock()
 	b, ok := s.t.Lookup(conv, now)
+	due := ok && s.sh != nil && s.t.Due(conv, now, recheck)
 	s.mu.Unlock()
-	if ok || s.sh == nil {
+	if s.sh == nil || ok && !due {
 		return b, ok
 	}
 	return s.lookupShared(ctx, conv, now)
 }
 
-// lookupShared is conv's binding as the replicas share it, adopted by the table; none when
-// the shared state has none or does not answer.
+// lookupShared is conv's binding once the replicas' shared one is read: theirs when newer
+// than this replica's (which it then replaces), else this replica's; this replica's alone
+// when the shared state has none or does not answer.
 func (s *sessions) lookupShared(ctx context.Context, conv string, now time.Time) (affinity.Binding, bool) {
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
 	sb, age, ok, err := s.sh.Bound(ctx, replicas.AffinityScope(conv), s.rule)
 	if err != nil {
-		s.log.Debug().Err(err).Msg("session affinity: the replicas' shared bindings did not answer; the call goes unbound")
-		return affinity.Binding{}, false
+		s.log.Debug().Err(err).Msg("session affinity: the replicas' shared bindings did not answer; the call goes on this replica's binding, if any")
 	}
-	if !ok {
-		return affinity.Binding{}, false
-	}
-	b := affinity.Binding{Provider: sb.Provider, Key: sb.Key, Model: sb.Model}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.t.Adopt(conv, b, now.Add(-age), now) {
-		return b, true
+	if err != nil || !ok {
+		s.t.Checked(conv, now)
+	} else {
+		s.t.Adopt(conv, affinity.Binding{Provider: sb.Provider, Key: sb.Key, Model: sb.Model}, now.Add(-age), now)
 	}
-	return s.t.Lookup(conv, now) // bound here meanwhile, by a success newer than the shared one
+	return s.t.Lookup(conv, now)
 }
 
 // bind records that conv's call succeeded at now, served as b, and says what that did. With

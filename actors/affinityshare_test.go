@@ -16,11 +16,12 @@ import (
 )
 
 // sharedBindings is a replicas.Shared with room for every call and the bindings of a test:
-// Bound answers from held (or err), Bind records each batch in binds, and waits for gate
-// when it is set.
+// Bound answers from held, bound age ago (or err), Bind records each batch in binds, and
+// waits for gate when it is set.
 type sharedBindings struct {
 	mu      sync.Mutex
 	held    map[string]replicas.Binding
+	age     time.Duration
 	err     error
 	lookups atomic.Int32
 	binds   chan []replicas.Binding
@@ -30,7 +31,7 @@ type sharedBindings struct {
 }
 
 func newSharedBindings() *sharedBindings {
-	return &sharedBindings{held: map[string]replicas.Binding{}, binds: make(chan []replicas.Binding, 100),
+	return &sharedBindings{held: map[string]replicas.Binding{}, age: time.Minute, binds: make(chan []replicas.Binding, 100),
 		entered: make(chan struct{}, 100)}
 }
 
@@ -73,7 +74,7 @@ func (s *sharedBindings) Bound(_ context.Context, name string, _ replicas.Affini
 		return replicas.Binding{}, 0, false, s.err
 	}
 	b, ok := s.held[name]
-	return b, time.Minute, ok, nil
+	return b, s.age, ok, nil
 }
 
 func (s *sharedBindings) Bind(ctx context.Context, bs []replicas.Binding, _ replicas.Affinity) error {
@@ -94,10 +95,16 @@ func (s *sharedBindings) Bind(ctx context.Context, bs []replicas.Binding, _ repl
 // which each call takes), and its Shutdown, run once (at the latest when the test ends).
 func sharedGateway(t *testing.T, sh replicas.Shared, b *keyedDown) (*Gateway, func()) {
 	t.Helper()
+	return sharedGatewayAt(t, sh, b, nil)
+}
+
+// sharedGatewayAt is sharedGateway on clock now (nil: the wall clock).
+func sharedGatewayAt(t *testing.T, sh replicas.Shared, b *keyedDown, now func() time.Time) (*Gateway, func()) {
+	t.Helper()
 	p := testProvider("p", b, "m")
 	p.Keys, p.Lanes = b.keys, 4
 	p.Models[0].Lanes = 4
-	g, err := New(Options{MaxRunning: 10, MaxAdmitted: 20, Providers: []Provider{p}, Logger: zerolog.Nop(), Shared: sh})
+	g, err := New(Options{MaxRunning: 10, MaxAdmitted: 20, Providers: []Provider{p}, Logger: zerolog.Nop(), Shared: sh, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +173,45 @@ func TestSharedBindingIsAdopted(t *testing.T) {
 	}
 	if n := waitState(t, g, "bindings counted", func(st AdminState) bool { return st.Providers[0].AffinityBindings == 2 }); n.Providers[0].AffinityBindings != 2 {
 		t.Error("not counted")
+	}
+}
+
+// TestNewerSharedBindingMoves: a replica serving a conversation on its own binding asks the
+// shared state again once its binding is a second (recheck) old: a binding another replica
+// made since (the conversation moved there) replaces its own, one older than its own does
+// not, and within the second it asks nothing.
+func TestNewerSharedBindingMoves(t *testing.T) {
+	sh := newSharedBindings()
+	b := &keyedDown{keys: 3}
+	clock := &testClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	g, _ := sharedGatewayAt(t, sh, b, clock.Now)
+	scope := replicas.AffinityScope("c")
+	steps := []struct {
+		name    string
+		advance time.Duration
+		shared  *replicas.Binding // set in the shared state, bound age ago
+		age     time.Duration
+		want    string // affinity
+		lookups int32
+	}{
+		{"the first turn: nobody bound it", 0, nil, 0, "new", 1},
+		{"moved elsewhere since, within the second", 0, &replicas.Binding{Name: scope, Provider: "p", Key: 2, Model: "p/m"}, 0, "hit", 1},
+		{"a second later: the newer binding is taken", time.Second, nil, 0, "hit", 2},
+		{"an older one elsewhere: its own stays", 2 * time.Second, &replicas.Binding{Name: scope, Provider: "p", Key: 1, Model: "p/m"}, 30 * time.Second, "hit", 3},
+	}
+	for _, s := range steps {
+		clock.advance(s.advance)
+		if s.shared != nil {
+			sh.mu.Lock()
+			sh.held[scope], sh.age = *s.shared, s.age
+			sh.mu.Unlock()
+		}
+		if got := turn(t, g, "c"); got != s.want || sh.lookups.Load() != s.lookups {
+			t.Fatalf("%s: affinity %q after %d shared lookups, want %q after %d", s.name, got, sh.lookups.Load(), s.want, s.lookups)
+		}
+	}
+	if got := fmt.Sprint(b.keysUsed()); got != "[0 0 2 2]" {
+		t.Errorf("keys used %s, want the ring's first twice, then the newer binding's twice", got)
 	}
 }
 

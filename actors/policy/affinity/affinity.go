@@ -61,9 +61,10 @@ func (o Outcome) String() string {
 
 // entry is one binding in the LRU list, most recently used first.
 type entry struct {
-	name string
-	b    Binding
-	used time.Time // the last success
+	name    string
+	b       Binding
+	used    time.Time // the last success
+	checked time.Time // when it was last known to be as new as the replicas' (Due)
 }
 
 // Table is the bindings by conversation name.
@@ -127,34 +128,63 @@ func (t *Table) Bind(name string, b Binding, now time.Time) Outcome {
 		if e.b != b {
 			out = Moved
 		}
-		e.b, e.used = b, now
+		e.b, e.used, e.checked = b, now, now
 		t.lru.MoveToFront(el)
 		return out
 	}
-	t.push(name, b, now)
+	t.push(name, b, now, now)
 	return Made
 }
 
-// push adds name's binding, used at used, as the most recently used; beyond Max, the least
-// recently used one is forgotten.
-func (t *Table) push(name string, b Binding, used time.Time) {
-	t.byName[name] = t.lru.PushFront(&entry{name: name, b: b, used: used})
+// push adds name's binding, used at used and checked at checked, as the most recently used;
+// beyond Max, the least recently used one is forgotten.
+func (t *Table) push(name string, b Binding, used, checked time.Time) {
+	t.byName[name] = t.lru.PushFront(&entry{name: name, b: b, used: used, checked: checked})
 	for t.lru.Len() > t.max {
 		t.remove(t.lru.Back())
 	}
 }
 
-// Adopt records a binding name was given elsewhere (another replica's success at used),
-// unless the table holds a live one of its own: that one is as new or newer, since the
-// caller asks elsewhere only when it has none. A binding expired at now is not taken. It
-// reports whether b was taken; it becomes the most recently used, as a lookup that found
-// it is followed by the call it orders.
+// Adopt records the binding name has at the replicas, b, last used at used (another
+// replica's success, or this one's written through), as read at now: it replaces the
+// table's own when that is older (another replica moved the conversation since), and is
+// taken when the table has none; a binding expired at now is not taken. Either way the
+// table's binding of name counts as checked at now (Due). It reports whether b was taken;
+// it becomes the most recently used, as a lookup that found it is followed by the call it
+// orders.
 func (t *Table) Adopt(name string, b Binding, used, now time.Time) bool {
-	if name == "" || !now.Before(used.Add(t.ttl)) || t.live(name, now) != nil {
+	if name == "" {
 		return false
 	}
-	t.push(name, b, used)
+	el := t.live(name, now)
+	if !now.Before(used.Add(t.ttl)) || el != nil && !el.Value.(*entry).used.Before(used) {
+		t.Checked(name, now)
+		return false
+	}
+	if el != nil {
+		e := el.Value.(*entry)
+		e.b, e.used, e.checked = b, used, now
+		t.lru.MoveToFront(el)
+		return true
+	}
+	t.push(name, b, used, now)
 	return true
+}
+
+// Due reports whether name has a live binding at now last checked against the replicas'
+// (made here, or read from them: Adopt, Checked) every or longer ago: another replica may
+// have moved the conversation since.
+func (t *Table) Due(name string, now time.Time, every time.Duration) bool {
+	el := t.live(name, now)
+	return el != nil && !now.Before(el.Value.(*entry).checked.Add(every))
+}
+
+// Checked records that name's live binding, if it has one, was checked at now: the
+// replicas had none newer, or could not be asked (it is not asked again before it is Due).
+func (t *Table) Checked(name string, now time.Time) {
+	if el := t.live(name, now); el != nil {
+		el.Value.(*entry).checked = now
+	}
 }
 
 func (t *Table) remove(el *list.Element) {

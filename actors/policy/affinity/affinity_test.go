@@ -98,7 +98,8 @@ func TestDefaultsAndBound(t *testing.T) {
 }
 
 // TestAdopt: a binding made elsewhere is taken, with its own last use (it expires TTL after
-// that, not after the adoption), unless the table has a live one of its own or it expired;
+// that, not after the adoption), unless the table has a live one of its own as new or
+// newer, or it expired;
 // the conversation's next success on the adopted key is a hit.
 func TestAdopt(t *testing.T) {
 	a0 := Binding{Provider: "p", Key: 0, Model: "p/m"}
@@ -114,7 +115,9 @@ func TestAdopt(t *testing.T) {
 		{"a binding made elsewhere a minute ago", false, 0, time.Minute, true, a1},
 		{"one made elsewhere is kept its TTL from its last use", false, 0, 10*time.Minute - time.Nanosecond, true, a1},
 		{"one expired elsewhere is not taken", false, 0, 10 * time.Minute, false, Binding{}},
-		{"a live binding of the table's own stays", true, time.Minute, 2 * time.Minute, false, a0},
+		{"a live binding of the table's own, newer, stays", true, -time.Minute, 2 * time.Minute, false, a0},
+		{"one of its own as new stays", true, 0, 2 * time.Minute, false, a0},
+		{"an older one of its own gives way to one made elsewhere since", true, time.Minute, 2 * time.Minute, true, a1},
 		{"an expired one of its own is replaced", true, 11 * time.Minute, 12 * time.Minute, true, a1},
 	}
 	for _, tt := range tests {
@@ -143,5 +146,34 @@ func TestAdopt(t *testing.T) {
 	tb.Adopt("B", a0, t0.Add(time.Minute), t0.Add(2*time.Minute))
 	if tb.Len() != 1 || tb.Adopt("", a0, t0, t0) {
 		t.Errorf("Len %d after adopting beyond Max 1, or an empty name adopted", tb.Len())
+	}
+}
+
+// TestDue: a binding is due for a check against the replicas every interval after it was
+// made here, read from them (taken or not) or checked; none is due without a live binding.
+func TestDue(t *testing.T) {
+	a0 := Binding{Provider: "p", Key: 0, Model: "p/m"}
+	a1 := Binding{Provider: "p", Key: 1, Model: "p/m"}
+	tb := New(Config{TTL: 10 * time.Second})
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	steps := []struct {
+		name string
+		do   func()
+		at   time.Duration
+		due  bool
+	}{
+		{"nothing bound", func() {}, 0, false},
+		{"just made here", func() { tb.Bind("A", a0, t0) }, 999 * time.Millisecond, false},
+		{"made a second ago", func() {}, time.Second, true},
+		{"checked", func() { tb.Checked("A", at(time.Second)) }, 1500 * time.Millisecond, false},
+		{"read, no newer than its own", func() { tb.Adopt("A", a1, t0, at(3*time.Second)) }, 3500 * time.Millisecond, false},
+		{"a second after the read", func() {}, 4 * time.Second, true},
+		{"expired", func() {}, 10 * time.Second, false},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := tb.Due("A", at(s.at), time.Second); got != s.due {
+			t.Fatalf("%s: Due = %v, want %v", s.name, got, s.due)
+		}
 	}
 }
