@@ -16,12 +16,13 @@ import (
 )
 
 // sharedBindings is a replicas.Shared with room for every call and the bindings of a test:
-// Bound answers from held, bound age ago (or err), Bind records each batch in binds, and
-// waits for gate when it is set.
+// Bound answers from held, bound age ago (or err), Bind records each batch in binds (and in
+// held too when keep is set), and waits for gate when it is set.
 type sharedBindings struct {
 	mu      sync.Mutex
 	held    map[string]replicas.Binding
 	age     time.Duration
+	keep    bool
 	err     error
 	lookups atomic.Int32
 	binds   chan []replicas.Binding
@@ -77,6 +78,20 @@ func (s *sharedBindings) Bound(_ context.Context, name string, _ replicas.Affini
 	return b, s.age, ok, nil
 }
 
+// Bindings counts held by provider (or answers err).
+func (s *sharedBindings) Bindings(_ context.Context, providers []string, _ replicas.Affinity) (map[string]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	out := map[string]int{}
+	for _, b := range s.held {
+		out[b.Provider]++
+	}
+	return out, nil
+}
+
 func (s *sharedBindings) Bind(ctx context.Context, bs []replicas.Binding, _ replicas.Affinity) error {
 	s.entered <- struct{}{}
 	if s.gate != nil {
@@ -86,6 +101,13 @@ func (s *sharedBindings) Bind(ctx context.Context, bs []replicas.Binding, _ repl
 			s.cut.Add(1)
 			return ctx.Err()
 		}
+	}
+	if s.keep {
+		s.mu.Lock()
+		for _, b := range bs {
+			s.held[b.Name] = b
+		}
+		s.mu.Unlock()
 	}
 	s.binds <- bs
 	return nil
@@ -139,10 +161,12 @@ func turn(t *testing.T, g *Gateway, conv string) string {
 // TestSharedBindingIsAdopted: a conversation this replica never served, bound by another
 // replica to key 2, is served on key 2 (round-robin alone would take key 0) and counts as a
 // hit; its next turn is served from the local table without asking again; each success is
-// written through; a conversation the shared state does not know goes where the ring says.
+// written through; a conversation the shared state does not know goes where the ring says;
+// /admin/state counts the bindings as the shared state does.
 func TestSharedBindingIsAdopted(t *testing.T) {
 	sh := newSharedBindings()
 	sh.held[replicas.AffinityScope("c")] = replicas.Binding{Name: replicas.AffinityScope("c"), Provider: "p", Key: 2, Model: "p/m"}
+	sh.keep = true
 	b := &keyedDown{keys: 3}
 	g, _ := sharedGateway(t, sh, b)
 	if got := turn(t, g, "c"); got != "hit" {
@@ -232,6 +256,9 @@ func TestSharedBindingsAway(t *testing.T) {
 	}
 	if got := fmt.Sprint(b.keysUsed()); got != "[0 0 0 0 0]" {
 		t.Errorf("keys used %s, want the ring's first, then the binding made here", got)
+	}
+	if n := g.State().Providers[0].AffinityBindings; n != 1 {
+		t.Errorf("/admin/state counts %d bindings with the shared state away, want this replica's 1", n)
 	}
 	select {
 	case <-sh.entered: // the first turn's write, held by the gate

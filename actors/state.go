@@ -49,7 +49,8 @@ type ProviderState struct {
 	// Keys are the provider's API keys by index (never the key itself), with their state.
 	Keys []keys.KeyState `json:"keys,omitempty"`
 	// AffinityBindings counts the conversations bound to one of its keys and models and
-	// still warm (session affinity, SPEC §19).
+	// still warm (session affinity, SPEC §19): across the replicas when Redis answers,
+	// else this replica's.
 	AffinityBindings int `json:"affinity_bindings"`
 	// Breaker is the circuit breaker's position.
 	Breaker *BreakerState `json:"breaker,omitempty"`
@@ -243,7 +244,8 @@ func collectParts(st *AdminState, at map[int]int, closed map[int]bool, reply <-c
 }
 
 // withCluster adds the replicas' shared state to st: its health, and the cluster-wide
-// running counts when Redis answers within stateTimeout.
+// running counts and session bindings when Redis answers within stateTimeout (else st
+// keeps this replica's bindings).
 func (g *Gateway) withCluster(st AdminState) AdminState {
 	sh := g.opts.Shared
 	if sh == nil {
@@ -278,6 +280,15 @@ func (g *Gateway) withCluster(st AdminState) AdminState {
 		for j := range p.Models {
 			m := &p.Models[j]
 			m.RunningCluster, _ = sum(replicas.ModelScope(p.Name, strings.TrimPrefix(m.ID, p.Name+"/")))
+		}
+	}
+	names := make([]string, len(st.Providers))
+	for i, p := range st.Providers {
+		names[i] = p.Name
+	}
+	if bound, err := sh.Bindings(ctx, names, g.sessions.rule); err == nil {
+		for i := range st.Providers {
+			st.Providers[i].AffinityBindings = bound[st.Providers[i].Name]
 		}
 	}
 	return st

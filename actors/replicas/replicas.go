@@ -50,6 +50,9 @@ type Shared interface {
 	// Bind records each of bs (at most MaxBind) as bound now, under rule, in one bounded
 	// round trip.
 	Bind(ctx context.Context, bs []Binding, rule Affinity) error
+	// Bindings is how many conversations are bound to each of providers, cluster-wide,
+	// live under rule. One bounded round trip.
+	Bindings(ctx context.Context, providers []string, rule Affinity) (map[string]int, error)
 }
 
 // Lease is one call's hold on its scopes, renewed while held.

@@ -106,8 +106,8 @@ func (e *Engine) Bind(ctx context.Context, bs []replicas.Binding, rule replicas.
 	if len(bs) > replicas.MaxBind {
 		return fmt.Errorf("cluster: bind: %d bindings in one call, at most %d", len(bs), replicas.MaxBind)
 	}
-	args := make([]any, 2, 2+2*len(bs))
-	args[0], args[1] = rule.TTL.Milliseconds(), rule.Max
+	args := make([]any, 3, 3+2*len(bs))
+	args[0], args[1], args[2] = rule.TTL.Milliseconds(), rule.Max, e.ks.affinityAt()
 	for _, b := range bs {
 		if err := checkRule(b.Name, rule); err != nil {
 			return err
@@ -128,6 +128,42 @@ func (e *Engine) Bind(ctx context.Context, bs []replicas.Binding, rule replicas.
 		return fmt.Errorf("cluster: bind %d bindings: %w", len(bs), err)
 	}
 	return nil
+}
+
+// Bindings is how many conversations are bound to each of providers, cluster-wide, live
+// under rule's TTL on Redis's clock. One round trip, bounded as every shared-state call
+// is; ErrUnavailable at once while Redis is away.
+func (e *Engine) Bindings(ctx context.Context, providers []string, rule replicas.Affinity) (map[string]int, error) {
+	if len(providers) == 0 {
+		return map[string]int{}, nil
+	}
+	if rule.TTL < time.Millisecond {
+		return nil, fmt.Errorf("cluster: bindings: the rule needs a TTL of at least 1ms, got %s", rule.TTL)
+	}
+	keys := make([]string, len(providers))
+	for i, p := range providers {
+		if err := checkName("provider", p); err != nil {
+			return nil, fmt.Errorf("cluster: bindings: %w", err)
+		}
+		keys[i] = e.ks.affinityAt() + p
+	}
+	var res []int64
+	err := e.shared(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = affinityCount.Run(ctx, e.rdb, keys, rule.TTL.Milliseconds()).Int64Slice()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: bindings of %d providers: %w", len(providers), err)
+	}
+	if len(res) != len(providers) {
+		return nil, fmt.Errorf("cluster: bindings of %d providers: %d counts", len(providers), len(res))
+	}
+	out := make(map[string]int, len(providers))
+	for i, p := range providers {
+		out[p] = int(res[i])
+	}
+	return out, nil
 }
 
 // checkRule reports what is wrong with a binding's name or the rule it is kept under.

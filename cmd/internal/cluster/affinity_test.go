@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/tollgate/actors/replicas"
 )
 
@@ -150,5 +152,55 @@ func TestAffinityRedisAway(t *testing.T) {
 	}
 	if d := time.Since(began); d > 50*time.Millisecond {
 		t.Errorf("a lookup and a bind while away took %s: they should not wait", d)
+	}
+}
+
+// TestAffinityCounted: each provider's bindings are counted cluster-wide, whichever replica
+// made them: a binding that moves counts at its new provider only, one trimmed beyond Max
+// or expired counts nowhere, and a provider nobody is bound to counts 0.
+func TestAffinityCounted(t *testing.T) {
+	s := startRedis(t)
+	a, _ := newEngine(t, s, "a")
+	b, _ := newEngine(t, s, "b")
+	ctx := context.Background()
+	rule := replicas.Affinity{TTL: time.Hour, Max: 3}
+	conv := func(i int) string { return replicas.AffinityScope(fmt.Sprint("conversation ", i)) }
+	bind := func(e *Engine, i int, provider string) {
+		t.Helper()
+		if err := e.Bind(ctx, []replicas.Binding{{Name: conv(i), Provider: provider, Model: provider + "/m"}}, rule); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := func(r replicas.Affinity) string {
+		t.Helper()
+		n, err := b.Bindings(ctx, []string{"p", "q", "r"}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("p %d, q %d, r %d", n["p"], n["q"], n["r"])
+	}
+	bind(a, 1, "p")
+	bind(a, 2, "p")
+	bind(b, 3, "q")
+	if got := counts(rule); got != "p 2, q 1, r 0" {
+		t.Errorf("three bound: %s", got)
+	}
+	bind(b, 1, "q") // moved
+	if got := counts(rule); got != "p 1, q 2, r 0" {
+		t.Errorf("one moved from p to q: %s", got)
+	}
+	bind(a, 4, "r") // beyond Max 3: conversation 2, the least recently bound, goes
+	if got := counts(rule); got != "p 0, q 2, r 1" {
+		t.Errorf("a fourth bound with Max 3: %s", got)
+	}
+	// One last bound long ago (1 µs after the epoch) is not live.
+	if err := s.client().ZAdd(ctx, a.ks.affinityAt()+"r", redis.Z{Score: 1, Member: conv(5)}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(rule); got != "p 0, q 2, r 1" {
+		t.Errorf("with an expired entry in r's set: %s", got)
+	}
+	if _, err := b.Bindings(ctx, []string{""}, rule); err == nil {
+		t.Error("an empty provider name was counted")
 	}
 }

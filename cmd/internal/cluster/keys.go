@@ -21,6 +21,7 @@ func (k keyspace) cool(name string) string   { return k.tag + ":cool:" + name }
 func (k keyspace) lanes(name string) string  { return k.tag + ":lanes:" + name }
 func (k keyspace) affinity() string          { return k.tag + ":affinity" }
 func (k keyspace) affinityUsed() string      { return k.tag + ":affinity:used" }
+func (k keyspace) affinityAt() string        { return k.tag + ":affinity:at:" }
 func (k keyspace) replicas() string          { return k.tag + ":replicas" }
 func (k keyspace) scopes() string            { return k.tag + ":scopes" }
 func (k keyspace) scopePrefix() string       { return k.tag + ":lease:" }

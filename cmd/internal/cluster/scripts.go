@@ -30,6 +30,8 @@ var (
 	affinityBindSrc string
 	//go:embed lua/affinity_bound.lua
 	affinityBoundSrc string
+	//go:embed lua/affinity_count.lua
+	affinityCountSrc string
 
 	acquireScript   = redis.NewScript(acquireSrc)
 	releaseScript   = redis.NewScript(releaseSrc)
@@ -41,4 +43,5 @@ var (
 	spendScript     = redis.NewScript(spendSrc)
 	affinityBind    = redis.NewScript(affinityBindSrc)
 	affinityBound   = redis.NewScript(affinityBoundSrc)
+	affinityCount   = redis.NewScript(affinityCountSrc)
 )
