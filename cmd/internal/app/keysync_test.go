@@ -29,7 +29,7 @@ providers:
 
 // TestReplicasShareRuntimeKeys: a key made through one replica's admin API is taken by the
 // other from the shared store — it closes the other's open door to strangers and serves the
-// key's calls — and the key's revocation on the first answers the second's queued call of it
+// key's calls, a key made once keys are known at its first call — and the key's revocation on the first answers the second's queued call of it
 // 401 and refuses its next, while its running call finishes.
 func TestReplicasShareRuntimeKeys(t *testing.T) {
 	dsn := pgtest.Start(t)
@@ -73,6 +73,13 @@ func TestReplicasShareRuntimeKeys(t *testing.T) {
 	waitFor(t, "r2 refusing strangers once a key exists", func() bool { return chat(ctx, urls[1], "sk-stranger", "demo/echo") == 401 })
 	if got := chat(ctx, urls[1], made.Secret, "demo/echo"); got != 200 {
 		t.Fatalf("r2 answers the key made on r1 %d, want 200", got)
+	}
+	// With keys known, a key made on r1 works on r2 at once, before r2's next refresh: r2
+	// looks a secret it does not know up in the store.
+	var carol struct{ Secret string }
+	admin(t, urls[0], "POST", "/admin/keys", `{"name":"carol"}`, 201, &carol)
+	if got := chat(ctx, urls[1], carol.Secret, "demo/echo"); got != 200 {
+		t.Fatalf("r2 answers a key made on r1 the moment before %d, want 200", got)
 	}
 
 	running := make(chan int, 1)

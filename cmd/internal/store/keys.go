@@ -36,18 +36,31 @@ type key struct {
 var keyName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // ResolveDigest returns the live run-time key whose secret (or, within its rotation grace,
-// previous secret) has digest d.
-func (s *Store) ResolveDigest(_ context.Context, d [sha256.Size]byte) (httpapi.ClientKey, bool) {
+// previous secret) has digest d. On a shared database a digest this replica does not know
+// is looked up there (lookupMissed): a key made on another replica works at once.
+func (s *Store) ResolveDigest(ctx context.Context, d [sha256.Size]byte) (httpapi.ClientKey, bool) {
+	ck, ok, known := s.resolveLocal(d)
+	if known || s.missed == nil {
+		return ck, ok
+	}
+	s.lookupMissed(ctx, d)
+	ck, ok, _ = s.resolveLocal(d)
+	return ck, ok
+}
+
+// resolveLocal is ResolveDigest from the keys in memory; known reports whether d is a
+// secret of one of them, live or not.
+func (s *Store) resolveLocal(d [sha256.Size]byte) (ck httpapi.ClientKey, ok, known bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := s.byHash[d]
-	if k == nil || k.revoked || k.config {
-		return httpapi.ClientKey{}, false
+	if k == nil {
+		return httpapi.ClientKey{}, false, false
 	}
-	if d != k.digest && !s.opts.Now().Before(k.oldUntil) {
-		return httpapi.ClientKey{}, false
+	if k.revoked || k.config || d != k.digest && !s.opts.Now().Before(k.oldUntil) {
+		return httpapi.ClientKey{}, false, true
 	}
-	return clientKey(k.name, &k.limits), true
+	return clientKey(k.name, &k.limits), true, true
 }
 
 // Any reports whether a run-time key was ever made.
@@ -339,8 +352,18 @@ func (s *Store) unindex(k *key) {
 
 // readRuntimeKeys reads every run-time key row, revoked ones included.
 func (s *Store) readRuntimeKeys(ctx context.Context) ([]*key, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name, digest, old_digest, old_until, weight, max_running, max_queued,
-		rpm, tpm, models, max_priority, budget_usd, budget_period, created_at, revoked_at FROM client_keys`)
+	return s.readKeys(ctx, "")
+}
+
+// readKeys reads the run-time key rows that where (a WHERE clause, with args; "": all)
+// selects, revoked ones included.
+func (s *Store) readKeys(ctx context.Context, where string, args ...any) ([]*key, error) {
+	query := `SELECT name, digest, old_digest, old_until, weight, max_running, max_queued,
+		rpm, tpm, models, max_priority, budget_usd, budget_period, created_at, revoked_at FROM client_keys`
+	if where != "" {
+		query += " WHERE " + where
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, err
 	}

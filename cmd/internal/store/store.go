@@ -75,6 +75,9 @@ type Store struct {
 	any    bool // a run-time key exists (revoked or not)
 
 	ledger *ledger
+	// missed looks up digests this replica does not know, on a shared database (nil: not
+	// shared).
+	missed *missedLookups
 }
 
 // DefaultPath is the SQLite file of the embedded default: tollgate.db under the user's state
@@ -105,6 +108,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, postgres: o.Postgres != "", opts: o, log: o.Logger}
+	if s.postgres {
+		s.missed = newMissedLookups()
+	}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
