@@ -93,10 +93,15 @@ func (a *laneActor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
 	case *actor.Stopping:
-		// Its request actors stop with it, but name no call: what runs here stops now.
+		// Its request actors stop with it, but name no call: what runs here stops now. A
+		// call whose stream has ended is forgotten at once (its lease goes back): its
+		// release, still in the mailbox, may never be handled once the lane has stopped.
 		a.stopping = true
 		for _, r := range a.running {
-			if r.s != nil {
+			switch {
+			case r.s != nil && r.s.ended.Load():
+				a.forget(ctx, r.c)
+			case r.s != nil:
 				r.s.cancel(errStopped)
 			}
 		}

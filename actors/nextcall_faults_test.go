@@ -4,6 +4,7 @@ package actors
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,16 @@ import (
 
 	"github.com/tollgate/tollgate/providers/llm"
 )
+
+// newHold is a fault's hold and its release, which closes it once (at the latest when the
+// test ends).
+func newHold(t *testing.T) (<-chan struct{}, func()) {
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	return hold, release
+}
 
 // TestNextCallFindsTheLanesFree: a client that sends its next call the moment its answer
 // has ended finds the lanes free, even on a provider that never queues (queue_length 0):
@@ -23,15 +34,7 @@ func TestNextCallFindsTheLanesFree(t *testing.T) {
 	p := testProvider("p", &downFirst{}, "m")
 	p.QueueLength = 0
 	g := newTestGateway(t, 10, 16, p)
-	hold := make(chan struct{})
-	held := true
-	release := func() {
-		if held {
-			held = false
-			close(hold)
-		}
-	}
-	t.Cleanup(release)
+	hold, release := newHold(t)
 	if err := g.InjectFault(Fault{Actor: "lane", On: "released", Hold: hold}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,15 +75,8 @@ func TestRebuildSkipsACallThatEndedBeforeItsReport(t *testing.T) {
 	g := newTestGateway(t, 10, 16, testProvider("p", b, "m"))
 	running := runCall(context.Background(), g, "p/m")
 	c := b.next(t)
-	hold, holding := make(chan struct{}), make(chan struct{}, 1)
-	held := true
-	release := func() {
-		if held {
-			held = false
-			close(hold)
-		}
-	}
-	t.Cleanup(release)
+	hold, release := newHold(t)
+	holding := make(chan struct{}, 1)
 	if err := g.InjectFault(Fault{Actor: "lane", On: "reportRunning", Hold: hold, Holding: holding}); err != nil {
 		t.Fatal(err)
 	}
@@ -116,61 +112,44 @@ func TestRebuildSkipsACallThatEndedBeforeItsReport(t *testing.T) {
 	waitState(t, g, "idle after the rebuild", idle)
 }
 
-// lifecycle watches the stop and terminated messages posted to the gateway's mailboxes.
-// With one provider of one model the third stop posted is the lane's (after the
-// supervisor's and the provider's); terminated closes once two actors have stopped.
-type lifecycle struct {
-	stops, ended atomic.Int32
-	third        chan struct{} // the lane has been told to stop
-	terminated   chan struct{} // two actors told their parent they have stopped
+// stopsPosted watches the stop messages posted to the gateway's mailboxes: with one
+// provider of one model the third is the lane's (after the supervisor's and the
+// provider's), and closes third.
+type stopsPosted struct {
+	n     atomic.Int32
+	third chan struct{}
 }
 
-func (l *lifecycle) MailboxStarted()     {}
-func (l *lifecycle) MessageReceived(any) {}
-func (l *lifecycle) MailboxEmpty()       {}
-func (l *lifecycle) MessagePosted(m any) {
-	switch m.(type) {
-	case *actor.Stop:
-		if l.stops.Add(1) == 3 {
-			close(l.third)
-		}
-	case *actor.Terminated:
-		if l.ended.Add(1) == 2 {
-			close(l.terminated)
-		}
+func (l *stopsPosted) MailboxStarted()     {}
+func (l *stopsPosted) MessageReceived(any) {}
+func (l *stopsPosted) MailboxEmpty()       {}
+func (l *stopsPosted) MessagePosted(m any) {
+	if _, stop := m.(*actor.Stop); stop && l.n.Add(1) == 3 {
+		close(l.third)
 	}
 }
 
 // TestShutdownWhileALaneHoldsEndedCalls: a gateway shutting down stops, even when a lane is
 // told to stop before it has taken the releases of the calls that ended on it (their
 // streams told the provider first, so the provider went idle, and a stop overtakes the
-// user messages queued in a mailbox). The lane stops its request actors and hears each
-// stop while a call it served is still on its books; it must not hand that call a new
-// request actor: a child spawned after its children were told to stop is never stopped,
-// and the shutdown would wait for it for ever. Holds order it: the drain's cancellation
-// holds the lane until both calls have ended and its stop is queued; the first release
-// holds it until both request actors have stopped.
+// user messages queued in a mailbox). A hold orders it: the drain's cancellation holds the
+// lane until both calls have ended and its stop is queued behind the hold. The lane then
+// stops with the calls still on its books: it forgets the ended ones as it stops (their
+// leases go back), and hands no call a new request actor as its own stop; a child spawned
+// after its children were told to stop would never be, and the shutdown would wait for it
+// for ever.
 func TestShutdownWhileALaneHoldsEndedCalls(t *testing.T) {
-	seen := &lifecycle{third: make(chan struct{}), terminated: make(chan struct{})}
+	seen := &stopsPosted{third: make(chan struct{})}
 	b := newHeld()
 	p := testProvider("p", b, "m")
 	p.Lanes, p.Models[0].Lanes = 2, 2
 	g := newWatchedGateway(t, seen, 10, 16, p)
 	first, second := runCall(context.Background(), g, "p/m"), runCall(context.Background(), g, "p/m")
 	calls := []*heldCall{b.next(t), b.next(t)}
-	holds := []chan struct{}{make(chan struct{}), make(chan struct{})}
-	holding := make(chan struct{}, 2)
-	open := 0
-	release := func(n int) {
-		for ; open < n; open++ {
-			close(holds[open])
-		}
-	}
-	t.Cleanup(func() { release(2) })
-	for i, on := range []string{"cancelAll", "released"} {
-		if err := g.InjectFault(Fault{Actor: "lane", On: on, Hold: holds[i], Holding: holding}); err != nil {
-			t.Fatal(err)
-		}
+	hold, release := newHold(t)
+	holding := make(chan struct{}, 1)
+	if err := g.InjectFault(Fault{Actor: "lane", On: "cancelAll", Hold: hold, Holding: holding}); err != nil {
+		t.Fatal(err)
 	}
 	waitFor := func(ch <-chan struct{}, what string) {
 		t.Helper()
@@ -196,10 +175,7 @@ func TestShutdownWhileALaneHoldsEndedCalls(t *testing.T) {
 		}
 	}
 	waitFor(seen.third, "the lane was never told to stop")
-	release(1)
-	waitFor(holding, "the lane never took the first release")
-	waitFor(seen.terminated, "the lane's request actors never stopped")
-	release(2)
+	release()
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v, want it to finish", err)
 	}
