@@ -93,17 +93,21 @@ func (a *laneActor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
 	case *actor.Stopping:
-		// Its request actors stop with it, but name no call: what runs here stops now. A
-		// call whose stream has ended is forgotten at once (its lease goes back): its
-		// release, still in the mailbox, may never be handled once the lane has stopped.
-		a.stopping = true
-		for _, r := range a.running {
-			switch {
-			case r.s != nil && r.s.ended.Load():
-				a.forget(ctx, r.c)
-			case r.s != nil:
-				r.s.cancel(errStopped)
-			}
+		a.stop(ctx)
+	}
+}
+
+// stop is the lane stopping. Its request actors stop with it, but name no call: what runs
+// here stops now. A call whose stream has ended is forgotten at once (its lease goes back):
+// its release, still in the mailbox, may never be handled once the lane has stopped.
+func (a *laneActor) stop(ctx actor.Context) {
+	a.stopping = true
+	for _, r := range a.running {
+		switch {
+		case r.s != nil && r.s.ended.Load():
+			a.forget(ctx, r.c)
+		case r.s != nil:
+			r.s.cancel(errStopped)
 		}
 	}
 }
