@@ -287,9 +287,7 @@ func (g *Gateway) withCluster(st AdminState) AdminState {
 		names[i] = p.Name
 	}
 	if bound, err := sh.Bindings(ctx, names, g.sessions.rule); err == nil {
-		for i := range st.Providers {
-			st.Providers[i].AffinityBindings = bound[st.Providers[i].Name]
-		}
+		st = withBindings(st, bound)
 	}
 	return st
 }

@@ -157,15 +157,18 @@ func (t *Table) Adopt(name string, b Binding, used, now time.Time) bool {
 		return false
 	}
 	el := t.live(name, now)
-	if !now.Before(used.Add(t.ttl)) || el != nil && !el.Value.(*entry).used.Before(used) {
-		t.Checked(name, now)
-		return false
-	}
 	if el != nil {
 		e := el.Value.(*entry)
-		e.b, e.used, e.checked = b, used, now
+		e.checked = now
+		if !e.used.Before(used) {
+			return false
+		}
+		e.b, e.used = b, used
 		t.lru.MoveToFront(el)
 		return true
+	}
+	if !now.Before(used.Add(t.ttl)) {
+		return false
 	}
 	t.push(name, b, used, now)
 	return true
