@@ -182,42 +182,32 @@ func (s *Server) batchWhole(w http.ResponseWriter, r *http.Request, members []ll
 	}{"batch.chat.completion", results})
 }
 
-// wholeMember reads member i to its end: its completion, or its error.
+// wholeMember reads member i to its end through the relay engine (collect): its
+// completion, or its error.
 func (s *Server) wholeMember(r *http.Request, m llm.BatchMember, req *llm.Request, part *record, i int) batchResult {
 	res := batchResult{Model: m.Model, QueueMs: m.QueueWait.Milliseconds()}
-	fail := func(err error) batchResult {
+	err := m.Err
+	if err == nil {
+		var a wholeAnswer
+		if a, err = s.collect(m.Stream, llm.FormatChat, s.memberAnswer(req, part, i, m.Model).whole(), part, m.Provider); err == nil {
+			if res.Completion = a.raw; !a.native {
+				res.Completion, err = json.Marshal(a.body)
+			}
+		}
+	}
+	if err != nil {
 		a := toAPIError(err, s.opts.Gateway.RetryAfter())
 		a.retryAfter = 0 // the batch as a whole answers 200: there is nothing to retry after
 		part.fail(a)
 		d := a.body().Error
-		res.Error = &d
-		return res
+		res.Completion, res.Error = nil, &d
 	}
-	if m.Err != nil {
-		return fail(m.Err)
-	}
-	var acc completion
-	for {
-		ch, err := m.Stream.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fail(err)
-		}
-		if ch.Usage != nil {
-			part.usage = *ch.Usage
-		}
-		if ch.Complete {
-			res.Completion = ch.Raw
-			return res
-		}
-		if err := acc.add(&ch); err != nil {
-			return fail(&llm.Error{Kind: llm.KindUpstream, Provider: m.Provider, Message: "backend sent an undecodable chunk: " + err.Error()})
-		}
-	}
-	res.Completion, _ = json.Marshal(acc.build(part.id+"-"+strconv.Itoa(i), m.Model, s.opts.Now()))
 	return res
+}
+
+// memberAnswer is member i's answer in chat's format: its own id and model.
+func (s *Server) memberAnswer(req *llm.Request, part *record, i int, model string) *chatAnswer {
+	return &chatAnswer{id: part.id + "-" + strconv.Itoa(i), model: model, req: req, now: s.opts.Now}
 }
 
 // batchStream relays every member's chunks as they come, each with "batch_index", and ends
@@ -250,7 +240,7 @@ func (s *Server) batchStream(w http.ResponseWriter, r *http.Request, cancel cont
 			rec.ttfb = s.opts.Now().Sub(rec.start)
 		}
 		// Flush when nothing else is ready to go: events that came together share a write.
-		if out.Data(data) != nil || (len(events) == 0 && rc.Flush() != nil) {
+		if _, err := w.Write(data); err != nil || (len(events) == 0 && rc.Flush() != nil) {
 			gone = true
 			rec.clientGone = true
 			close(quit)
@@ -262,59 +252,56 @@ func (s *Server) batchStream(w http.ResponseWriter, r *http.Request, cancel cont
 	}
 }
 
-// streamMember sends member i's events, each marked with its batch_index, until it ends or
-// quit.
+// streamMember relays member i's answer through the relay engine (relayEvents) in chat's
+// format, every event marked with its batch_index, until it ends or quit. Its stream ends
+// with its usage: the batch's one data: [DONE] follows every member's.
 func (s *Server) streamMember(r *http.Request, m llm.BatchMember, req *llm.Request, part *record, i int,
 	events chan<- []byte, quit <-chan struct{}) {
-	send := func(data []byte) bool {
-		select {
-		case events <- withIndex(data, i):
-			return true
-		case <-quit:
-			return false
-		}
-	}
-	fail := func(err error) {
-		if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
-			part.clientGone = true
-			return // the client left: nothing to tell it
-		}
-		a := toAPIError(err, s.opts.Gateway.RetryAfter())
-		a.retryAfter = 0 // too late to act on a wait: the member's part just ends
-		part.fail(a)
-		send(a.event())
-	}
+	sr := &streamRelay{rec: part, in: chatAPI}
+	sr.out.initPart(&memberOut{index: i, events: events, quit: quit})
+	ans := s.memberAnswer(req, part, i, m.Model)
+	ans.stream(&sr.out)
+	sr.sink = &memberStream{&ans.streamed}
 	if m.Err != nil {
-		fail(m.Err)
+		if a, ok := s.answerError(r, m.Err, part); ok {
+			sr.fail(a)
+		}
 		return
 	}
-	enc := newChunkEncoder(part.id+"-"+strconv.Itoa(i), m.Model, s.opts.Now())
-	var usage *llm.Usage // a structured stream's usage, sent last when the client asked for it
-	for {
-		ch, err := m.Stream.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			fail(err)
-			return
-		}
-		if part.ttfb == 0 {
-			part.ttfb = s.opts.Now().Sub(part.start)
-		}
-		if ch.Usage != nil {
-			part.usage = *ch.Usage
-		}
-		data := enc.wire(&ch, req, &usage)
-		if data == nil {
-			continue
-		}
-		if !send(data) {
-			return
-		}
-	}
-	if usage != nil && req.WantsUsage() {
-		send(enc.usage(usage))
+	s.relayEvents(r, m.Stream, sr)
+}
+
+// memberStream is a batch member's chat stream, which ends with its usage (chatStream.tail):
+// its batch writes the one data: [DONE].
+type memberStream struct{ *chatStream }
+
+func (m *memberStream) end() error { return m.tail() }
+
+// memberOut is a streamed batch member's part of its batch's answer: its SSE events, held
+// until the relay flushes them, then handed to the batch's writer as one write.
+type memberOut struct {
+	index  int
+	buf    []byte
+	events chan<- []byte
+	quit   <-chan struct{}
+}
+
+func (m *memberOut) Write(p []byte) (int, error) {
+	m.buf = append(m.buf, p...)
+	return len(p), nil
+}
+
+// errBatchGone is a member's flush once its batch's client is gone.
+var errBatchGone = errors.New("the batch's client is gone")
+
+// flush hands the held events to the batch's writer, which owns them from then on.
+func (m *memberOut) flush() error {
+	select {
+	case m.events <- m.buf:
+		m.buf = nil
+		return nil
+	case <-m.quit:
+		return errBatchGone
 	}
 }
 

@@ -13,7 +13,8 @@ var doneData = []byte("[DONE]")
 // completion for a whole answer). It holds both ways of writing it, so that the answer
 // costs one allocation whichever the request asks for.
 type chatAnswer struct {
-	id        string // the request's
+	id        string // the answer's: the request's, or a batch member's
+	model     string // the model the answer names: the request's, or a batch member's
 	req       *llm.Request
 	now       func() time.Time
 	streamed  chatStream
@@ -21,11 +22,11 @@ type chatAnswer struct {
 }
 
 func newChatAnswer(s *Server, p *parsed, rec *record) answerFormat {
-	return &chatAnswer{id: rec.id, req: p.req, now: s.opts.Now}
+	return &chatAnswer{id: rec.id, model: p.req.Model, req: p.req, now: s.opts.Now}
 }
 
 func (c *chatAnswer) stream(out *eventOut) streamSink {
-	c.streamed = chatStream{out: out, req: c.req, enc: newChunkEncoder(c.id, c.req.Model, c.now())}
+	c.streamed = chatStream{out: out, req: c.req, enc: newChunkEncoder(c.id, c.model, c.now())}
 	return &c.streamed
 }
 
@@ -54,12 +55,19 @@ func (c *chatStream) add(ch *llm.Chunk) error {
 }
 
 func (c *chatStream) end() error {
-	if c.usage != nil && c.req.WantsUsage() {
-		if err := c.out.event("", c.enc.usage(c.usage)); err != nil {
-			return err
-		}
+	if err := c.tail(); err != nil {
+		return err
 	}
 	return c.out.event("", doneData)
+}
+
+// tail writes what follows the last chunk before data: [DONE]: the usage, when the client
+// asked for it.
+func (c *chatStream) tail() error {
+	if c.usage != nil && c.req.WantsUsage() {
+		return c.out.event("", c.enc.usage(c.usage))
+	}
+	return nil
 }
 
 // fail writes the error in OpenAI's shape as one data event (SPEC §4).
@@ -74,5 +82,5 @@ type chatWhole struct {
 func (c *chatWhole) add(ch *llm.Chunk) error { return c.acc.add(ch) }
 
 func (c *chatWhole) build() (any, error) {
-	return c.acc.build(c.answer.id, c.answer.req.Model, c.answer.now()), nil
+	return c.acc.build(c.answer.id, c.answer.model, c.answer.now()), nil
 }

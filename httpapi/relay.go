@@ -15,7 +15,8 @@ import (
 // the first byte (the format's error answer) and after it (the format's error event, then
 // the end), a client that hangs up (a 499, never the backend's fault), a backend's own
 // answer in the client's format relayed as it came — and each format brings only its wire
-// (answerFormat): chat (chat_answer.go), Responses, Messages, embeddings.
+// (answerFormat): chat (chat_answer.go), Responses, Messages, embeddings; a batch's members
+// are chat answers written into their batch's (batch.go).
 
 // answerFormat is one wire format's answer to a call.
 type answerFormat interface {
@@ -96,6 +97,14 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, in *ingress
 	sr := &streamRelay{rec: rec, in: in}
 	sr.out.init(w)
 	sr.sink = f.stream(&sr.out)
+	s.relayEvents(r, st, sr)
+}
+
+// relayEvents writes a stream's chunks through sr until the stream ends, fails or its
+// client is gone: a call's own answer (relayStream) or a batch member's part of its batch's
+// (batch.go).
+func (s *Server) relayEvents(r *http.Request, st llm.Stream, sr *streamRelay) {
+	rec := sr.rec
 	hint, _ := st.(buffered)
 	for first := true; ; first = false {
 		var err error
@@ -179,7 +188,7 @@ func (sr *streamRelay) add(ch *llm.Chunk) (over bool, err error) {
 			sr.rec.clientGone = true
 			return true, nil
 		}
-		return false, chunkFailure(err)
+		return false, chunkFailure(err, "")
 	}
 	return false, nil
 }
@@ -206,38 +215,52 @@ func (sr *streamRelay) end() {
 // relayWhole writes a whole answer: a backend's own body in the client's format as it came,
 // or the format's body made from every chunk once they are all in.
 func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, in *ingress, st llm.Stream, f answerFormat, rec *record) {
-	sink := f.whole()
+	a, err := s.collect(st, in.native, f.whole(), rec, "")
+	switch {
+	case err != nil:
+		s.fail(w, r, in, err, rec)
+	case a.native:
+		s.writeWhole(w, a.raw, rec)
+	default:
+		rec.ttfb = s.opts.Now().Sub(rec.start)
+		writeJSON(w, http.StatusOK, a.body)
+	}
+}
+
+// wholeAnswer is a whole answer as collect read it: the backend's own body in the client's
+// format (native), or the body the format's sink built from every chunk.
+type wholeAnswer struct {
+	native bool
+	raw    []byte
+	body   any
+}
+
+// collect reads a stream to its end for a whole answer in native's format, through sink. The
+// stream is closed as soon as the backend has said all, so its lanes go back before the
+// answer is written. A chunk the sink cannot take fails the answer (chunkFailure), naming
+// provider when one is given: a batch's members span providers.
+func (s *Server) collect(st llm.Stream, native llm.Format, sink wholeSink, rec *record, provider string) (wholeAnswer, error) {
 	var ch llm.Chunk // one for the whole answer, as the sink takes its address
 	for {
 		var err error
 		if ch, err = st.Next(); err == io.EOF {
 			break
 		}
-		if err == nil {
-			s.took(&ch, rec, false)
-			if ch.Complete && ch.Format == in.native {
-				s.closeStream(st, rec)
-				s.writeWhole(w, ch.Raw, rec)
-				return
-			}
-			err = sink.add(&ch)
-			if err != nil {
-				err = chunkFailure(err)
-			}
-		}
 		if err != nil {
-			s.fail(w, r, in, err, rec)
-			return
+			return wholeAnswer{}, err
+		}
+		s.took(&ch, rec, false)
+		if ch.Complete && ch.Format == native {
+			s.closeStream(st, rec)
+			return wholeAnswer{native: true, raw: ch.Raw}, nil
+		}
+		if err := sink.add(&ch); err != nil {
+			return wholeAnswer{}, chunkFailure(err, provider)
 		}
 	}
-	s.closeStream(st, rec) // the backend is done: its lanes go back before the answer is written
+	s.closeStream(st, rec)
 	body, err := sink.build()
-	if err != nil {
-		s.fail(w, r, in, err, rec)
-		return
-	}
-	rec.ttfb = s.opts.Now().Sub(rec.start)
-	writeJSON(w, http.StatusOK, body)
+	return wholeAnswer{body: body}, err
 }
 
 // writeWhole writes a backend's whole answer as it came.
@@ -264,10 +287,10 @@ func (s *Server) answerError(r *http.Request, err error, rec *record) (apiError,
 }
 
 // chunkFailure is the failure a format's error on a chunk stands for: the *llm.Error it
-// is, or the backend's undecodable chunk.
-func chunkFailure(err error) error {
+// is, or the backend's undecodable chunk (of provider, when given).
+func chunkFailure(err error, provider string) error {
 	if e := (*llm.Error)(nil); errors.As(err, &e) {
 		return err
 	}
-	return &llm.Error{Kind: llm.KindUpstream, Message: "backend sent an undecodable chunk: " + err.Error()}
+	return &llm.Error{Kind: llm.KindUpstream, Provider: provider, Message: "backend sent an undecodable chunk: " + err.Error()}
 }

@@ -25,11 +25,13 @@ func openSSE(w http.ResponseWriter, st llm.Stream, rec *record) bool {
 	return true
 }
 
-// eventOut is a streamed answer's SSE events on their way to the client. Writing an event
-// does not flush it: the relay flushes when nothing more is ready to go. It notes a failed
-// write or flush (the client is gone) and whether anything was written since the last flush.
+// eventOut is a streamed answer's SSE events on their way to the client: a call's own
+// answer (rw), or a batch member's part of its batch's (part). Writing an event does not
+// flush it: the relay flushes when nothing more is ready to go. It notes a failed write or
+// flush (the client is gone) and whether anything was written since the last flush.
 type eventOut struct {
 	rw      http.ResponseWriter
+	part    *memberOut
 	w       *sse.Writer
 	gone    bool // a write or a flush failed
 	pending bool // events written since the last flush
@@ -41,11 +43,25 @@ func (o *eventOut) init(w http.ResponseWriter) {
 	o.rw, o.w = w, sse.NewWriter(o)
 }
 
-// Write writes to the client: the SSE Writer's way out.
-func (o *eventOut) Write(p []byte) (int, error) { return o.rw.Write(p) }
+// initPart readies o to write a batch member's events to its part of the batch's answer.
+func (o *eventOut) initPart(part *memberOut) {
+	o.part, o.w = part, sse.NewWriter(o)
+}
 
-// event writes one event: data under the name (none when empty).
+// Write writes to the client, or to the member's part: the SSE Writer's way out.
+func (o *eventOut) Write(p []byte) (int, error) {
+	if o.part != nil {
+		return o.part.Write(p)
+	}
+	return o.rw.Write(p)
+}
+
+// event writes one event: data under the name (none when empty). A batch member's carries
+// its batch_index.
 func (o *eventOut) event(name string, data []byte) error {
+	if o.part != nil {
+		data = withIndex(data, o.part.index)
+	}
 	if err := o.w.Event(name, data); err != nil {
 		o.gone = true
 		return err
@@ -69,7 +85,13 @@ func (o *eventOut) flush() error {
 		return nil
 	}
 	o.pending = false
-	if err := http.NewResponseController(o.rw).Flush(); err != nil {
+	var err error
+	if o.part != nil {
+		err = o.part.flush()
+	} else {
+		err = http.NewResponseController(o.rw).Flush()
+	}
+	if err != nil {
 		o.gone = true
 		return err
 	}
