@@ -238,29 +238,26 @@ func (b *batchCall) fits(t *modelTable, maxRunning int) error {
 
 // batch begins a batch at the supervisor: hold its global slots, then ask its providers.
 func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
-	k := len(b.members)
-	switch {
-	case s.draining:
+	if s.core.Draining() {
 		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"})
 		return
-	case s.retiredMember(b) != nil:
-		b.decide(s.g.table.Load().notFound(s.retiredMember(b).route.id)) // a reload removed its provider meanwhile
+	}
+	if c := s.retiredMember(b); c != nil {
+		b.decide(s.g.table.Load().notFound(c.route.id)) // a reload removed its provider meanwhile
 		return
-	case !s.disp.Ready():
-		// Rebuilding after a crash: the dispatcher knows the running count again once every
-		// provider has offered, and unpark begins the batch then.
-		s.parked = append(s.parked, b)
+	}
+	k := len(b.members)
+	hold, fx := s.core.HoldBatch(k)
+	s.apply(ctx, fx)
+	switch hold {
+	case policy.BatchParked:
+		s.parked = append(s.parked, b) // unpark begins it again
 		return
-	case !s.disp.Hold(k):
-		if s.disp.Recalling() {
-			// Unused credit may hold the slots: begin again once it is given back (unpark).
-			s.parked = append(s.parked, b)
-			s.sendRecalls(ctx)
-			return
-		}
+	case policy.BatchRefused:
+		l := s.core.Limits()
 		b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: s.g.RetryAfter(),
 			Message: fmt.Sprintf("the gateway runs %d of its %d requests at once (max_running); the batch needs %d free at the same time",
-				min(s.disp.Running(), s.limits.MaxRunning), s.limits.MaxRunning, k)})
+				s.core.Running(), l.MaxRunning, k)})
 		return
 	}
 	b.held = k
@@ -274,13 +271,13 @@ func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
 // reservedBy takes one provider's answer; the last one decides the batch.
 func (s *supervisor) reservedBy(ctx actor.Context, m *reserved) {
 	b := m.b
-	s.disp.Report(m.p, m.o)
-	if share := len(b.by[m.p]); b.waiting[m.p] {
+	share := 0
+	if b.waiting[m.p] {
+		share = len(b.by[m.p]) // its members now count in its offer, or are refused
 		delete(b.waiting, m.p)
-		s.disp.Unhold(share) // its members now count in its offer, or are refused
 		b.held -= share
 	}
-	s.schedule(ctx) // the offer may list arrivals, or the slots given back may let one start
+	s.apply(ctx, s.core.Reserved(m.p, m.o, share))
 	s.unpark(ctx)
 	if !slices.Contains(s.batches, b) {
 		// Aborted already (a rebuilt supervisor forgot it): free what was reserved.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tollgate/tollgate/actors/policy/breaker"
 	"github.com/tollgate/tollgate/providers/llm"
 )
@@ -36,17 +38,33 @@ func breakerIs(state string) func(AdminState) bool {
 // the provider actor (the retryAsk is answered by the supervisor's strategy, not by the
 // actor) still counts as the probe's failure: the breaker opens again, and its next probe
 // goes through and closes it. Before the fix the probe's failure was never recorded and
-// the breaker stayed half-open with its probe out for good: nothing started again.
+// the breaker stayed half-open with its probe out for good: nothing started again. The
+// clock moves only when the test says, so that an open breaker stays open until it is
+// read, however slowly the machine runs.
 func TestCrashOnProbeRetryAskReopensBreaker(t *testing.T) {
 	b := &downFirst{n: 2}
 	p := testProvider("p", b, "m")
-	p.Breaker = breaker.Config{Failures: 1, OpenFor: 50 * time.Millisecond}
+	openFor := 50 * time.Millisecond
+	p.Breaker = breaker.Config{Failures: 1, OpenFor: openFor}
 	p.QueueTimeout = 500 * time.Millisecond
-	g := newTestGateway(t, 10, 16, p)
+	clock := &testClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	g, err := New(Options{MaxRunning: 10, MaxAdmitted: 16, Providers: []Provider{p}, Logger: zerolog.Nop(), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := g.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
 	ctx := context.Background()
 	if o := got(t, runCall(ctx, g, "p/m")); llm.KindOf(o.err) != llm.KindProviderUnavailable {
 		t.Fatalf("first call: %v, want provider_unavailable", o.err)
 	}
+	waitState(t, g, "breaker open", breakerIs("open"))
+	clock.advance(openFor)
 	waitState(t, g, "breaker half-open", breakerIs("half_open"))
 	if err := g.InjectFault(Fault{Actor: "provider", On: "retryAsk"}); err != nil {
 		t.Fatal(err)
@@ -57,7 +75,8 @@ func TestCrashOnProbeRetryAskReopensBreaker(t *testing.T) {
 	if n := g.FaultsFired(); n != 1 {
 		t.Fatalf("%d faults fired, want the probe's retryAsk's", n)
 	}
-	waitState(t, g, "breaker open again after the failed probe", breakerIs("open"))
+	st := waitState(t, g, "breaker open again after the failed probe", breakerIs("open"))
+	clock.advance(time.Duration(st.Providers[0].Breaker.RetryAfterMs) * time.Millisecond) // it opens for longer each time
 	waitState(t, g, "breaker half-open for the next probe", breakerIs("half_open"))
 	o := got(t, runCall(ctx, g, "p/m"))
 	if o.err != nil || o.text != "ok" {

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -76,28 +77,21 @@ type retireCheck struct{ final bool }
 // can reach it any more; stop it.
 type providerRetired struct{ p int }
 
-// reconfigure applies a reload's gateway-wide part: the caps (lowering them stops nothing:
-// the dispatcher grants nothing until running is below max_running), the new providers'
-// slots in the dispatcher and their actors; then it hands each changed or removed provider
-// its part. A part already applied (the message is sent again after a crash) is skipped.
+// reconfigure applies a reload's gateway-wide part: it starts the new providers' actors,
+// hands each changed or removed provider its part, and gives the core the caps (lowering
+// them stops nothing: the dispatcher grants nothing until running is below max_running)
+// and the new providers' slots. A part already applied (the message is sent again after a
+// crash) is skipped.
 func (s *supervisor) reconfigure(ctx actor.Context, m *reconfigure) {
-	s.limits = m.limits
-	s.disp.SetLimits(m.limits)
 	for _, ps := range m.add {
-		if ps.slot.p < len(s.providers) {
-			continue
+		switch {
+		case ps.slot.p < len(s.providers):
+			continue // started already
+		case ps.slot.p > len(s.providers):
+			// The gateway's slots and the supervisor's providers grow only together: a gap is a bug.
+			panic(fmt.Sprintf("internal fault: a reload adds provider slot %d to %d providers", ps.slot.p, len(s.providers)))
 		}
-		if got := s.disp.AddProvider(); got != ps.slot.p {
-			// The dispatcher and the slots grow only here, together: a mismatch is a bug.
-			panic("internal fault: the dispatcher added a provider at another slot than the gateway")
-		}
-		s.out = append(s.out, grants{})
-		s.retired = append(s.retired, false)
 		s.spawnProvider(ctx, ps.slot, ps.pv, ps.models)
-		if s.draining {
-			s.idle = append(s.idle, false)
-			send(ctx, s.providers[ps.slot.p], &drainAll{})
-		}
 	}
 	for _, ps := range m.change {
 		send(ctx, s.providers[ps.slot.p], &reconfigureProvider{setup: ps, r: m})
@@ -107,24 +101,20 @@ func (s *supervisor) reconfigure(ctx actor.Context, m *reconfigure) {
 	}
 	// Credit handed out under the old caps comes back before the reload is acknowledged, so
 	// every call sent after it reaches its provider after the recall.
-	s.sendRecalls(ctx)
+	s.apply(ctx, s.core.Reconfigure(m.limits, len(s.providers)))
 	m.ack(-1, nil)
-	s.schedule(ctx) // raised caps may let a start through now
 }
 
 // providerRetired stops a retired provider that has nothing left: its lanes and request
 // actors stop with it. Its slot stays, idle for good, in the dispatcher.
 func (s *supervisor) providerRetired(ctx actor.Context, p int) {
-	if p < 0 || p >= len(s.providers) || s.retired[p] {
+	fx, ok := s.core.Retire(p)
+	if !ok {
 		return
 	}
-	s.retired[p] = true
-	s.disp.Report(p, policy.Offer{Sync: s.sync}) // nothing runs or waits there any more
 	ctx.Stop(s.providers[p])
 	s.g.log.Info().Str("provider", s.g.slots.at(p).name).Msg("removed provider stopped: it finished what it ran and had queued")
-	if s.draining {
-		s.providerIdle(p)
-	}
+	s.apply(ctx, fx)
 }
 
 // reconfigure takes a reload's settings for this provider. Nothing admitted is disturbed:
@@ -250,7 +240,7 @@ func (pr providerReload) retireCheck(ctx actor.Context, m *retireCheck) {
 // retiredMember is a member of batch b whose provider a reload removed and stopped, or nil.
 func (s *supervisor) retiredMember(b *batchCall) *call {
 	for _, c := range b.members {
-		if s.retired[c.route.p] {
+		if s.core.Retired(c.route.p) {
 			return c
 		}
 	}

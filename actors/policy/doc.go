@@ -7,7 +7,9 @@
 //     which of its requests starts next. The provider actor owns one.
 //   - The Dispatcher is the gateway's side: max_running, max_admitted, class priority across
 //     providers, the clients' fair shares of max_running and, on a tie, the providers'
-//     round-robin. The supervisor actor owns it.
+//     round-robin. The supervisor actor's core, a Supervisor (the dispatcher, its
+//     generation, the drain), owns it and returns the effects of each event for the actor
+//     to carry out.
 //
 // Neither half has goroutines, timers or a clock of its own: every method that depends on
 // time takes now, and Provider.NextWake says when its owner should call back if nothing else

@@ -1,0 +1,185 @@
+package policy
+
+import (
+	"slices"
+	"testing"
+)
+
+func newTestSupervisor(providers, maxRunning int, credit bool) *Supervisor {
+	return NewSupervisor(SupervisorSpec{Limits: Limits{MaxRunning: maxRunning, MaxAdmitted: 2 * maxRunning}, Providers: providers,
+		Slots: NewSlots(nil), Shares: NewShares(), Credit: credit})
+}
+
+// waiting is an offer of n interactive starts under generation sync.
+func waiting(sync uint64, seq uint64, n int) Offer {
+	o := Offer{Sync: sync, Seq: seq, Queued: n, QueueLength: 8}
+	o.Avail[0] = n
+	return o
+}
+
+// TestSupervisorDispatch: an offer asks for one dispatch, however many come before it is
+// made; the dispatch sends each provider its grants in one part, and asks again only after.
+func TestSupervisorDispatch(t *testing.T) {
+	s := newTestSupervisor(3, 2, false)
+	if fx := s.Offer(0, Offer{}); fx.Dispatch {
+		t.Error("an offer with nothing to start asked for a dispatch")
+	}
+	if fx := s.Offer(1, waiting(0, 1, 1)); !fx.Dispatch {
+		t.Fatal("an offer that could start asked for no dispatch")
+	}
+	if fx := s.Offer(2, waiting(0, 1, 3)); fx.Dispatch {
+		t.Error("a second dispatch asked for before the first was made")
+	}
+	fx := s.DispatchNow()
+	var got []int
+	n := 0
+	for _, g := range fx.Grants {
+		got = append(got, g.Provider)
+		n += len(g.Grants)
+		for _, gr := range g.Grants {
+			if gr.Provider != g.Provider {
+				t.Errorf("provider %d's part holds a grant for %d", g.Provider, gr.Provider)
+			}
+		}
+	}
+	if n != 2 || !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("dispatch granted %d starts to providers %v, want 2 (max_running) to [1 2], one part each", n, got)
+	}
+	if fx := s.DispatchNow(); len(fx.Grants) != 0 {
+		t.Errorf("a second dispatch granted %v past max_running", fx.Grants)
+	}
+	if fx := s.Offer(1, Offer{Seq: 2, Seen: 1}); !fx.Dispatch {
+		t.Error("a finish that frees room for a waiting start asked for no dispatch")
+	}
+}
+
+// TestSupervisorRebuild: a rebuild asks every provider for a fresh offer under a new
+// generation, arms one resync, ignores offers and ticks of the old generation, and asks
+// again only those that have not answered.
+func TestSupervisorRebuild(t *testing.T) {
+	s := newTestSupervisor(3, 4, false)
+	s.Offer(0, waiting(0, 1, 1))
+	fx := s.Rebuild()
+	if fx.Sync != 1 || s.Sync() != 1 || !slices.Equal(fx.Resync, []int{0, 1, 2}) || !fx.ArmResync || fx.Dispatch {
+		t.Fatalf("rebuild: %+v, want sync 1, every provider asked, one resync armed, no dispatch", fx)
+	}
+	if fx := s.Offer(0, waiting(0, 2, 1)); fx.Dispatch {
+		t.Error("an offer for the old generation asked for a dispatch")
+	}
+	s.Offer(0, Offer{Sync: 1})
+	if fx := s.ResyncTick(0); len(fx.Resync) != 0 || fx.ArmResync {
+		t.Errorf("a tick of the old generation did %+v", fx)
+	}
+	if fx := s.ResyncTick(1); !slices.Equal(fx.Resync, []int{1, 2}) || !fx.ArmResync {
+		t.Errorf("tick: %+v, want providers 1 and 2 asked again and the resync armed again", fx)
+	}
+	if hold, _ := s.HoldBatch(2); hold != BatchParked {
+		t.Errorf("a batch during the rebuild was %v, want parked", hold)
+	}
+	s.Offer(1, Offer{Sync: 1})
+	if s.Unparkable() {
+		t.Error("unparkable before every provider answered")
+	}
+	if fx := s.Offer(2, waiting(1, 1, 1)); !fx.Dispatch || !s.Unparkable() {
+		t.Errorf("the last answer: %+v, unparkable %v; want a dispatch and unparkable", fx, s.Unparkable())
+	}
+	if fx := s.ResyncTick(1); len(fx.Resync) != 0 || fx.ArmResync {
+		t.Errorf("a tick after every provider answered did %+v", fx)
+	}
+}
+
+// TestSupervisorDrain: the drain tells every provider in service once, and is over when
+// each has said it has nothing left; a retired provider has nothing, and one a reload adds
+// during the drain drains at once.
+func TestSupervisorDrain(t *testing.T) {
+	s := newTestSupervisor(3, 4, false)
+	if _, ok := s.Retire(1); !ok {
+		t.Fatal("retire refused")
+	}
+	if _, ok := s.Retire(1); ok {
+		t.Error("a provider retired twice")
+	}
+	if !s.Retired(1) || s.Retired(0) || s.Retired(7) {
+		t.Error("Retired reports the wrong providers")
+	}
+	fx := s.Drain()
+	if !slices.Equal(fx.Drain, []int{0, 2}) || fx.Idle || !s.Draining() {
+		t.Fatalf("drain: %+v, want providers 0 and 2 told, not idle", fx)
+	}
+	if fx := s.Drain(); len(fx.Drain) != 0 {
+		t.Errorf("a second drain told %v again", fx.Drain)
+	}
+	if fx := s.Reconfigure(Limits{MaxRunning: 4, MaxAdmitted: 8}, 4); !slices.Equal(fx.Drain, []int{3}) {
+		t.Errorf("a provider added during the drain: told %v, want [3]", fx.Drain)
+	}
+	if fx := s.ProviderIdle(0); fx.Idle {
+		t.Error("idle with providers 2 and 3 still busy")
+	}
+	if fx := s.ProviderIdle(9); fx.Idle {
+		t.Error("an unknown provider's idle ended the drain")
+	}
+	s.ProviderIdle(2)
+	if fx := s.ProviderIdle(3); !fx.Idle {
+		t.Error("not idle once every provider said so")
+	}
+	if hold, _ := s.HoldBatch(2); hold != BatchRefused {
+		t.Errorf("a batch during the drain was %v, want refused", hold)
+	}
+}
+
+// TestSupervisorBatchHold: a batch holds its slots whole or not at all; the slots come back
+// as its providers answer, and credit that may hold them is asked back first.
+func TestSupervisorBatchHold(t *testing.T) {
+	s := newTestSupervisor(2, 3, false)
+	s.Offer(0, Offer{})
+	s.Offer(1, Offer{})
+	if hold, _ := s.HoldBatch(4); hold != BatchRefused {
+		t.Errorf("4 members under max_running 3: %v, want refused", hold)
+	}
+	if hold, _ := s.HoldBatch(3); hold != BatchHeld {
+		t.Fatalf("3 members under max_running 3: %v, want held", hold)
+	}
+	if hold, _ := s.HoldBatch(1); hold != BatchRefused || s.Running() != 3 {
+		t.Errorf("a batch past the held slots: %v, running %d; want refused, 3", hold, s.Running())
+	}
+	s.Reserved(0, Offer{Running: 2}, 2)
+	s.Reserved(1, Offer{Running: 1}, 1)
+	if s.Running() != 3 {
+		t.Errorf("running %d once the members count in the offers, want 3", s.Running())
+	}
+	s.Reserved(1, Offer{}, 0) // the members ended
+	s.Reserved(0, Offer{}, 0)
+	if hold, _ := s.HoldBatch(3); hold != BatchHeld {
+		t.Errorf("after the members ended: %v, want held", hold)
+	}
+
+	c := newTestSupervisor(1, 2, true)
+	c.Offer(0, waiting(0, 1, 1))
+	fx := c.DispatchNow()
+	if len(fx.Grants) == 0 || fx.Grants[0].Credit == nil {
+		t.Fatalf("no credit handed out: %+v", fx)
+	}
+	hold, fx := c.HoldBatch(2)
+	if hold != BatchParked || len(fx.Recalls) != 1 || c.Unparkable() {
+		t.Errorf("a batch the credit may hold: %v, recalls %v, unparkable %v; want parked, one recall, not unparkable",
+			hold, fx.Recalls, c.Unparkable())
+	}
+}
+
+// TestSupervisorReconfigure: a reload's caps take effect at once, and a provider it adds is
+// a new slot in the dispatcher; a slot out of order is a bug.
+func TestSupervisorReconfigure(t *testing.T) {
+	s := newTestSupervisor(1, 1, false)
+	s.Offer(0, waiting(0, 1, 3))
+	s.DispatchNow()
+	if fx := s.Reconfigure(Limits{MaxRunning: 3, MaxAdmitted: 6}, 2); !fx.Dispatch || s.Limits().MaxRunning != 3 {
+		t.Errorf("raised caps: %+v, limits %+v; want a dispatch", fx, s.Limits())
+	}
+	if fx := s.DispatchNow(); len(fx.Grants) != 1 || len(fx.Grants[0].Grants) != 2 {
+		t.Errorf("under the raised cap: %+v, want provider 0 granted 2 more", fx.Grants)
+	}
+	s.Offer(1, waiting(0, 1, 1))
+	if s.Running() != 3 {
+		t.Errorf("running %d, want 3", s.Running())
+	}
+}
