@@ -29,16 +29,15 @@ import (
 // MaxBatch is the most models one batch may name (SPEC §5).
 const MaxBatch = 10
 
-// batchCall is one batch on its way through the admission core.
+// batchCall is one batch on its way through the admission core: written once by
+// StartBatch before it is sent, but for its answer. Where it stands at the supervisor is
+// the supervisor's core's (policy.Supervisor), by its id.
 type batchCall struct {
+	id      policy.BatchID
 	members []*call         // in request order
 	by      map[int][]*call // by provider index
 	reply   chan error      // the batch's one decision: nil (committed) or the refusal
 	answer  sync.Once       // reply is written once
-	held    int             // global slots the supervisor holds for it
-	waiting map[int]bool    // providers whose reservation is still to come
-	failed  *llm.Error      // the first refusal a provider gave
-	ok      map[int]bool    // providers that reserved
 	// leases are the members' holds on the replicas' shared limits, by member, taken by
 	// StartBatch before it sends the batch (shared.go) and read-only after.
 	leases map[policy.ID]memberLease
@@ -52,6 +51,15 @@ type memberLease struct {
 
 func (b *batchCall) decide(err error) {
 	b.answer.Do(func() { b.reply <- err })
+}
+
+// providers is each member's provider, in request order.
+func (b *batchCall) providers() []int {
+	ps := make([]int, len(b.members))
+	for i, c := range b.members {
+		ps[i] = c.route.p
+	}
+	return ps
 }
 
 // startBatch, from Gateway.StartBatch to the supervisor.
@@ -100,7 +108,7 @@ func (g *Gateway) StartBatch(ctx context.Context, models []string, prio llm.Prio
 			Message: fmt.Sprintf("a batch names at most %d models, this one %d", MaxBatch, len(models))}
 	}
 	t := g.table.Load()
-	b := &batchCall{by: map[int][]*call{}, reply: make(chan error, 1), waiting: map[int]bool{}, ok: map[int]bool{}}
+	b := &batchCall{id: policy.BatchID(g.nextID.Add(1)), by: map[int][]*call{}, reply: make(chan error, 1)}
 	for i, id := range models {
 		r, ok := t.lookup(id)
 		if !ok {
@@ -236,85 +244,66 @@ func (b *batchCall) fits(t *modelTable, maxRunning int) error {
 		Message: "this batch can never start all its members at once: " + strings.Join(parts, "; ")}
 }
 
-// batch begins a batch at the supervisor: hold its global slots, then ask its providers.
+// batch begins a batch at the supervisor: its core holds its global slots and asks its
+// providers to reserve (policy.Supervisor.BeginBatch).
 func (s *supervisor) batch(ctx actor.Context, b *batchCall) {
-	if s.core.Draining() {
-		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"})
-		return
-	}
-	if c := s.retiredMember(b); c != nil {
-		b.decide(s.g.table.Load().notFound(c.route.id)) // a reload removed its provider meanwhile
-		return
-	}
-	k := len(b.members)
-	hold, fx := s.core.HoldBatch(k)
-	s.apply(ctx, fx)
-	switch hold {
-	case policy.BatchParked:
-		s.parked = append(s.parked, b) // unpark begins it again
-		return
-	case policy.BatchRefused:
-		l := s.core.Limits()
-		b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: s.g.RetryAfter(),
-			Message: fmt.Sprintf("the gateway runs %d of its %d requests at once (max_running); the batch needs %d free at the same time",
-				s.core.Running(), l.MaxRunning, k)})
-		return
-	}
-	b.held = k
-	s.batches = append(s.batches, b)
-	for p, calls := range b.by {
-		b.waiting[p] = true
-		send(ctx, s.providers[p], &reserve{b: b, calls: calls})
-	}
+	s.admitting[b.id] = b
+	s.apply(ctx, s.core.BeginBatch(b.id, b.providers()))
 }
 
-// reservedBy takes one provider's answer; the last one decides the batch.
+// reservedBy takes one provider's answer; the last one decides the batch. The answer for a
+// batch the core no longer admits (a rebuilt supervisor forgot it) is freed by the
+// effects: the batch is named for them alone.
 func (s *supervisor) reservedBy(ctx actor.Context, m *reserved) {
-	b := m.b
-	share := 0
-	if b.waiting[m.p] {
-		share = len(b.by[m.p]) // its members now count in its offer, or are refused
-		delete(b.waiting, m.p)
-		b.held -= share
+	if _, ok := s.admitting[m.b.id]; !ok {
+		s.admitting[m.b.id] = m.b
+		defer delete(s.admitting, m.b.id)
 	}
-	s.apply(ctx, s.core.Reserved(m.p, m.o, share))
-	s.unpark(ctx)
-	if !slices.Contains(s.batches, b) {
-		// Aborted already (a rebuilt supervisor forgot it): free what was reserved.
-		if m.ok {
-			send(ctx, s.providers[m.p], &settle{b: b})
-		}
-		return
+	var why error
+	if m.why != nil {
+		why = m.why
 	}
-	if m.ok {
-		b.ok[m.p] = true
-	} else if b.failed == nil {
-		b.failed = m.why
+	s.apply(ctx, s.core.Reserved(m.b.id, m.p, m.ok, why, m.o))
+}
+
+// applyBatches carries out what the core decided of batches: reservations to ask for,
+// settlements, and each decided batch's one answer.
+func (s *supervisor) applyBatches(ctx actor.Context, fx *policy.SupervisorEffects) {
+	for _, r := range fx.Reserve {
+		b := s.admitting[r.ID]
+		send(ctx, s.providers[r.Provider], &reserve{b: b, calls: b.by[r.Provider]})
 	}
-	if len(b.waiting) > 0 {
-		return
+	for _, st := range fx.Settle {
+		send(ctx, s.providers[st.Provider], &settle{b: s.admitting[st.ID], commit: st.Commit})
 	}
-	s.batches = slices.DeleteFunc(s.batches, func(x *batchCall) bool { return x == b })
-	commit := b.failed == nil
-	for p := range b.ok {
-		send(ctx, s.providers[p], &settle{b: b, commit: commit})
-	}
-	if commit {
-		b.decide(nil)
-	} else {
-		b.decide(b.failed)
+	for _, d := range fx.Decided {
+		b := s.admitting[d.ID]
+		delete(s.admitting, d.ID)
+		b.decide(s.batchAnswer(b, d))
 	}
 }
 
-// forgetBatches aborts the batches in flight: a rebuilt supervisor does not know where they
-// stood. Their clients are told to try again; reservations that come later are freed.
-func (s *supervisor) forgetBatches() {
-	for _, b := range append(s.batches, s.parked...) {
-		clear(b.waiting) // the new dispatcher holds nothing for it: nothing to give back
-		b.decide(&llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: time.Second,
-			Message: "internal fault: the gateway's supervisor restarted while admitting this batch; nothing ran, try again"})
+// batchAnswer is the error a batch's decision is answered with: nil when it committed.
+func (s *supervisor) batchAnswer(b *batchCall, d policy.BatchDecision) error {
+	switch d.Outcome {
+	case policy.BatchCommitted:
+		return nil
+	case policy.BatchFailed:
+		return d.Why
+	case policy.BatchRefused:
+		return &llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: s.g.RetryAfter(),
+			Message: fmt.Sprintf("the gateway runs %d of its %d requests at once (max_running); the batch needs %d free at the same time",
+				s.core.Running(), s.core.Limits().MaxRunning, len(b.members))}
+	case policy.BatchDraining:
+		return &llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"}
+	case policy.BatchRetired:
+		return s.g.table.Load().notFound(b.members[d.Member].route.id) // a reload removed its provider meanwhile
+	case policy.BatchStopped:
+		return errStopping()
+	default: // policy.BatchForgotten
+		return &llm.Error{Kind: llm.KindBatchCapacity, RetryAfter: time.Second,
+			Message: "internal fault: the gateway's supervisor restarted while admitting this batch; nothing ran, try again"}
 	}
-	s.batches, s.parked = nil, nil
 }
 
 // reserve is a provider's part of a batch: all its members start in its policy now, or none.

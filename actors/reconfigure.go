@@ -237,16 +237,6 @@ func (pr providerReload) retireCheck(ctx actor.Context, m *retireCheck) {
 	send(ctx, a.g.supervisor, &providerRetired{p: a.p})
 }
 
-// retiredMember is a member of batch b whose provider a reload removed and stopped, or nil.
-func (s *supervisor) retiredMember(b *batchCall) *call {
-	for _, c := range b.members {
-		if s.core.Retired(c.route.p) {
-			return c
-		}
-	}
-	return nil
-}
-
 // providerReload is the provider actor's part of reloads: it takes a reload's settings and
 // models (and models a backend reports at run time), tells a call started before a reload
 // from one of now, and retires the provider a reload removed once nothing of it is left.

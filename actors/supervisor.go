@@ -31,12 +31,11 @@ type supervisor struct {
 	mode   actor.Behavior
 	failed bool
 
-	batches []*batchCall // in flight: their reservations are still to come
-	parked  []*batchCall // waiting for a rebuild to end or credit to come back before they are held (unpark)
+	admitting map[policy.BatchID]*batchCall // the batches its core is admitting or keeps parked
 }
 
 func newSupervisor(g *Gateway, spawned chan<- []*actor.PID) *supervisor {
-	s := &supervisor{g: g, spawned: spawned, mode: actor.NewBehavior()}
+	s := &supervisor{g: g, spawned: spawned, mode: actor.NewBehavior(), admitting: map[policy.BatchID]*batchCall{}}
 	// Standing credit is handed out unless the replicas share their limits: there every
 	// start waits for its leases anyway.
 	s.core = policy.NewSupervisor(policy.SupervisorSpec{Limits: g.caps.Load().limits, Providers: len(g.opts.Providers),
@@ -50,7 +49,7 @@ func newSupervisor(g *Gateway, spawned chan<- []*actor.PID) *supervisor {
 // makes the change, before it is handled.
 func (s *supervisor) Receive(ctx actor.Context) {
 	if !s.failed && s.g.Failed() != nil {
-		s.fail()
+		s.fail(ctx)
 	}
 	s.mode.Receive(ctx)
 }
@@ -64,7 +63,6 @@ func (s *supervisor) receiveNormal(ctx actor.Context) {
 	switch m := msg.(type) {
 	case *offer:
 		s.apply(ctx, s.core.Offer(m.p, m.o))
-		s.unpark(ctx)
 	case *dispatchNow:
 		s.apply(ctx, s.core.DispatchNow())
 	case *resyncTick:
@@ -74,7 +72,7 @@ func (s *supervisor) receiveNormal(ctx actor.Context) {
 	case *reserved:
 		s.reservedBy(ctx, m)
 	case *drainAll:
-		s.drain(ctx)
+		s.apply(ctx, s.core.Drain())
 	case *providerIdle:
 		s.apply(ctx, s.core.ProviderIdle(m.p))
 	case *reconfigure:
@@ -116,25 +114,13 @@ func (s *supervisor) apply(ctx actor.Context, fx *policy.SupervisorEffects) {
 	for _, p := range fx.Drain {
 		send(ctx, s.providers[p], &drainAll{})
 	}
+	s.applyBatches(ctx, fx)
 	if fx.Idle {
 		select {
 		case <-s.g.idle:
 		default:
 			close(s.g.idle)
 		}
-	}
-}
-
-// unpark begins again the batches that waited for a rebuild to end or for credit to come
-// back, once nothing of either is left.
-func (s *supervisor) unpark(ctx actor.Context) {
-	if len(s.parked) == 0 || !s.core.Unparkable() {
-		return
-	}
-	parked := s.parked
-	s.parked = nil
-	for _, b := range parked {
-		s.batch(ctx, b)
 	}
 }
 
@@ -161,23 +147,9 @@ func (s *supervisor) spawnProvider(ctx actor.Context, sl *slot, pv Provider, mod
 	s.providers = append(s.providers, pid)
 }
 
-// rebuild replaces the core's dispatcher after a crash (policy.Supervisor.Rebuild) and
+// rebuild replaces the core's dispatcher after a crash (policy.Supervisor.Rebuild), which
 // tells the batches it was admitting to try again.
-func (s *supervisor) rebuild(ctx actor.Context) {
-	fx := s.core.Rebuild()
-	s.forgetBatches()
-	s.apply(ctx, fx)
-}
-
-// drain answers everything waiting and stops everything running, through the providers,
-// and closes the gateway's idle channel once each has reported nothing left.
-func (s *supervisor) drain(ctx actor.Context) {
-	for _, b := range s.parked {
-		b.decide(&llm.Error{Kind: llm.KindDraining, Message: "the gateway is shutting down"})
-	}
-	s.parked = nil
-	s.apply(ctx, s.core.Drain())
-}
+func (s *supervisor) rebuild(ctx actor.Context) { s.apply(ctx, s.core.Rebuild()) }
 
 // errGatewayFailed is the cause of every call stopped because the supervisor itself ran out
 // of restarts.
@@ -191,12 +163,9 @@ func errStopping() error {
 
 // fail makes the supervisor the failed gateway's: it answers the batches parked for it and
 // from now on receives in receiveFailed.
-func (s *supervisor) fail() {
+func (s *supervisor) fail(ctx actor.Context) {
 	s.failed = true
-	for _, b := range s.parked {
-		b.decide(errStopping())
-	}
-	s.parked = nil
+	s.apply(ctx, s.core.Fail())
 	s.mode.Become(s.receiveFailed)
 }
 
@@ -211,7 +180,7 @@ func (s *supervisor) receiveFailed(ctx actor.Context) {
 			send(ctx, s.providers[m.p], &settle{b: m.b})
 		}
 	case *drainAll:
-		s.drain(ctx)
+		s.apply(ctx, s.core.Drain())
 	case *providerIdle:
 		s.apply(ctx, s.core.ProviderIdle(m.p))
 	case *reconfigure:

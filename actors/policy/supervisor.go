@@ -20,6 +20,9 @@ type Supervisor struct {
 	draining  bool
 	idle      []bool // after the drain: the providers that have nothing left
 
+	batches map[BatchID]*batch // being admitted: their reservations are still to come
+	parked  []*batch           // waiting for a rebuild to end or credit to come back (unpark)
+
 	fx   SupervisorEffects
 	out  []ProviderGrants // by provider, gathered during a dispatch
 	gbuf []Grant
@@ -55,13 +58,17 @@ type SupervisorEffects struct {
 	Resync    []int            // ask these providers for a fresh offer under Sync
 	ArmResync bool             // call ResyncTick(Sync) after the resync interval
 	Sync      uint64
-	Drain     []int // tell these providers to drain
-	Idle      bool  // the drain is over: every provider has nothing left
+	Drain     []int           // tell these providers to drain
+	Reserve   []BatchSend     // ask these providers to reserve a batch's members
+	Settle    []BatchSend     // tell these providers to commit or free what they reserved
+	Decided   []BatchDecision // answer these batches
+	Idle      bool            // the drain is over: every provider has nothing left
 }
 
 // NewSupervisor is the core of a supervisor for spec.Providers providers.
 func NewSupervisor(spec SupervisorSpec) *Supervisor {
-	s := &Supervisor{spec: spec, retired: make([]bool, spec.Providers), out: make([]ProviderGrants, spec.Providers)}
+	s := &Supervisor{spec: spec, retired: make([]bool, spec.Providers), out: make([]ProviderGrants, spec.Providers),
+		batches: map[BatchID]*batch{}}
 	s.disp = s.newDispatcher()
 	return s
 }
@@ -78,17 +85,19 @@ func (s *Supervisor) newDispatcher() *Dispatcher {
 // effects starts the effects of a new event.
 func (s *Supervisor) effects() *SupervisorEffects {
 	fx := &s.fx
-	*fx = SupervisorEffects{Grants: fx.Grants[:0], Recalls: fx.Recalls[:0], Resync: fx.Resync[:0], Drain: fx.Drain[:0], Sync: s.sync}
+	*fx = SupervisorEffects{Grants: fx.Grants[:0], Recalls: fx.Recalls[:0], Resync: fx.Resync[:0], Drain: fx.Drain[:0],
+		Reserve: fx.Reserve[:0], Settle: fx.Settle[:0], Decided: fx.Decided[:0], Sync: s.sync}
 	return fx
 }
 
 // Offer takes provider p's offer. A dispatch follows once the offers already in the
 // mailbox are in, so that offers made at the same moment are dispatched together, as one
-// global dispatcher would.
+// global dispatcher would; parked batches begin again if they can.
 func (s *Supervisor) Offer(p int, o Offer) *SupervisorEffects {
 	fx := s.effects()
 	s.disp.Report(p, o)
 	s.schedule(fx)
+	s.unpark(fx)
 	return fx
 }
 
@@ -146,10 +155,11 @@ func (s *Supervisor) Recall() *SupervisorEffects {
 // for again, under a new generation, so that offers made for the old one (which do not
 // count the grants it sent) are ignored. It grants nothing until every provider has
 // answered; those that have not are asked again at each ResyncTick, since a provider that
-// crashed while handling the request lost it.
+// crashed while handling the request lost it. The batches it was admitting are forgotten.
 func (s *Supervisor) Rebuild() *SupervisorEffects {
 	s.sync++
 	fx := s.effects()
+	s.forgetBatches(fx)
 	s.disp = s.newDispatcher()
 	s.disp.Forget(s.sync)
 	for p, gone := range s.retired {
@@ -192,12 +202,14 @@ func (s *Supervisor) askUnknown(fx *SupervisorEffects) {
 
 // Drain begins the drain: every provider in service is told to answer what waits and stop
 // what runs; the drain is over once each has said it has nothing left (ProviderIdle).
+// Parked batches are refused, and so is every batch from now on.
 func (s *Supervisor) Drain() *SupervisorEffects {
 	fx := s.effects()
 	if s.draining {
 		return fx
 	}
 	s.draining = true
+	s.dropParked(fx, BatchDraining)
 	s.idle = make([]bool, s.spec.Providers)
 	for p, gone := range s.retired {
 		if gone {
@@ -270,58 +282,6 @@ func (s *Supervisor) Reconfigure(l Limits, n int) *SupervisorEffects {
 	s.schedule(fx)
 	return fx
 }
-
-// BatchHold is what the core says of a batch's members asking for their global slots.
-type BatchHold int
-
-const (
-	// BatchHeld: its slots are held until its providers have answered (Reserved).
-	BatchHeld BatchHold = iota
-	// BatchParked: it is to begin again once the dispatcher is rebuilt or its credit back
-	// (Unparkable); the effects ask the credit back.
-	BatchParked
-	// BatchRefused: max_running has no room for all its members at once, or the gateway
-	// is draining (Draining).
-	BatchRefused
-)
-
-// HoldBatch holds k global slots for a batch's members.
-func (s *Supervisor) HoldBatch(k int) (BatchHold, *SupervisorEffects) {
-	fx := s.effects()
-	switch {
-	case s.draining:
-		return BatchRefused, fx
-	case !s.disp.Ready():
-		// Rebuilding after a crash: the dispatcher knows the running count again once every
-		// provider has offered.
-		return BatchParked, fx
-	case !s.disp.Hold(k):
-		if s.disp.Recalling() {
-			// Unused credit may hold the slots: begin again once it is given back.
-			fx.Recalls = s.disp.Recalls(fx.Recalls)
-			return BatchParked, fx
-		}
-		return BatchRefused, fx
-	}
-	return BatchHeld, fx
-}
-
-// Reserved takes a provider's answer to a batch's reservation: its offer, in which the
-// members it reserved now count, and the share of slots held for them (0 when the batch no
-// longer holds any there: it was forgotten, or the answer came again).
-func (s *Supervisor) Reserved(p int, o Offer, share int) *SupervisorEffects {
-	fx := s.effects()
-	s.disp.Report(p, o)
-	if share > 0 {
-		s.disp.Unhold(share)
-	}
-	s.schedule(fx) // the offer may list arrivals, or the slots given back may let one start
-	return fx
-}
-
-// Unparkable reports whether batches parked may begin again: the dispatcher is rebuilt and
-// no credit is being asked back.
-func (s *Supervisor) Unparkable() bool { return s.disp.Ready() && !s.disp.Recalling() }
 
 // Draining reports whether the drain has begun.
 func (s *Supervisor) Draining() bool { return s.draining }

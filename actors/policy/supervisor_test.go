@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"slices"
 	"testing"
 )
@@ -73,15 +74,11 @@ func TestSupervisorRebuild(t *testing.T) {
 	if fx := s.ResyncTick(1); !slices.Equal(fx.Resync, []int{1, 2}) || !fx.ArmResync {
 		t.Errorf("tick: %+v, want providers 1 and 2 asked again and the resync armed again", fx)
 	}
-	if hold, _ := s.HoldBatch(2); hold != BatchParked {
-		t.Errorf("a batch during the rebuild was %v, want parked", hold)
+	if fx := s.Offer(1, Offer{Sync: 1}); fx.Dispatch {
+		t.Error("a dispatch asked for before every provider answered")
 	}
-	s.Offer(1, Offer{Sync: 1})
-	if s.Unparkable() {
-		t.Error("unparkable before every provider answered")
-	}
-	if fx := s.Offer(2, waiting(1, 1, 1)); !fx.Dispatch || !s.Unparkable() {
-		t.Errorf("the last answer: %+v, unparkable %v; want a dispatch and unparkable", fx, s.Unparkable())
+	if fx := s.Offer(2, waiting(1, 1, 1)); !fx.Dispatch {
+		t.Errorf("the last answer: %+v, want a dispatch", fx)
 	}
 	if fx := s.ResyncTick(1); len(fx.Resync) != 0 || fx.ArmResync {
 		t.Errorf("a tick after every provider answered did %+v", fx)
@@ -122,47 +119,106 @@ func TestSupervisorDrain(t *testing.T) {
 	if fx := s.ProviderIdle(3); !fx.Idle {
 		t.Error("not idle once every provider said so")
 	}
-	if hold, _ := s.HoldBatch(2); hold != BatchRefused {
-		t.Errorf("a batch during the drain was %v, want refused", hold)
+}
+
+// TestSupervisorBatch: a batch holds its slots whole or not at all, asks each of its
+// providers once, and is decided by the last answer: committed when all reserved, failed
+// with the first refusal otherwise, those that reserved told to commit or free.
+func TestSupervisorBatch(t *testing.T) {
+	s := newTestSupervisor(3, 3, false)
+	for p := range 3 {
+		s.Offer(p, Offer{})
+	}
+	if fx := s.BeginBatch(1, []int{0, 1, 0, 2}); !slices.Equal(fx.Decided, []BatchDecision{{ID: 1, Outcome: BatchRefused}}) {
+		t.Errorf("4 members under max_running 3: %+v, want refused", fx.Decided)
+	}
+	fx := s.BeginBatch(2, []int{2, 0, 2})
+	if !slices.Equal(fx.Reserve, []BatchSend{{Provider: 0, ID: 2}, {Provider: 2, ID: 2}}) || len(fx.Decided) != 0 {
+		t.Fatalf("3 members: %+v, want providers 0 and 2 asked, undecided", fx)
+	}
+	if fx := s.BeginBatch(3, []int{1}); len(fx.Decided) != 1 || fx.Decided[0].Outcome != BatchRefused || s.Running() != 3 {
+		t.Errorf("a batch past the held slots: %+v, running %d; want refused, 3", fx.Decided, s.Running())
+	}
+	if fx := s.Reserved(2, 2, true, nil, Offer{Running: 2}); len(fx.Decided) != 0 || len(fx.Settle) != 0 {
+		t.Errorf("the first answer decided: %+v", fx)
+	}
+	fx = s.Reserved(2, 0, true, nil, Offer{Running: 1})
+	if !slices.Equal(fx.Settle, []BatchSend{{Provider: 2, ID: 2, Commit: true}, {Provider: 0, ID: 2, Commit: true}}) ||
+		!slices.Equal(fx.Decided, []BatchDecision{{ID: 2, Outcome: BatchCommitted}}) || s.Running() != 3 {
+		t.Errorf("the last answer: %+v, running %d; want both committed, the batch committed, 3 running", fx, s.Running())
+	}
+	s.Offer(0, Offer{})
+	s.Offer(2, Offer{})
+
+	why := errors.New("lanes busy")
+	s.BeginBatch(4, []int{0, 1})
+	s.Reserved(4, 1, false, why, Offer{})
+	fx = s.Reserved(4, 0, true, nil, Offer{Running: 1})
+	if !slices.Equal(fx.Settle, []BatchSend{{Provider: 0, ID: 4}}) || len(fx.Decided) != 1 || fx.Decided[0].Outcome != BatchFailed ||
+		fx.Decided[0].Why != why {
+		t.Errorf("one refusal: %+v, want provider 0 told to free, the batch failed with the refusal", fx)
+	}
+	if fx := s.Reserved(4, 0, true, nil, Offer{}); len(fx.Decided) != 0 || len(fx.Settle) != 1 || fx.Settle[0].Commit {
+		t.Errorf("an answer again for a decided batch: %+v, want only its reservation freed", fx)
 	}
 }
 
-// TestSupervisorBatchHold: a batch holds its slots whole or not at all; the slots come back
-// as its providers answer, and credit that may hold them is asked back first.
-func TestSupervisorBatchHold(t *testing.T) {
-	s := newTestSupervisor(2, 3, false)
+// TestSupervisorBatchParked: a batch waits (parked) while the dispatcher is rebuilt or its
+// credit may hold the slots, begins once it can, and a rebuild, the drain or the gateway's
+// failure answers what waits.
+func TestSupervisorBatchParked(t *testing.T) {
+	s := newTestSupervisor(2, 4, false)
 	s.Offer(0, Offer{})
 	s.Offer(1, Offer{})
-	if hold, _ := s.HoldBatch(4); hold != BatchRefused {
-		t.Errorf("4 members under max_running 3: %v, want refused", hold)
+	s.BeginBatch(1, []int{0, 1})
+	fx := s.Rebuild()
+	if !slices.Equal(fx.Decided, []BatchDecision{{ID: 1, Outcome: BatchForgotten}}) {
+		t.Errorf("a rebuild: %+v, want the batch being admitted forgotten", fx.Decided)
 	}
-	if hold, _ := s.HoldBatch(3); hold != BatchHeld {
-		t.Fatalf("3 members under max_running 3: %v, want held", hold)
+	if fx := s.Reserved(1, 0, true, nil, Offer{Sync: 1, Running: 1}); !slices.Equal(fx.Settle, []BatchSend{{Provider: 0, ID: 1}}) {
+		t.Errorf("a late reservation of a forgotten batch: %+v, want it freed", fx.Settle)
 	}
-	if hold, _ := s.HoldBatch(1); hold != BatchRefused || s.Running() != 3 {
-		t.Errorf("a batch past the held slots: %v, running %d; want refused, 3", hold, s.Running())
+	if fx := s.BeginBatch(2, []int{0, 1}); len(fx.Reserve) != 0 || len(fx.Decided) != 0 {
+		t.Fatalf("a batch during the rebuild: %+v, want it parked", fx)
 	}
-	s.Reserved(0, Offer{Running: 2}, 2)
-	s.Reserved(1, Offer{Running: 1}, 1)
-	if s.Running() != 3 {
-		t.Errorf("running %d once the members count in the offers, want 3", s.Running())
+	if fx := s.Offer(1, Offer{Sync: 1}); !slices.Equal(fx.Reserve, []BatchSend{{Provider: 0, ID: 2}, {Provider: 1, ID: 2}}) {
+		t.Errorf("the rebuild's last offer: %+v, want the parked batch begun", fx.Reserve)
 	}
-	s.Reserved(1, Offer{}, 0) // the members ended
-	s.Reserved(0, Offer{}, 0)
-	if hold, _ := s.HoldBatch(3); hold != BatchHeld {
-		t.Errorf("after the members ended: %v, want held", hold)
+	s.BeginBatch(3, []int{0})
+	s.Rebuild()
+	s.BeginBatch(5, []int{1})
+	if fx := s.Drain(); len(fx.Decided) != 1 || fx.Decided[0] != (BatchDecision{ID: 5, Outcome: BatchDraining}) {
+		t.Errorf("the drain: %+v, want the parked batch refused", fx.Decided)
+	}
+	if fx := s.BeginBatch(6, []int{0}); len(fx.Decided) != 1 || fx.Decided[0].Outcome != BatchDraining {
+		t.Errorf("a batch during the drain: %+v", fx.Decided)
+	}
+
+	f := newTestSupervisor(1, 4, false)
+	f.Rebuild()
+	f.BeginBatch(1, []int{0})
+	if fx := f.Fail(); !slices.Equal(fx.Decided, []BatchDecision{{ID: 1, Outcome: BatchStopped}}) {
+		t.Errorf("the gateway failing: %+v, want the parked batch stopped", fx.Decided)
 	}
 
 	c := newTestSupervisor(1, 2, true)
 	c.Offer(0, waiting(0, 1, 1))
-	fx := c.DispatchNow()
-	if len(fx.Grants) == 0 || fx.Grants[0].Credit == nil {
+	if fx := c.DispatchNow(); len(fx.Grants) == 0 || fx.Grants[0].Credit == nil {
 		t.Fatalf("no credit handed out: %+v", fx)
 	}
-	hold, fx := c.HoldBatch(2)
-	if hold != BatchParked || len(fx.Recalls) != 1 || c.Unparkable() {
-		t.Errorf("a batch the credit may hold: %v, recalls %v, unparkable %v; want parked, one recall, not unparkable",
-			hold, fx.Recalls, c.Unparkable())
+	if fx := c.BeginBatch(1, []int{0, 0}); len(fx.Reserve) != 0 || len(fx.Recalls) != 1 {
+		t.Errorf("a batch the credit may hold: %+v, want it parked and the credit asked back", fx)
+	}
+	if fx := c.Offer(0, Offer{Seq: 2, Seen: 1}); !slices.Equal(fx.Reserve, []BatchSend{{Provider: 0, ID: 1}}) {
+		t.Errorf("the credit given back: %+v, want the parked batch begun", fx.Reserve)
+	}
+
+	r := newTestSupervisor(2, 4, false)
+	r.Offer(0, Offer{})
+	r.Offer(1, Offer{})
+	r.Retire(1)
+	if fx := r.BeginBatch(1, []int{0, 1, 1}); !slices.Equal(fx.Decided, []BatchDecision{{ID: 1, Outcome: BatchRetired, Member: 1}}) {
+		t.Errorf("a batch with a retired provider: %+v, want refused naming member 1", fx.Decided)
 	}
 }
 
