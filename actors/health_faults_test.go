@@ -48,17 +48,7 @@ func TestCrashOnProbeRetryAskReopensBreaker(t *testing.T) {
 	p.Breaker = breaker.Config{Failures: 1, OpenFor: openFor}
 	p.QueueTimeout = 500 * time.Millisecond
 	clock := &testClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-	g, err := New(Options{MaxRunning: 10, MaxAdmitted: 16, Providers: []Provider{p}, Logger: zerolog.Nop(), Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := g.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	g := gatewayOf(t, Options{MaxRunning: 10, MaxAdmitted: 16, Providers: []Provider{p}, Logger: zerolog.Nop(), Now: clock.Now})
 	ctx := context.Background()
 	if o := got(t, runCall(ctx, g, "p/m")); llm.KindOf(o.err) != llm.KindProviderUnavailable {
 		t.Fatalf("first call: %v, want provider_unavailable", o.err)

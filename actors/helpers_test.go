@@ -134,7 +134,14 @@ func newWatchedGateway(t *testing.T, mw actor.MailboxMiddleware, maxRunning, max
 	if mw != nil {
 		mws = append(mws, mw)
 	}
-	g, err := newGateway(Options{MaxRunning: maxRunning, MaxAdmitted: maxAdmitted, Providers: ps, Logger: log}, mws...)
+	return gatewayOf(t, Options{MaxRunning: maxRunning, MaxAdmitted: maxAdmitted, Providers: ps, Logger: log}, mws...)
+}
+
+// gatewayOf is a gateway of o, with mws on every actor's mailbox, shut down when the test
+// ends.
+func gatewayOf(t *testing.T, o Options, mws ...actor.MailboxMiddleware) *Gateway {
+	t.Helper()
+	g, err := newGateway(o, mws...)
 	if err != nil {
 		t.Fatal(err)
 	}

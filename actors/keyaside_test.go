@@ -99,18 +99,7 @@ func keyGateway(t *testing.T, b *refusingBackend, clock *testClock, o Observer) 
 	t.Helper()
 	p := testProvider("p", b, "a", "b")
 	p.Keys, p.Lanes, p.MaxKeyCooldown = b.keys, 2, time.Minute
-	g, err := New(Options{MaxRunning: 4, MaxAdmitted: 16, Providers: []Provider{p}, Logger: zerolog.Nop(), Now: clock.Now, Observer: o})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := g.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return g
+	return gatewayOf(t, Options{MaxRunning: 4, MaxAdmitted: 16, Providers: []Provider{p}, Logger: zerolog.Nop(), Now: clock.Now, Observer: o})
 }
 
 // served makes one call to model and reports whether it was served; an error that is not
