@@ -144,13 +144,6 @@ func (s *Supervisor) DispatchNow() *SupervisorEffects {
 	return fx
 }
 
-// Recall asks back the credit the dispatcher needs back now (a batch its credit may hold).
-func (s *Supervisor) Recall() *SupervisorEffects {
-	fx := s.effects()
-	fx.Recalls = s.disp.Recalls(fx.Recalls)
-	return fx
-}
-
 // Rebuild replaces the dispatcher after a crash: the offers it was derived from are asked
 // for again, under a new generation, so that offers made for the old one (which do not
 // count the grants it sent) are ignored. It grants nothing until every provider has
@@ -283,11 +276,8 @@ func (s *Supervisor) Reconfigure(l Limits, n int) *SupervisorEffects {
 	return fx
 }
 
-// Draining reports whether the drain has begun.
-func (s *Supervisor) Draining() bool { return s.draining }
-
-// Retired reports whether a reload retired provider p.
-func (s *Supervisor) Retired(p int) bool { return p >= 0 && p < len(s.retired) && s.retired[p] }
+// isRetired reports whether a reload retired provider p.
+func (s *Supervisor) isRetired(p int) bool { return p >= 0 && p < len(s.retired) && s.retired[p] }
 
 // Running is how many calls the dispatcher counts running, at most max_running.
 func (s *Supervisor) Running() int { return min(s.disp.Running(), s.spec.Limits.MaxRunning) }

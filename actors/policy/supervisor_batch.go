@@ -72,7 +72,7 @@ func (s *Supervisor) begin(fx *SupervisorEffects, b *batch) {
 		return
 	}
 	for i, p := range b.members {
-		if s.Retired(p) {
+		if s.isRetired(p) {
 			fx.Decided = append(fx.Decided, BatchDecision{ID: b.id, Outcome: BatchRetired, Member: i})
 			return
 		}

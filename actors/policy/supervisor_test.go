@@ -96,11 +96,11 @@ func TestSupervisorDrain(t *testing.T) {
 	if _, ok := s.Retire(1); ok {
 		t.Error("a provider retired twice")
 	}
-	if !s.Retired(1) || s.Retired(0) || s.Retired(7) {
-		t.Error("Retired reports the wrong providers")
+	if !s.isRetired(1) || s.isRetired(0) || s.isRetired(7) {
+		t.Error("isRetired reports the wrong providers")
 	}
 	fx := s.Drain()
-	if !slices.Equal(fx.Drain, []int{0, 2}) || fx.Idle || !s.Draining() {
+	if !slices.Equal(fx.Drain, []int{0, 2}) || fx.Idle {
 		t.Fatalf("drain: %+v, want providers 0 and 2 told, not idle", fx)
 	}
 	if fx := s.Drain(); len(fx.Drain) != 0 {
