@@ -109,17 +109,21 @@ func (s *Supervisor) Reserved(id BatchID, p int, ok bool, why error, o Offer) *S
 	fx := s.effects()
 	s.disp.Report(p, o)
 	b := s.batches[id]
-	if b != nil && b.waiting[p] {
+	first := b != nil && b.waiting[p]
+	if first {
 		delete(b.waiting, p)
 		s.disp.Unhold(b.shares[p]) // its members now count in its offer, or are refused
 	}
 	s.schedule(fx) // the offer may list arrivals, or the slots given back may let one start
 	s.unpark(fx)
-	if b == nil {
+	switch {
+	case b == nil:
 		if ok {
 			fx.Settle = append(fx.Settle, BatchSend{Provider: p, ID: id})
 		}
 		return fx
+	case !first:
+		return fx // the provider's answer again: what it said is known
 	}
 	if ok {
 		b.ok = append(b.ok, p)

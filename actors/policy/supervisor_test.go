@@ -142,6 +142,9 @@ func TestSupervisorBatch(t *testing.T) {
 	if fx := s.Reserved(2, 2, true, nil, Offer{Running: 2}); len(fx.Decided) != 0 || len(fx.Settle) != 0 {
 		t.Errorf("the first answer decided: %+v", fx)
 	}
+	if fx := s.Reserved(2, 2, false, errors.New("again"), Offer{Running: 2}); len(fx.Decided) != 0 || len(fx.Settle) != 0 {
+		t.Errorf("an answer again decided: %+v", fx)
+	}
 	fx = s.Reserved(2, 0, true, nil, Offer{Running: 1})
 	if !slices.Equal(fx.Settle, []BatchSend{{Provider: 2, ID: 2, Commit: true}, {Provider: 0, ID: 2, Commit: true}}) ||
 		!slices.Equal(fx.Decided, []BatchDecision{{ID: 2, Outcome: BatchCommitted}}) || s.Running() != 3 {
