@@ -29,8 +29,10 @@ type faultCase struct {
 	outOfService, gatewayFails bool
 	// early: armed before the load starts, not at faultAt. Its fault cannot fail the
 	// gateway, and the messages it fires on come only from calls running when their client
-	// hangs up: the first calls, which find the lanes free; the later ones mostly hang up
-	// while queued, and on a loaded machine none may run at its hang-up.
+	// hangs up, which the random load may not have (its hang-ups mostly find their calls
+	// queued, and on a loaded machine every one may): so its load begins with sureHangUps
+	// streaming calls to a model with lanes free, each hanging up in the middle of its
+	// answer.
 	early bool
 }
 
@@ -68,7 +70,7 @@ func actorFaults(ctx context.Context, o runOpts) []*result {
 func faultLoad(ctx context.Context, e *env, r *result, fc faultCase, seed uint64) {
 	e.hangUps = true
 	g := e.local.app.Gateway
-	calls, arrive, hangUp := faultCalls(e, seed)
+	calls, arrive, hangUp := faultCalls(e, seed, fc.early)
 	armed := armFault(ctx, g, fc)
 	outs := fire(ctx, e, calls, func(i int) (time.Duration, time.Duration) { return arrive[i], hangUp[i] })
 	if err := <-armed; err != nil {
@@ -98,7 +100,9 @@ func faultLoad(ctx context.Context, e *env, r *result, fc faultCase, seed uint64
 
 // faultCalls draws the case's load: each call's model and mode, when it arrives, and for a
 // quarter of them when its client hangs up (0: never), some while queued, some streaming.
-func faultCalls(e *env, seed uint64) (calls []call, arrive, hangUp []time.Duration) {
+// With sure set, the first sureHangUps calls are streams to one model, sent at once and
+// hung up in the middle of their answers.
+func faultCalls(e *env, seed uint64, sure bool) (calls []call, arrive, hangUp []time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	ids := e.models(runOpts{})
 	calls = make([]call, faultClients)
@@ -109,9 +113,21 @@ func faultCalls(e *env, seed uint64) (calls []call, arrive, hangUp []time.Durati
 		if rng.IntN(4) == 0 {
 			hangUp[i] = 5*time.Millisecond + time.Duration(rng.Int64N(int64(80*time.Millisecond)))
 		}
+		if sure && i < sureHangUps {
+			calls[i].model, calls[i].stream = ids[0], true // alpha/a1: its model lanes take all three
+			arrive[i], hangUp[i] = 0, sureHangUpAt
+		}
 	}
 	return calls, arrive, hangUp
 }
+
+// sureHangUps streaming calls hang up sureHangUpAt after they were sent, in the middle of
+// slowAnswer's 200 ms answer: long after a call with lanes free has started, even on a
+// loaded machine, and long before it ends.
+const (
+	sureHangUps  = 3
+	sureHangUpAt = 100 * time.Millisecond
+)
 
 // armFault injects fc's fault, at once for an early case, else at faultAt into the load once
 // a call runs; the channel it returns receives the injection's error, or ctx's.
