@@ -53,8 +53,7 @@ func (s *sessions) lookup(ctx context.Context, conv string, now time.Time) (affi
 		return affinity.Binding{}, false
 	}
 	s.mu.Lock()
-	b, ok := s.t.Lookup(conv, now)
-	due := ok && s.sh != nil && s.t.Due(conv, now, recheck)
+	b, ok, due := s.t.LookupDue(conv, now, recheck)
 	s.mu.Unlock()
 	if s.sh == nil || ok && !due {
 		return b, ok

@@ -64,7 +64,7 @@ type entry struct {
 	name    string
 	b       Binding
 	used    time.Time // the last success
-	checked time.Time // when it was last known to be as new as the replicas' (Due)
+	checked time.Time // when it was last known to be as new as the replicas' (LookupDue)
 }
 
 // Table is the bindings by conversation name.
@@ -149,9 +149,9 @@ func (t *Table) push(name string, b Binding, used, checked time.Time) {
 // replica's success, or this one's written through), as read at now: it replaces the
 // table's own when that is older (another replica moved the conversation since), and is
 // taken when the table has none; a binding expired at now is not taken. Either way the
-// table's binding of name counts as checked at now (Due). It reports whether b was taken;
-// it becomes the most recently used, as a lookup that found it is followed by the call it
-// orders.
+// table's binding of name counts as checked at now (LookupDue). It reports whether b was
+// taken; it becomes the most recently used, as a lookup that found it is followed by the
+// call it orders.
 func (t *Table) Adopt(name string, b Binding, used, now time.Time) bool {
 	if name == "" {
 		return false
@@ -174,16 +174,21 @@ func (t *Table) Adopt(name string, b Binding, used, now time.Time) bool {
 	return true
 }
 
-// Due reports whether name has a live binding at now last checked against the replicas'
-// (made here, or read from them: Adopt, Checked) every or longer ago: another replica may
-// have moved the conversation since.
-func (t *Table) Due(name string, now time.Time, every time.Duration) bool {
+// LookupDue is Lookup that also reports whether the binding found was last checked
+// against the replicas' (made here, or read from them: Adopt, Checked) every or longer ago:
+// another replica may have moved the conversation since.
+func (t *Table) LookupDue(name string, now time.Time, every time.Duration) (b Binding, ok, due bool) {
 	el := t.live(name, now)
-	return el != nil && !now.Before(el.Value.(*entry).checked.Add(every))
+	if el == nil {
+		return Binding{}, false, false
+	}
+	e := el.Value.(*entry)
+	return e.b, true, !now.Before(e.checked.Add(every))
 }
 
 // Checked records that name's live binding, if it has one, was checked at now: the
-// replicas had none newer, or could not be asked (it is not asked again before it is Due).
+// replicas had none newer, or could not be asked (LookupDue does not call it due again
+// before its interval).
 func (t *Table) Checked(name string, now time.Time) {
 	if el := t.live(name, now); el != nil {
 		el.Value.(*entry).checked = now

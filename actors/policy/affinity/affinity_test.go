@@ -172,8 +172,8 @@ func TestDue(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
-		if got := tb.Due("A", at(s.at), time.Second); got != s.due {
-			t.Fatalf("%s: Due = %v, want %v", s.name, got, s.due)
+		if _, _, got := tb.LookupDue("A", at(s.at), time.Second); got != s.due {
+			t.Fatalf("%s: due = %v, want %v", s.name, got, s.due)
 		}
 	}
 }
