@@ -342,7 +342,7 @@ func (bp batchPart) reserve(ctx actor.Context, m *reserve) {
 		why = bp.batchRefusal(blocker, m.calls, now)
 	}
 	send(ctx, a.g.supervisor, &reserved{b: m.b, p: a.p, ok: ok, why: why, o: a.pol.Offer(now)})
-	a.arm(now)
+	a.arm(ctx, now)
 }
 
 // settleBatch runs a batch's reserved members or frees them (with the rate limiter's tokens

@@ -155,8 +155,9 @@ type resync struct{ sync uint64 }
 // answered a resync yet again.
 type resyncTick struct{ sync uint64 }
 
-// wake, from a provider actor's timer to itself: a queue deadline or a token is due.
-type wake struct{}
+// wake, from a provider actor's timer number timer (policy.Pacer) to itself: a queue
+// deadline or a token is due.
+type wake struct{ timer uint64 }
 
 // offerDue, from a provider actor to itself: send the offer (after the messages before it).
 type offerDue struct{}

@@ -83,11 +83,10 @@ type providerActor struct {
 	// lists it is older than its end, and does not resume it.
 	unreported map[policy.ID]bool
 
-	timer  *time.Timer
-	wakeAt time.Time // when timer fires; zero when none is armed
-
-	offerQueued bool                                // an offerDue is in the mailbox: offer sends nothing more
-	inbox       interface{ UserMessageCount() int } // the actor's mailbox
+	// pacer decides when the provider offers and when timer wakes it (policy.Pacer).
+	pacer policy.Pacer
+	timer *time.Timer
+	inbox interface{ UserMessageCount() int } // the actor's mailbox
 
 	draining bool
 	failed   bool
@@ -155,12 +154,15 @@ func (a *providerActor) receiveNormal(ctx actor.Context) {
 	case *retryAsk:
 		a.answerRetry(ctx, m)
 	case *wake:
-		a.wake(ctx)
+		if a.pacer.Woke(m.timer) {
+			a.wake(ctx)
+		}
 	case *recall:
 		if a.pol.Recall(m.r) {
 			a.offer(ctx, a.g.now())
 		}
 	case offerDue:
+		a.pacer.Due()
 		a.sendOffer(ctx, a.g.now())
 	case *unleased:
 		a.peers.unleased(ctx, m)
@@ -181,7 +183,7 @@ func (a *providerActor) receiveNormal(ctx actor.Context) {
 	case *actor.Started:
 		a.start(ctx)
 	case *actor.Stopping:
-		a.stopTimer()
+		a.carry(ctx, a.pacer.Reset())
 	default:
 		a.receiveAlways(ctx, msg, true)
 	}
@@ -417,7 +419,7 @@ func (a *providerActor) grants(ctx actor.Context, m *grants) {
 	case m.credit != nil && a.creditable():
 		a.pol.TakeCredit(*m.credit)
 	}
-	a.arm(now)
+	a.arm(ctx, now)
 }
 
 // run hands a call the policy started on key to its model's lane, with what the lane and
@@ -445,7 +447,7 @@ func (a *providerActor) creditable() bool {
 // credit that bounds what it runs, and nothing waits (policy.Provider.Quiet).
 func (a *providerActor) update(ctx actor.Context, now time.Time) {
 	if a.pol.Quiet() && a.creditable() {
-		a.stopTimer() // nothing waits: nothing to wake for
+		a.carry(ctx, a.pacer.Idle()) // nothing waits: nothing to wake for
 		return
 	}
 	a.offer(ctx, now)
@@ -470,7 +472,6 @@ func (a *providerActor) withdraw(ctx actor.Context, c *call) {
 
 // wake is the timer: expire what is due, then offer (a token may have come as well).
 func (a *providerActor) wake(ctx actor.Context) {
-	a.wakeAt = time.Time{}
 	now := a.g.now()
 	a.buf = a.pol.Expire(now, a.buf[:0])
 	for _, id := range a.buf {
@@ -490,35 +491,20 @@ func (a *providerActor) resync(ctx actor.Context, sync uint64) {
 	a.offer(ctx, a.g.now()) // the calls still awaiting a verdict are listed in it again
 }
 
-// offer reports the provider's state to the supervisor and re-arms the timer.
-//
-// With messages waiting in the mailbox, the offer goes out once they are handled (offerDue,
-// sent to itself, comes after them): a burst of arrivals, grants or endings makes one
-// offer, not one each. Each offer lists the calls still awaiting a verdict and the policy
-// works through them for it, so offering per message cost O(queue) per message, and under a
-// burst of arrivals a short queue grew long and the gateway collapsed (docs/benchmarks.md,
-// "The collapse at 3,000 RPS").
-// Offers supersede each other, so sending fewer is sending the last of them. With nothing
-// waiting, the offer goes at once, without the extra message.
+// offer reports the provider's state to the supervisor and re-arms the timer: at once with
+// its mailbox empty, else once the messages waiting there are handled (policy.Pacer), so
+// that a burst of arrivals, grants or endings makes one offer, not one each.
 func (a *providerActor) offer(ctx actor.Context, now time.Time) {
-	if a.pol.Queued() == 0 {
-		a.stopTimer() // nothing waits for a deadline or a token: a wake-up would find nothing
-	}
-	switch {
-	case a.offerQueued:
-	case a.inbox == nil || a.inbox.UserMessageCount() == 0:
+	busy := a.inbox != nil && a.inbox.UserMessageCount() > 0
+	if a.carry(ctx, a.pacer.Offer(a.pol.Queued(), busy)) {
 		a.sendOffer(ctx, now)
-	default:
-		a.offerQueued = true
-		send(ctx, ctx.Self(), offerDue{})
 	}
 }
 
 // sendOffer sends the provider's offer now.
 func (a *providerActor) sendOffer(ctx actor.Context, now time.Time) {
-	a.offerQueued = false
 	send(ctx, a.g.supervisor, &offer{p: a.p, o: a.pol.Offer(now)})
-	a.arm(now)
+	a.arm(ctx, now)
 	if a.draining && a.pol.Lanes().Running() == 0 && a.pol.Queued() == 0 {
 		send(ctx, a.g.supervisor, &providerIdle{p: a.p})
 	}
@@ -527,30 +513,28 @@ func (a *providerActor) sendOffer(ctx actor.Context, now time.Time) {
 	}
 }
 
-// arm sets the timer for the provider's next wake-up, unless one is armed no later; with
-// nothing to wake for, it stops the timer.
-func (a *providerActor) arm(now time.Time) {
+// arm sets the timer for the provider's next wake-up (see policy.Pacer.Wake).
+func (a *providerActor) arm(ctx actor.Context, now time.Time) {
 	at, ok := a.pol.NextWake(now)
-	if !ok {
-		a.stopTimer()
-		return
-	}
-	if !a.wakeAt.IsZero() && !at.Before(a.wakeAt) {
-		return
-	}
-	a.stopTimer()
-	a.wakeAt = at
-	self, root := a.self, a.g.system.Root
-	// The timer's goroutine only sends one message and exits.
-	a.timer = time.AfterFunc(max(at.Sub(now), 0), func() { send(root, self, &wake{}) })
+	a.carry(ctx, a.pacer.Wake(now, at, ok))
 }
 
-func (a *providerActor) stopTimer() {
-	if a.timer != nil {
+// carry carries out what the pacer decided of the timer and of an offer queued, and reports
+// whether the offer is to be sent now (policy.Pace).
+func (a *providerActor) carry(ctx actor.Context, pc policy.Pace) bool {
+	if pc.Stop && a.timer != nil {
 		a.timer.Stop()
 		a.timer = nil
 	}
-	a.wakeAt = time.Time{}
+	if pc.Arm {
+		self, root, n := a.self, a.g.system.Root, pc.Timer
+		// The timer's goroutine only sends one message and exits.
+		a.timer = time.AfterFunc(pc.In, func() { send(root, self, &wake{timer: n}) })
+	}
+	if pc.Queue {
+		send(ctx, ctx.Self(), offerDue{})
+	}
+	return pc.Offer
 }
 
 // answerWaiting answers a waiting call with err and forgets it.

@@ -28,7 +28,7 @@ func (a *providerActor) fail(ctx actor.Context) {
 	a.failed = true
 	a.mode.Become(outOfService{a}.receive)
 	a.slot.down.Store(true)
-	a.stopTimer()
+	a.carry(ctx, a.pacer.Reset())
 	a.g.log.Error().Str("provider", a.name).Msg("provider taken out of service: its actors failed past their restart budget")
 	now := a.g.now()
 	if a.rebuilding {
@@ -80,7 +80,7 @@ func (d outOfService) receive(ctx actor.Context) {
 		a.epoch, a.sync = a.pol.Epoch(), m.sync
 		d.offer(ctx, now)
 	case offerDue: // queued before the provider failed; offer offers at once now
-		a.offerQueued = false
+		a.pacer.Due()
 	case *recall:
 		if a.pol.Recall(m.r) {
 			d.offer(ctx, now)

@@ -19,8 +19,7 @@ type rebuildMode struct{ a *providerActor }
 // rebuild replaces the derived state after a crash: a new policy.Provider, to be filled
 // from the facts once every lane has reported what runs on it (rebuildMode.finish).
 func (a *providerActor) rebuild(ctx actor.Context) {
-	a.stopTimer()
-	a.offerQueued = false // an offerDue lost in the crash must not hold every later offer back
+	a.carry(ctx, a.pacer.Reset()) // the timer stops, and an offerDue lost in the crash must not hold every later offer back
 	a.pol = policy.NewProvider(a.spec())
 	clear(a.blocks)
 	a.unreported = make(map[policy.ID]bool, len(a.runs))
@@ -83,7 +82,7 @@ func (r rebuildMode) receive(ctx actor.Context) {
 	case *recall:
 		// The rebuilt policy holds no credit; the rebuild's end offers.
 	case offerDue:
-		a.offerQueued = false // the rebuild's end offers
+		a.pacer.Due() // the rebuild's end offers
 	case *drainAll:
 		a.draining = true
 	case *reserve:

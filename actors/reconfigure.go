@@ -233,7 +233,7 @@ func (pr providerReload) retireCheck(ctx actor.Context, m *retireCheck) {
 		send(ctx, a.self, &retireCheck{final: true})
 		return
 	}
-	a.stopTimer()
+	a.carry(ctx, a.pacer.Reset())
 	send(ctx, a.g.supervisor, &providerRetired{p: a.p})
 }
 
